@@ -1,0 +1,41 @@
+"""``trkx info PREFIX``: what an event holds (hits, cells, particles, noise, hits per volume)."""
+
+from __future__ import annotations
+
+import argparse
+
+from trkx.data.errors import EventFileNotFoundError
+from trkx.data.io import event_id_from_prefix, find_part_file, load_event
+from trkx.data.schema import PARTS
+from trkx.data.summary import event_summary, format_summary
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "info", help="summarise one TrackML event",
+        description="Print the hits, cells, particles, noise fraction and hits per detector "
+                    "volume of one event. PREFIX is the path without '-hits.csv[.gz]', e.g. "
+                    "data/event000001000.")
+    parser.add_argument("prefix", metavar="PREFIX", help="event prefix, e.g. dir/event000001000")
+    parser.set_defaults(func=run)
+
+
+def available_parts(prefix: str) -> list[str]:
+    """The parts of an event that exist on disk (hits must)."""
+    parts = []
+    for part in PARTS:
+        try:
+            find_part_file(prefix, part)
+            parts.append(part)
+        except EventFileNotFoundError:
+            if part == "hits":
+                raise
+    return parts
+
+
+def run(args: argparse.Namespace) -> int:
+    parts = available_parts(args.prefix)
+    frames = dict(zip(parts, load_event(args.prefix, parts)))
+    summary = event_summary(event_id_from_prefix(args.prefix), **frames)
+    print(format_summary(summary))
+    return 0
