@@ -1,0 +1,30 @@
+"""Shared fixtures: the real TrackML data folder (tests skip clearly when it is absent)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def trackml_data_dir() -> Path:
+    """$TRKX_DATA, else the shared data folder beside the checkout."""
+    env = os.environ.get("TRKX_DATA")
+    return Path(env) if env else _REPO.parent / "shared" / "data" / "trackml"
+
+
+@pytest.fixture(scope="session")
+def trackml_dir() -> Path:
+    path = trackml_data_dir()
+    if not (path / "sample_event").is_dir():
+        pytest.skip(f"real TrackML data not found at {path} (set TRKX_DATA to the folder "
+                    "holding sample_event/, kaggle_hits/, kaggle_particles/, detector/)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_prefix(trackml_dir: Path) -> Path:
+    return trackml_dir / "sample_event" / "event000000001"

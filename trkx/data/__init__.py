@@ -1,0 +1,1 @@
+"""TrackML data: I/O, detector geometry, features, truth and the event record."""

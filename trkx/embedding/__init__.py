@@ -1,0 +1,1 @@
+"""Metric-learning embedding of hits and neighbour-graph construction (pipeline stage 1)."""

@@ -1,0 +1,1 @@
+"""MLP edge filter over candidate edges (pipeline stage 2)."""

@@ -1,0 +1,1 @@
+"""Interaction-network GNN edge classifier with sparse-matrix aggregation (pipeline stage 3)."""

@@ -1,0 +1,1 @@
+"""Track building, matching, metrics and the TrackML score (pipeline stage 4)."""
