@@ -1,0 +1,118 @@
+"""YAML configs that map one-to-one onto constructor arguments.
+
+A config file is a mapping read with ``yaml.safe_load``. Each section maps onto the keyword
+arguments of one class or function; :func:`instantiate` checks every key against the callable's
+signature *before any work starts* and names an unknown or missing key (with a spelling hint).
+Command-line overrides ``key=value`` or ``section.key=value`` are parsed as YAML scalars.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config file or override is invalid; the message names the file and the key."""
+
+
+def load_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a YAML mapping (``safe_load``: no arbitrary objects)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        content = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    if content is None:
+        return {}
+    if not isinstance(content, dict):
+        raise ConfigError(f"{path}: a config must be a mapping of keys to values")
+    return content
+
+
+def apply_overrides(config: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Return a copy of ``config`` with ``a.b.c=value`` overrides applied (values as YAML)."""
+    result = _deep_copy(config)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}: expected KEY=VALUE")
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        node = result
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {part!r} is not a section")
+            node = child
+        try:
+            node[parts[-1]] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {item!r}: bad value ({exc})") from exc
+    return result
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def check_keys(target: Callable[..., Any], mapping: Mapping[str, Any], label: str) -> None:
+    """Raise :class:`ConfigError` for keys ``target`` does not accept or required ones missing."""
+    signature = inspect.signature(target)
+    params = {name: p for name, p in signature.parameters.items()
+              if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    accepts_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    for key in mapping:
+        if key not in params and not accepts_any:
+            close = difflib.get_close_matches(str(key), list(params), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{label}: unknown key {key!r}{hint}; valid keys: "
+                              f"{', '.join(params)}")
+    missing = [name for name, p in params.items()
+               if p.default is inspect.Parameter.empty and name not in mapping]
+    if missing:
+        raise ConfigError(f"{label}: missing required key(s) {', '.join(missing)}")
+
+
+def instantiate(target: Callable[..., T], mapping: Mapping[str, Any] | None, label: str) -> T:
+    """``target(**mapping)`` after :func:`check_keys`; constructor errors name ``label``."""
+    mapping = dict(mapping or {})
+    check_keys(target, mapping, label)
+    try:
+        return target(**mapping)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{label}: {exc}") from exc
+
+
+def section(config: Mapping[str, Any], name: str, label: str) -> dict[str, Any]:
+    """``config[name]`` as a mapping (empty when absent)."""
+    value = config.get(name, {})
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{label}: section {name!r} must be a mapping")
+    return dict(value)
+
+
+def check_sections(config: Mapping[str, Any], allowed: Iterable[str], label: str) -> None:
+    """Fail on top-level keys outside ``allowed`` (with a spelling hint)."""
+    allowed = list(allowed)
+    for key in config:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{label}: unknown section {key!r}{hint}; valid sections: "
+                              f"{', '.join(allowed)}")
