@@ -9,7 +9,9 @@ the beam from the particle's vertex) with 0-based rank ``k``:
                (0 below 0.05 GeV);
     w_order(k, n) = the proposal (10, 8, 6, 5, 3, 3, 3, 5, 6) stretched linearly over n hits
                (n clamped to 20) and normalised to sum 1 along the track; 0 when n < 4,
-               for k >= 20, and for noise (particle_id 0).
+               for k >= 20, and for noise (particle_id 0);
+    secondaries (particles created in the detector: non-zero low bits of the particle id,
+               see ``trkx.data.particle_id``) weigh 0, as in the released challenge data.
 
 Ranks of hits at equal distance are averaged and truncated, as in the challenge's own code, so
 the weights equal the challenge's on its events.
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from trkx.data.particle_id import is_secondary
 
 ORDER_PROPOSAL = np.array([10.0, 8.0, 6.0, 5.0, 3.0, 3.0, 3.0, 5.0, 6.0])
 ORDER_MIN_HITS = 4
@@ -46,11 +50,13 @@ def pt_weight(pt: np.ndarray, pt_inf: float = 0.5, pt_sup: float = 3.0, w_min: f
                      left=0.0, right=w_max)
 
 
-def hit_weights(truth: pd.DataFrame, particles: pd.DataFrame) -> np.ndarray:
+def hit_weights(truth: pd.DataFrame, particles: pd.DataFrame,
+                secondaries_weightless: bool = True) -> np.ndarray:
     """Per-hit weights (aligned with ``truth`` rows) normalised to 1 over the event.
 
     ``truth`` needs ``particle_id`` and ``tz``; ``particles`` needs ``particle_id``, ``vz``,
-    ``px`` and ``py``. Returns float64.
+    ``px`` and ``py``. With ``secondaries_weightless=False`` the reference library's phase-1
+    formula is applied to secondaries too. Returns float64.
     """
     particle_ids = truth["particle_id"].to_numpy()
     table = particles.set_index("particle_id")
@@ -70,5 +76,7 @@ def hit_weights(truth: pd.DataFrame, particles: pd.DataFrame) -> np.ndarray:
     w_order = np.where(valid, ORDER_WEIGHTS[n_clamped, np.minimum(rank, ORDER_MAX_HITS - 1)],
                        0.0)
     weights = w_pt * w_order
+    if secondaries_weightless:
+        weights = np.where(is_secondary(particle_ids), 0.0, weights)
     total = weights.sum()
     return weights / total if total > 0 else weights
