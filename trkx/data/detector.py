@@ -26,7 +26,7 @@ import pandas as pd
 
 from trkx.data.errors import TrackMLFormatError
 
-_ROTATION_COLUMNS = [f"rot_{g}{l}" for g in "xyz" for l in "uvw"]
+_ROTATION_COLUMNS = [f"rot_{g}{loc}" for g in "xyz" for loc in "uvw"]
 _COLUMNS = ["volume_id", "layer_id", "module_id", "cx", "cy", "cz", *_ROTATION_COLUMNS,
             "module_t", "module_minhu", "module_maxhu", "module_hv", "pitch_u", "pitch_v"]
 
@@ -140,7 +140,7 @@ def detector_from_frame(frame: pd.DataFrame, label: str = "detector table") -> D
         row = int(np.flatnonzero(values[column].isna().to_numpy())[0])
         raise TrackMLFormatError(f"{label}: bad value in column {column!r} at line {row + 2}")
     rotation = np.stack([values[c].to_numpy(np.float64) for c in _ROTATION_COLUMNS], axis=1)
-    f64 = lambda name: values[name].to_numpy(np.float64)  # noqa: E731
+    f64 = lambda name: values[name].to_numpy(np.float64)
     return Detector(
         volume_id=values["volume_id"].to_numpy(np.int32),
         layer_id=values["layer_id"].to_numpy(np.int32),

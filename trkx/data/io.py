@@ -14,6 +14,7 @@ import io
 import os
 import re
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -72,8 +73,12 @@ def read_part(source: str | os.PathLike | IO[bytes], part: str, name: str | None
     """
     label = name if name is not None else str(source)
     try:
-        frame = pd.read_csv(source, header=0, index_col=False, compression=compression,
-                            low_memory=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(source, header=0, index_col=False, compression=compression,
+                                low_memory=False)
+    except pd.errors.ParserWarning as exc:
+        raise TrackMLFormatError(f"{label}: rows have more fields than the header") from exc
     except FileNotFoundError as exc:
         raise EventFileNotFoundError(f"{label}: no such file") from exc
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError,

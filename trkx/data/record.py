@@ -31,7 +31,7 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
 def build_event_record(hits: pd.DataFrame, cells: pd.DataFrame | None = None,
                        particles: pd.DataFrame | None = None, truth: pd.DataFrame | None = None,
                        *, detector: Detector | None = None, use_cells: bool = True,
-                       signal_cuts: SignalCuts = SignalCuts(), event_id: int = -1) -> Data:
+                       signal_cuts: SignalCuts | None = None, event_id: int = -1) -> Data:
     """Hit features and (when truth is given) per-hit truth and the truth graph of one event."""
     x, names = hit_features(hits, cells, detector, use_cells=use_cells and cells is not None)
     r, phi, z, _ = cylindrical(hits["x"], hits["y"], hits["z"])
@@ -54,7 +54,7 @@ def build_event_record(hits: pd.DataFrame, cells: pd.DataFrame | None = None,
         data.eta = _tensor(per_hit["eta"].to_numpy(np.float32))
         data.nhits = _tensor(per_hit["nhits"].to_numpy(np.int64))
         data.weight = _tensor(per_hit["weight"].to_numpy(np.float32))
-        data.signal_hit = _tensor(signal_hits(per_hit, signal_cuts))
+        data.signal_hit = _tensor(signal_hits(per_hit, signal_cuts or SignalCuts()))
         data.track_edges = _tensor(edges)
     return data
 

@@ -57,7 +57,7 @@ def hit_truth(hits: pd.DataFrame, truth: pd.DataFrame, particles: pd.DataFrame,
     table = particles.set_index("particle_id")
     index = table.index.get_indexer(particle_id)
     known = (index >= 0) & (particle_id != 0)
-    take = lambda name: np.where(  # noqa: E731
+    take = lambda name: np.where(
         known, table[name].to_numpy(np.float64)[index], 0.0)
     px, py, pz = take("px"), take("py"), take("pz")
     counts = pd.Series(particle_id).map(pd.Series(particle_id).value_counts()).to_numpy()
@@ -112,8 +112,9 @@ def vertex_distance(truth_per_hit: pd.DataFrame) -> np.ndarray:
                    + (truth_per_hit["tz"] - truth_per_hit["vz"]) ** 2).to_numpy()
 
 
-def signal_hits(truth_per_hit: pd.DataFrame, cuts: SignalCuts = SignalCuts()) -> np.ndarray:
+def signal_hits(truth_per_hit: pd.DataFrame, cuts: SignalCuts | None = None) -> np.ndarray:
     """Per-hit mask: the hit belongs to a signal particle."""
+    cuts = cuts or SignalCuts()
     return cuts.select(truth_per_hit["pt"].to_numpy(), truth_per_hit["nhits"].to_numpy(),
                        truth_per_hit["eta"].to_numpy(), truth_per_hit["particle_id"].to_numpy())
 

@@ -1,0 +1,58 @@
+"""The foundation's command line: info, score, demo and clean errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from trkx.cli import main
+from trkx.data.io import load_event
+
+
+def test_info_prints_the_counts(sample_prefix: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["info", str(sample_prefix)]) == 0
+    out = capsys.readouterr().out
+    assert "hits                    5,527" in out
+    assert "cells                  18,564" in out
+    assert "particles                 548  (468 with hits" in out
+    assert "noise fraction         15.00%" in out
+    assert "pixel barrel                1,337" in out
+
+
+def test_score_prints_the_score_last(tmp_path: Path, sample_prefix: Path,
+                                     capsys: pytest.CaptureFixture) -> None:
+    (truth,) = load_event(sample_prefix, ["truth"])
+    path = tmp_path / "submission.csv"
+    pd.DataFrame({"event_id": 1, "hit_id": truth["hit_id"],
+                  "track_id": truth["particle_id"]}).to_csv(path, index=False)
+    assert main(["score", str(path), str(sample_prefix)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "score 1.000000000"
+    pd.DataFrame({"hit_id": truth["hit_id"], "track_id": 0}).to_csv(path, index=False)
+    assert main(["score", str(path), str(sample_prefix)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "score 0.000000000"
+
+
+def test_score_rejects_a_submission_for_another_event(tmp_path: Path, sample_prefix: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "submission.csv"
+    pd.DataFrame({"event_id": [5], "hit_id": [1], "track_id": [1]}).to_csv(path, index=False)
+    assert main(["score", str(path), str(sample_prefix)]) == 2
+    assert "no rows for event 1" in capsys.readouterr().err
+
+
+def test_missing_event_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["info", str(tmp_path / "event000000001")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trkx info: error:") and "event000000001-hits.csv" in err
+
+
+def test_console_entry_point_and_demo(sample_prefix: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "trkx", "demo", "--event", str(sample_prefix)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "truth as tracks          1.0000" in result.stdout
+    assert "truth-graph components   1.0000" in result.stdout
