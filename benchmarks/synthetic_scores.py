@@ -67,9 +67,15 @@ def candidate_graph(record: Data, k: int = 6, truth_loss: float = 0.02,
     noise_edges = np.stack([src[keep], dst[keep]])
     truth = record.track_edges.numpy()
     truth = truth[:, rng.random(truth.shape[1]) >= truth_loss]
-    edges = np.concatenate([truth, noise_edges], axis=1)
-    key = np.unique(np.minimum(edges[0], edges[1]) * len(r) + np.maximum(edges[0], edges[1]))
-    return np.stack([key // len(r), key % len(r)])
+    # Truth edges keep the particle's direction, the others point outwards in r (as a graph
+    # constructor orders them); a neighbour pair that is also a truth edge is dropped.
+    n = len(r)
+    truth_pairs = np.minimum(truth[0], truth[1]) * n + np.maximum(truth[0], truth[1])
+    noise_pairs = np.minimum(noise_edges[0], noise_edges[1]) * n + \
+        np.maximum(noise_edges[0], noise_edges[1])
+    _, first = np.unique(noise_pairs, return_index=True)
+    noise_edges = noise_edges[:, first[~np.isin(noise_pairs[first], truth_pairs)]]
+    return np.concatenate([truth, noise_edges], axis=1)
 
 
 def gnn_like_scores(record: Data, edges: np.ndarray, true_a: float = 6.0,

@@ -35,7 +35,9 @@ from trkx.tracks.metrics import evaluate_event, event_summary  # noqa: E402
 
 BUILDERS = [TrackBuilder("components", cc_cut=c) for c in (0.3, 0.5, 0.7, 0.8, 0.9)] + [
     TrackBuilder("walkthrough", walk_cut=c, max_layer_hits=m)
-    for c in (0.1, 0.3, 0.5) for m in (1, 2, 3)]
+    for c in (0.1, 0.3, 0.5) for m in (1, 2, 3, 4)] + [
+    TrackBuilder("walkthrough", walk_cut=c, max_layer_hits=3, orientation="radius")
+    for c in (0.3, 0.5)]
 
 
 def default_data() -> Path:
@@ -58,11 +60,11 @@ def scored_event(record, seed: int):
 
 def run_builders(record) -> list[dict]:
     truth = truth_from_record(record)
-    graph = graph_from_record(record)
+    graphs = {o: graph_from_record(record, o) for o in ("given", "radius")}
     rows = []
     for builder in BUILDERS:
         start = time.perf_counter()
-        labels = builder.build_graph(graph)
+        labels = builder.build_graph(graphs[builder.orientation])
         seconds = time.perf_counter() - start
         summary = event_summary(evaluate_event(truth, tracks_frame(record.hit_id, labels, 0)))
         rows.append({"method": builder.method,
@@ -70,6 +72,7 @@ def run_builders(record) -> list[dict]:
                      else builder.walk_cut,
                      "max_layer_hits": builder.max_layer_hits
                      if builder.method == "walkthrough" else None,
+                     "orientation": builder.orientation,
                      "build_s": seconds,
                      **{k: summary[k] for k in ("efficiency", "fake_rate", "duplicate_rate",
                                                 "trackml_score", "n_tracks")}})
@@ -80,11 +83,11 @@ def print_table(name: str, stats: dict, rows: list[dict]) -> None:
     print(f"\n{name}: {stats['n_hits']:,d} hits, {stats['n_edges']:,d} edges, "
           f"purity {stats['edge_purity_at_0.5']:.3f} and truth-edge efficiency "
           f"{stats['truth_edges_at_0.5']:.3f} at score 0.5")
-    print(f"{'method':<12s} {'cut':>4s} {'layer':>5s} {'eff':>6s} {'fake':>6s} {'dup':>6s} "
+    print(f"{'method':<12s} {'orient':<6s} {'cut':>4s} {'layer':>5s} {'eff':>6s} {'fake':>6s} {'dup':>6s} "
           f"{'score':>6s} {'tracks':>7s} {'build s':>8s}")
     for row in rows:
         layer = "-" if row["max_layer_hits"] is None else str(row["max_layer_hits"])
-        print(f"{row['method']:<12s} {row['cut']:>4.1f} {layer:>5s} {row['efficiency']:>6.3f} "
+        print(f"{row['method']:<12s} {row['orientation']:<6s} {row['cut']:>4.1f} {layer:>5s} {row['efficiency']:>6.3f} "
               f"{row['fake_rate']:>6.3f} {row['duplicate_rate']:>6.3f} "
               f"{row['trackml_score']:>6.3f} {row['n_tracks']:>7,d} {row['build_s']:>8.3f}")
 

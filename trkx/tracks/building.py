@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from trkx.tracks.components import connected_component_tracks
-from trkx.tracks.graph import ScoredGraph, graph_from_record
+from trkx.tracks.graph import ORIENTATIONS, ScoredGraph, graph_from_record
 from trkx.tracks.walkthrough import walkthrough_tracks
 
 METHODS = ("walkthrough", "components")
@@ -35,6 +35,7 @@ class TrackBuilder:
     cc_cut: float = 0.5
     walk_cut: float = 0.3
     max_layer_hits: int = 3
+    orientation: str = "given"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -44,6 +45,9 @@ class TrackBuilder:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value}")
+        if self.orientation not in ORIENTATIONS:
+            raise ValueError(f"orientation {self.orientation!r} is not one of "
+                             f"{', '.join(ORIENTATIONS)}")
         if self.max_layer_hits < 1:
             raise ValueError(f"max_layer_hits must be >= 1, got {self.max_layer_hits}")
 
@@ -57,7 +61,7 @@ class TrackBuilder:
 
     def build(self, record) -> np.ndarray:
         """Track id of every hit of an event record with ``edge_index`` and ``scores``."""
-        return self.build_graph(graph_from_record(record))
+        return self.build_graph(graph_from_record(record, self.orientation))
 
 
 def compact_labels(labels: np.ndarray) -> np.ndarray:

@@ -1,14 +1,19 @@
 """The scored hit graph that track building works on, taken from an event graph record.
 
-Edges arrive as ``edge_index`` [2, E] with ``scores`` [E]. Track building wants them oriented
-from the inner to the outer hit and free of duplicates, so each edge ``{i, j}`` is re-oriented
-by the hits' transverse radius ``r`` (``pos`` = (r, phi, z) of the record): ``i -> j`` when
-``(r_i, i) < (r_j, j)``. A charged particle's ``r`` grows along its path until it has turned
-half a circle, whatever the z of its vertex (the distance from the origin, ``sqrt(r^2 + z^2)``,
-does not: it first falls for a particle produced at z > 0 heading to z < 0). A pair given
-twice (both directions, or repeated) keeps its highest score. Without ``pos`` the node index
-plays the part of ``r``.
-When the record has ``volume_id`` and ``layer_id``, the layer key ``volume_id * 1000 +
+Edges arrive as ``edge_index`` [2, E] with ``scores`` [E], directed inner -> outer by the
+DESIGN.md contract. Track building wants every hit pair once, oriented along the particle's
+path. Two orientations:
+
+- ``"given"`` (default): keep each edge's direction (the truth graph's is the particle's own
+  order, so a looper that curls back inwards stays one chain); a pair given in both
+  directions keeps the direction of its higher score (ties: from the smaller ``r``);
+- ``"radius"``: orient every edge by the hits' transverse radius ``r`` (``pos`` = (r, phi, z)):
+  ``i -> j`` when ``(r_i, i) < (r_j, j)``. A particle's ``r`` grows along its path until it has
+  turned half a circle, whatever the z of its vertex (``sqrt(r^2 + z^2)`` does not: it first
+  falls for a particle produced at z > 0 heading to z < 0).
+
+A pair given twice keeps its highest score. Hits are ranked inner to outer by ``r`` (without
+``pos``, by index); the walkthrough starts its walks in that order. When the record has ``volume_id`` and ``layer_id``, the layer key ``volume_id * 1000 +
 layer_id`` of each hit travels along (the walkthrough uses it for overlap double hits).
 """
 
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+ORIENTATIONS = ("given", "radius")
 
 @dataclass(frozen=True, eq=False)
 class ScoredGraph:
@@ -52,7 +58,8 @@ def radial_rank(pos: np.ndarray | None, num_nodes: int) -> np.ndarray:
     return rank
 
 
-def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None) -> ScoredGraph:
+def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
+                 orientation: str = "given") -> ScoredGraph:
     """Orient, deduplicate and validate scored edges (see the module docstring).
 
     ``layer`` [N] is an optional per-hit layer key (``volume_id * 1000 + layer_id``).
@@ -70,11 +77,16 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None) -> Sc
     a, b = edges
     not_loop = a != b
     a, b, score = a[not_loop], b[not_loop], score[not_loop]
-    flip = rank[a] > rank[b]
-    src, dst = np.where(flip, b, a), np.where(flip, a, b)
-    # Deduplicate pairs, keeping the highest score: sort by (pair, -score), take firsts.
-    key = src * num_nodes + dst
-    order = np.lexsort((-score, key))
+    if orientation not in ORIENTATIONS:
+        raise ValueError(f"orientation {orientation!r} is not one of {', '.join(ORIENTATIONS)}")
+    if orientation == "radius":
+        flip = rank[a] > rank[b]
+        a, b = np.where(flip, b, a), np.where(flip, a, b)
+    src, dst = a, b
+    # Deduplicate unordered pairs: the highest score wins, then the inner-to-outer direction.
+    key = np.minimum(src, dst) * num_nodes + np.maximum(src, dst)
+    outward = rank[src] < rank[dst]
+    order = np.lexsort((~outward, -score, key))
     first = np.ones(len(order), dtype=bool)
     first[1:] = key[order][1:] != key[order][:-1]
     keep = order[first]
@@ -85,7 +97,7 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None) -> Sc
     return ScoredGraph(num_nodes, src[keep], dst[keep], score[keep], rank, layer)
 
 
-def graph_from_record(record) -> ScoredGraph:
+def graph_from_record(record, orientation: str = "given") -> ScoredGraph:
     """The :class:`ScoredGraph` of a record with ``edge_index``, ``scores``, ``num_nodes``."""
     for field in ("edge_index", "scores"):
         if getattr(record, field, None) is None:
@@ -95,4 +107,4 @@ def graph_from_record(record) -> ScoredGraph:
     layer_key = None if volume is None or layer is None else \
         _numpy(volume).astype(np.int64) * 1000 + _numpy(layer).astype(np.int64)
     return scored_graph(record.edge_index, record.scores, int(record.num_nodes),
-                        getattr(record, "pos", None), layer_key)
+                        getattr(record, "pos", None), layer_key, orientation)

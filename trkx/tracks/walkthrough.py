@@ -3,7 +3,8 @@
 Keep the edges with ``s_ij >= cut`` (directed inner -> outer, see :mod:`trkx.tracks.graph`) and
 split them into connected components. A component in which every hit has at most one incoming
 and one outgoing edge is a simple chain and becomes one track as it is. In every other component
-hits are visited from the innermost outwards; each hit not yet on a track starts a walk
+hits are visited in the order: first those without an incoming kept edge, then the rest, each
+set from the innermost outwards (by ``r``); each hit not yet on a track starts a walk
 
     H_0 = {start},   h_{k+1} = argmax_{j free, (i -> j) kept, i in H_k} s_ij,
     H_{k+1} = {h_{k+1}} + {the best other free successors of H_k on the layer of h_{k+1}},
@@ -64,7 +65,8 @@ def walkthrough_tracks(graph: ScoredGraph, cut: float, max_layer_hits: int = 2) 
     free = in_complex.tolist()          # plain lists: the walk is a scalar loop
     track = labels.tolist()
     starts = np.flatnonzero(in_complex)
-    starts = starts[np.argsort(graph.rank[starts], kind="stable")].tolist()
+    # Hits without an incoming edge (track starts) first, each group from the inside out.
+    starts = starts[np.lexsort((graph.rank[starts], in_degree[starts] > 0))].tolist()
     for start in starts:
         if not free[start]:
             continue
