@@ -10,7 +10,9 @@ set from the innermost outwards (by ``r``); each hit not yet on a track starts a
     H_{k+1} = {h_{k+1}} + {the best other free successors of H_k on the layer of h_{k+1}},
 
 (the second term, at most ``max_layer_hits - 1`` hits, only when hit layers are known: hits of
-overlapping modules of one layer all belong to the track), which stops when no hit of ``H_k`` has an outgoing edge to a free
+overlapping modules of one layer all belong to the track; a sibling ``j`` must also have its
+highest-scoring incoming edge from ``H_k``, so the hit where another track crosses the layer,
+whose best incoming edge comes from its own track, is not taken), which stops when no hit of ``H_k`` has an outgoing edge to a free
 hit. The walk's hits form one track and
 are no longer free. At a branching the walk thus takes the highest-scoring continuation and
 leaves the other branch to a later walk, so two tracks that cross (share a spurious edge) come
@@ -61,6 +63,9 @@ def walkthrough_tracks(graph: ScoredGraph, cut: float, max_layer_hits: int = 2) 
     offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
 
     layer_list = graph.layer.tolist() if graph.layer is not None else None
+    best_in = np.zeros(n)
+    np.maximum.at(best_in, dst, score)
+    best_in_list = best_in.tolist()
     next_id = int(labels.max()) + 1
     free = in_complex.tolist()          # plain lists: the walk is a scalar loop
     track = labels.tolist()
@@ -76,7 +81,7 @@ def walkthrough_tracks(graph: ScoredGraph, cut: float, max_layer_hits: int = 2) 
                 free[node] = False
                 track[node] = next_id
             group = _next_group(group, targets, target_scores, offsets, free, layer_list,
-                                max_layer_hits)
+                                best_in_list, max_layer_hits)
         next_id += 1
     track = np.asarray(track, dtype=np.int64)
     return _attach_leftovers(track, src, dst, score)
@@ -84,10 +89,10 @@ def walkthrough_tracks(graph: ScoredGraph, cut: float, max_layer_hits: int = 2) 
 
 def _next_group(group: list[int], targets: list[int], target_scores: list[float],
                 offsets: list[int], free: list[bool], layer: list[int] | None,
-                max_layer_hits: int) -> list[int]:
+                best_in: list[float], max_layer_hits: int) -> list[int]:
     """The walk's next hits: the best free successor of the group, plus up to
     ``max_layer_hits - 1`` other free successors on the same layer (best first; overlapping
-    modules) when layers are known."""
+    modules) whose best incoming edge comes from the group, when layers are known."""
     best, best_score = -1, -1.0
     for node in group:
         for k in range(offsets[node], offsets[node + 1]):
@@ -103,7 +108,8 @@ def _next_group(group: list[int], targets: list[int], target_scores: list[float]
     for node in group:
         for k in range(offsets[node], offsets[node + 1]):
             j = targets[k]
-            if j != best and free[j] and layer[j] == layer[best]:
+            if (j != best and free[j] and layer[j] == layer[best]
+                    and target_scores[k] >= best_in[j]):
                 siblings[j] = max(siblings.get(j, -1.0), target_scores[k])
     ranked = sorted(siblings, key=lambda j: -siblings[j])[: max_layer_hits - 1]
     return [best, *ranked]
