@@ -23,15 +23,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from synthetic_scores import candidate_graph, gnn_like_scores, replicate_event  # noqa: E402
-from track_building import default_data  # noqa: E402
+from synthetic_scores import candidate_graph, gnn_like_scores, replicate_event
+from track_building import default_data
 
-from trkx.data.io import load_event  # noqa: E402
-from trkx.data.record import build_event_record  # noqa: E402
-from trkx.tracks.binned import standard_rates  # noqa: E402
-from trkx.tracks.building import TrackBuilder, tracks_frame  # noqa: E402
-from trkx.tracks.event_truth import truth_from_record  # noqa: E402
-from trkx.tracks.metrics import evaluate_event, event_summary  # noqa: E402
+from trkx.data.io import load_event
+from trkx.data.record import build_event_record
+from trkx.tracks.binned import standard_rates
+from trkx.tracks.building import TrackBuilder, tracks_frame
+from trkx.tracks.event_truth import truth_from_record
+from trkx.tracks.metrics import evaluate_event, event_summary
 
 
 def main() -> int:

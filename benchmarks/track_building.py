@@ -18,26 +18,25 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from synthetic_scores import candidate_graph, gnn_like_scores, replicate_event  # noqa: E402
+from synthetic_scores import candidate_graph, gnn_like_scores, replicate_event
 
-from trkx.data.io import load_event  # noqa: E402
-from trkx.data.record import build_event_record  # noqa: E402
-from trkx.tracks.building import TrackBuilder, tracks_frame  # noqa: E402
-from trkx.tracks.event_truth import truth_from_record  # noqa: E402
-from trkx.tracks.graph import graph_from_record  # noqa: E402
-from trkx.tracks.metrics import evaluate_event, event_summary  # noqa: E402
+from trkx.data.io import load_event
+from trkx.data.record import build_event_record
+from trkx.tracks.building import TrackBuilder, tracks_frame
+from trkx.tracks.event_truth import truth_from_record
+from trkx.tracks.graph import graph_from_record
+from trkx.tracks.metrics import evaluate_event, event_summary
 
 BUILDERS = [TrackBuilder("components", cc_cut=c) for c in (0.3, 0.5, 0.7, 0.8, 0.9)] + [
     TrackBuilder("walkthrough", walk_cut=c, max_layer_hits=m)
     for c in (0.1, 0.3, 0.5) for m in (1, 2, 3, 4)] + [
-    TrackBuilder("walkthrough", walk_cut=c, max_layer_hits=3, orientation="radius")
-    for c in (0.3, 0.5)]
+    TrackBuilder("walkthrough", walk_cut=0.3, sibling_ratio=r) for r in (0.0, 0.5, 1.0)] + [
+    TrackBuilder("walkthrough", walk_cut=c, orientation="radius") for c in (0.3, 0.5)]
 
 
 def default_data() -> Path:
@@ -73,6 +72,8 @@ def run_builders(record) -> list[dict]:
                      "max_layer_hits": builder.max_layer_hits
                      if builder.method == "walkthrough" else None,
                      "orientation": builder.orientation,
+                     "sibling_ratio": builder.sibling_ratio
+                     if builder.method == "walkthrough" else None,
                      "build_s": seconds,
                      **{k: summary[k] for k in ("efficiency", "fake_rate", "duplicate_rate",
                                                 "trackml_score", "n_tracks")}})
@@ -83,11 +84,13 @@ def print_table(name: str, stats: dict, rows: list[dict]) -> None:
     print(f"\n{name}: {stats['n_hits']:,d} hits, {stats['n_edges']:,d} edges, "
           f"purity {stats['edge_purity_at_0.5']:.3f} and truth-edge efficiency "
           f"{stats['truth_edges_at_0.5']:.3f} at score 0.5")
-    print(f"{'method':<12s} {'orient':<6s} {'cut':>4s} {'layer':>5s} {'eff':>6s} {'fake':>6s} {'dup':>6s} "
+    print(f"{'method':<12s} {'orient':<6s} {'cut':>4s} {'layer':>5s} {'ratio':>5s} {'eff':>6s} {'fake':>6s} {'dup':>6s} "
           f"{'score':>6s} {'tracks':>7s} {'build s':>8s}")
     for row in rows:
         layer = "-" if row["max_layer_hits"] is None else str(row["max_layer_hits"])
-        print(f"{row['method']:<12s} {row['orientation']:<6s} {row['cut']:>4.1f} {layer:>5s} {row['efficiency']:>6.3f} "
+        ratio = "-" if row["sibling_ratio"] is None else f"{row['sibling_ratio']:.1f}"
+        print(f"{row['method']:<12s} {row['orientation']:<6s} {row['cut']:>4.1f} {layer:>5s} "
+              f"{ratio:>5s} {row['efficiency']:>6.3f} "
               f"{row['fake_rate']:>6.3f} {row['duplicate_rate']:>6.3f} "
               f"{row['trackml_score']:>6.3f} {row['n_tracks']:>7,d} {row['build_s']:>8.3f}")
 

@@ -86,7 +86,7 @@ def read_tracks(path: Path, event_id: int) -> pd.DataFrame:
         if wrong.any():
             row = int(np.flatnonzero(wrong)[0])
             raise TrackMLFormatError(f"{path}: line {row + 2} has event_id "
-                                     f"{table['event_id'].iloc[row]!r}, expected {event_id}")
+                                     f"{table['event_id'].iloc[row]}, expected {event_id}")
     return table[["hit_id", "track_id"]]
 
 

@@ -30,8 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from trkx.cli._tracks_io import atomic_write, config_section, record_files, \
-        tracks_file_name
+    from trkx.cli._tracks_io import atomic_write, config_section, record_files, tracks_file_name
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import load_record
     from trkx.tracks.building import TrackBuilder, tracks_frame

@@ -97,8 +97,9 @@ def format_table(overall: dict, events: list[dict]) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "n/a"
         return f"{100 * value:6.2f} +- {100 * err:.2f} %"
-    lines = [f"events {overall['n_events']}, hits {overall['n_hits']:,d}, signal particles "
-             f"{overall['n_signal_particles']:,d}, tracks (>= min hits) {overall['n_tracks']:,d}",
+    header = (f"events {overall['n_events']}, hits {overall['n_hits']:,d}, signal particles "
+              f"{overall['n_signal_particles']:,d}, tracks {overall['n_tracks']:,d}")
+    lines = [header,
              f"  efficiency       {pct('efficiency')}",
              f"  fake rate        {pct('fake_rate')}",
              f"  duplicate rate   {pct('duplicate_rate')}",
@@ -115,12 +116,22 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
     from tqdm import tqdm
 
-    from trkx.cli._tracks_io import atomic_write, config_section, find_event_source, \
-        read_tracks, track_files
+    from trkx.cli._tracks_io import (
+        atomic_write,
+        config_section,
+        find_event_source,
+        read_tracks,
+        track_files,
+    )
     from trkx.tracks.binned import standard_rates
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
-    from trkx.tracks.metrics import MetricCuts, cuts_dict, evaluate_event, event_summary, \
-        overall_summary
+    from trkx.tracks.metrics import (
+        MetricCuts,
+        cuts_dict,
+        evaluate_event,
+        event_summary,
+        overall_summary,
+    )
     from trkx.tracks.plots import rate_figure, track_length_figure
 
     cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,

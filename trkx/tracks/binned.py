@@ -49,7 +49,7 @@ class BinnedRate:
 
     def to_dict(self) -> dict[str, list]:
         low, high = self.interval()
-        clean = lambda a: [None if not np.isfinite(v) else float(v) for v in a]  # noqa: E731
+        clean = lambda a: [None if not np.isfinite(v) else float(v) for v in a]
         return {"edges": [float(e) for e in self.edges], "passed": self.passed.tolist(),
                 "total": self.total.tolist(), "rate": clean(self.rate),
                 "low": clean(low), "high": clean(high)}

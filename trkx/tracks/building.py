@@ -35,13 +35,14 @@ class TrackBuilder:
     cc_cut: float = 0.5
     walk_cut: float = 0.3
     max_layer_hits: int = 3
+    sibling_ratio: float = 0.7
     orientation: str = "given"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"track building method {self.method!r} is not one of "
                              f"{', '.join(METHODS)}")
-        for name in ("cc_cut", "walk_cut"):
+        for name in ("cc_cut", "walk_cut", "sibling_ratio"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value}")
@@ -56,7 +57,8 @@ class TrackBuilder:
         if self.method == "components":
             labels = connected_component_tracks(graph, self.cc_cut)
         else:
-            labels = walkthrough_tracks(graph, self.walk_cut, self.max_layer_hits)
+            labels = walkthrough_tracks(graph, self.walk_cut, self.max_layer_hits,
+                                        self.sibling_ratio)
         return compact_labels(labels)
 
     def build(self, record) -> np.ndarray:

@@ -47,8 +47,8 @@ def edge_metrics(record, cut: float = 0.5) -> dict[str, float | int] | None:
     a, b = kept // n, kept % n
     same_particle = (pid[a] == pid[b]) & (pid[a] != 0)
 
-    counts = {"n_edges": int(len(np.unique(keys))), "n_kept": int(len(kept)),
-              "n_signal_truth_edges": int(len(signal_truth)),
+    counts = {"n_edges": len(np.unique(keys)), "n_kept": len(kept),
+              "n_signal_truth_edges": len(signal_truth),
               "n_signal_kept": int(np.isin(signal_truth, kept).sum()),
               "n_true_kept": int(np.isin(kept, truth_keys).sum()),
               "n_same_particle_kept": int(same_particle.sum())}

@@ -36,7 +36,7 @@ class ScoredGraph:
     rank: np.ndarray     # [N] int64: position of each hit in inner-to-outer order
     layer: np.ndarray | None = None   # [N] int64 detector layer key, when known
 
-    def above(self, cut: float) -> "ScoredGraph":
+    def above(self, cut: float) -> ScoredGraph:
         """The edges with ``score >= cut``."""
         keep = self.score >= cut
         return ScoredGraph(self.num_nodes, self.src[keep], self.dst[keep], self.score[keep],

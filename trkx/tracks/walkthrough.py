@@ -10,9 +10,10 @@ set from the innermost outwards (by ``r``); each hit not yet on a track starts a
     H_{k+1} = {h_{k+1}} + {the best other free successors of H_k on the layer of h_{k+1}},
 
 (the second term, at most ``max_layer_hits - 1`` hits, only when hit layers are known: hits of
-overlapping modules of one layer all belong to the track; a sibling ``j`` must also have its
-highest-scoring incoming edge from ``H_k``, so the hit where another track crosses the layer,
-whose best incoming edge comes from its own track, is not taken), which stops when no hit of ``H_k`` has an outgoing edge to a free
+overlapping modules of one layer all belong to the track). A sibling ``j`` must also be
+reached from ``H_k`` by an edge scoring at least ``sibling_ratio`` times ``j``'s best incoming
+edge, so the hit where another track crosses the layer, reached far better from its own
+track, is not taken., which stops when no hit of ``H_k`` has an outgoing edge to a free
 hit. The walk's hits form one track and
 are no longer free. At a branching the walk thus takes the highest-scoring continuation and
 leaves the other branch to a later walk, so two tracks that cross (share a spurious edge) come
@@ -35,11 +36,13 @@ from trkx.tracks.components import component_labels
 from trkx.tracks.graph import ScoredGraph
 
 
-def walkthrough_tracks(graph: ScoredGraph, cut: float, max_layer_hits: int = 2) -> np.ndarray:
+def walkthrough_tracks(graph: ScoredGraph, cut: float, max_layer_hits: int = 3,
+                       sibling_ratio: float = 0.7) -> np.ndarray:
     """Track id of every hit (int64) from the walkthrough over edges with ``score >= cut``.
 
     When ``graph.layer`` is known a step takes up to ``max_layer_hits`` hits of one layer
-    (overlapping modules): the best successor and the best other successors on its layer.
+    (overlapping modules): the best successor and the best other successors on its layer
+    whose edge from the walk scores >= ``sibling_ratio`` x their best incoming edge.
     """
     kept = graph.above(cut)
     n = graph.num_nodes
@@ -81,7 +84,7 @@ def walkthrough_tracks(graph: ScoredGraph, cut: float, max_layer_hits: int = 2) 
                 free[node] = False
                 track[node] = next_id
             group = _next_group(group, targets, target_scores, offsets, free, layer_list,
-                                best_in_list, max_layer_hits)
+                                best_in_list, max_layer_hits, sibling_ratio)
         next_id += 1
     track = np.asarray(track, dtype=np.int64)
     return _attach_leftovers(track, src, dst, score)
@@ -89,7 +92,7 @@ def walkthrough_tracks(graph: ScoredGraph, cut: float, max_layer_hits: int = 2) 
 
 def _next_group(group: list[int], targets: list[int], target_scores: list[float],
                 offsets: list[int], free: list[bool], layer: list[int] | None,
-                best_in: list[float], max_layer_hits: int) -> list[int]:
+                best_in: list[float], max_layer_hits: int, sibling_ratio: float) -> list[int]:
     """The walk's next hits: the best free successor of the group, plus up to
     ``max_layer_hits - 1`` other free successors on the same layer (best first; overlapping
     modules) whose best incoming edge comes from the group, when layers are known."""
@@ -109,7 +112,7 @@ def _next_group(group: list[int], targets: list[int], target_scores: list[float]
         for k in range(offsets[node], offsets[node + 1]):
             j = targets[k]
             if (j != best and free[j] and layer[j] == layer[best]
-                    and target_scores[k] >= best_in[j]):
+                    and target_scores[k] >= sibling_ratio * best_in[j]):
                 siblings[j] = max(siblings.get(j, -1.0), target_scores[k])
     ranked = sorted(siblings, key=lambda j: -siblings[j])[: max_layer_hits - 1]
     return [best, *ranked]
