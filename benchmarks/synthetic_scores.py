@@ -28,7 +28,7 @@ def replicate_event(record: Data, copies: int, seed: int = 0) -> Data:
     n_pid = int(pid_code.max()) + 1
     noise = record.particle_id.numpy() == 0
     max_hit = int(record.hit_id.max()) + 1
-    fields: dict[str, list] = {k: [] for k in ("pos", "hit_id", "particle_id", "pt", "eta",
+    fields: dict[str, list] = {k: [] for k in ("x", "pos", "hit_id", "particle_id", "pt", "eta",
                                                 "nhits", "weight", "signal_hit", "volume_id",
                                                 "layer_id", "track_edges")}
     for c in range(copies):
@@ -39,7 +39,7 @@ def replicate_event(record: Data, copies: int, seed: int = 0) -> Data:
         fields["hit_id"].append(record.hit_id + c * max_hit)
         pid = np.where(noise, 0, pid_code + c * n_pid + 1)
         fields["particle_id"].append(torch.from_numpy(pid.astype(np.int64)))
-        for key in ("pt", "eta", "nhits", "signal_hit", "volume_id", "layer_id"):
+        for key in ("x", "pt", "eta", "nhits", "signal_hit", "volume_id", "layer_id"):
             fields[key].append(getattr(record, key))
         fields["weight"].append(record.weight / copies)
         fields["track_edges"].append(record.track_edges + c * n)
