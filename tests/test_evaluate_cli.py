@@ -91,6 +91,12 @@ def test_evaluate_reports_bad_input(tmp_path, evaluated, capsys):
                  "--out", str(tmp_path / "out")]) == 2
     assert "line 5 has event_id 41" in capsys.readouterr().err
     assert not (tmp_path / "out" / "metrics.json").exists()
+    table.loc[3, "event_id"] = 42
+    table.loc[3, "hit_id"] = 10**9
+    table.to_csv(bad / "event000000042-tracks.csv", index=False)
+    assert main(["evaluate", "--tracks", str(bad), "--events", str(root / "records"),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "hit_id 1000000000 at line 5 is not a hit of the event" in capsys.readouterr().err
     assert main(["evaluate", "--tracks", str(root / "tracks"), "--events", str(tmp_path),
                  "--out", str(tmp_path / "out")]) == 2
     assert "no record event000000042*.pt" in capsys.readouterr().err

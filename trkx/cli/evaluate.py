@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         read_tracks,
         track_files,
     )
+    from trkx.data.errors import TrackMLFormatError
     from trkx.tracks.binned import standard_rates
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.metrics import (
@@ -146,7 +147,10 @@ def run(args: argparse.Namespace) -> int:
     for event_id, path in tqdm(sorted(track_files(args.tracks).items()), desc="evaluate",
                                unit="event"):
         truth, record = load_truth(find_event_source(args.events, event_id), event_id)
-        evaluations.append(evaluate_event(truth, read_tracks(path, event_id), cuts))
+        try:
+            evaluations.append(evaluate_event(truth, read_tracks(path, event_id), cuts))
+        except TrackMLFormatError as exc:
+            raise TrackMLFormatError(f"{path}: {exc}") from exc
         if record is not None:
             metrics = edge_metrics(record, args.edge_cut)
             if metrics is not None:
