@@ -1,0 +1,140 @@
+"""``trkx build-tracks`` -> ``trkx evaluate`` round trip, and the evaluation notebook."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from trkx.cli import main
+from trkx.data.record import build_event_record, save_record
+from trkx.tracks.building import TrackBuilder
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def scored_simulated_record(seed: int = 3):
+    """A small simulated event with noise: truth edges score 0.9, random other edges 0.05."""
+    from trkx.data.simulate import generate_particles, simulate_event
+
+    rng = np.random.default_rng(seed)
+    event = simulate_event(generate_particles(1.0, rng), rng)
+    record = build_event_record(event["hits"], None, event["particles"], event["truth"],
+                                use_cells=False, event_id=42)
+    n = record.num_nodes
+    noise = torch.from_numpy(rng.integers(0, n, size=(2, 2 * n)))
+    record.edge_index = torch.cat([record.track_edges, noise], dim=1)
+    record.scores = torch.cat([torch.full((record.track_edges.shape[1],), 0.9),
+                               torch.full((noise.shape[1],), 0.05)])
+    return record
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate")
+    record = scored_simulated_record()
+    save_record(record, root / "records" / "event000000042.pt")
+    assert main(["build-tracks", "--events", str(root / "records"),
+                 "--out", str(root / "tracks"), "--config", str(REPO / "configs/tracks.yaml")]) == 0
+    assert main(["evaluate", "--tracks", str(root / "tracks"), "--events",
+                 str(root / "records"), "--out", str(root / "eval")]) == 0
+    return root, record
+
+
+def test_build_tracks_writes_one_submission_per_event(evaluated):
+    root, record = evaluated
+    files = sorted((root / "tracks").iterdir())
+    assert [f.name for f in files] == ["event000000042-tracks.csv"]   # no temp files left
+    table = pd.read_csv(files[0])
+    assert list(table.columns) == ["event_id", "hit_id", "track_id"]
+    assert (table["event_id"] == 42).all()
+    assert np.array_equal(table["hit_id"].to_numpy(), record.hit_id.numpy())
+    assert np.array_equal(table["track_id"].to_numpy(), TrackBuilder().build(record))
+
+
+def test_evaluate_round_trip(evaluated, capsys):
+    root, _ = evaluated
+    out = root / "eval"
+    metrics = json.loads((out / "metrics.json").read_text())
+    overall = metrics["overall"]
+    for key in ("efficiency", "fake_rate", "duplicate_rate", "trackml_score",
+                "n_signal_particles", "n_tracks", "efficiency_err"):
+        assert key in overall
+    assert overall["n_signal_particles"] > 0
+    assert overall["efficiency"] == 1.0 and overall["fake_rate"] == 0.0
+    assert overall["trackml_score"] > 0.99
+    assert [e["event_id"] for e in metrics["events"]] == [42]
+    assert metrics["edges"]["events"]["overall"]["efficiency"] == 1.0
+    assert set(metrics["binned"]) == {"efficiency_vs_pt", "efficiency_vs_eta",
+                                      "fake_rate_vs_eta", "duplicate_rate_vs_eta"}
+    for name in ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta",
+                 "duplicate_rate_vs_eta", "track_length"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(pd.read_csv(out / "tracks.csv")) == overall["n_tracks"]
+
+
+def test_evaluate_reports_bad_input(tmp_path, evaluated, capsys):
+    root, _ = evaluated
+    assert main(["evaluate", "--tracks", str(tmp_path / "none"), "--events",
+                 str(root / "records"), "--out", str(tmp_path / "out")]) == 2
+    assert "no such folder of track files" in capsys.readouterr().err
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    table = pd.read_csv(root / "tracks" / "event000000042-tracks.csv")
+    table.loc[3, "event_id"] = 41
+    table.to_csv(bad / "event000000042-tracks.csv", index=False)
+    assert main(["evaluate", "--tracks", str(bad), "--events", str(root / "records"),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "line 5 has event_id 41" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "metrics.json").exists()
+    table.loc[3, "event_id"] = 42
+    table.loc[3, "hit_id"] = 10**9
+    table.to_csv(bad / "event000000042-tracks.csv", index=False)
+    assert main(["evaluate", "--tracks", str(bad), "--events", str(root / "records"),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "hit_id 1000000000 at line 5 is not a hit of the event" in capsys.readouterr().err
+    assert main(["evaluate", "--tracks", str(root / "tracks"), "--events", str(tmp_path),
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "no record event000000042*.pt" in capsys.readouterr().err
+    assert main(["evaluate", "--tracks", str(root / "tracks"), "--events",
+                 str(root / "records"), "--out", str(tmp_path / "out"),
+                 "--set", "metrics.matching=best"]) == 2
+    assert "matching 'best'" in capsys.readouterr().err
+
+
+def test_evaluate_reads_trackml_csv_events(tmp_path, sample_prefix):
+    from trkx.data.io import load_event
+
+    truth, = load_event(sample_prefix, ["truth"], detector=None)
+    tracks = tmp_path / "tracks"
+    tracks.mkdir()
+    # The truth as tracks, each noise hit a track of its own (one track of all noise hits
+    # would be a fake).
+    particle = truth["particle_id"].to_numpy()
+    track_id = np.where(particle != 0, particle, -np.arange(1, len(particle) + 1))
+    pd.DataFrame({"event_id": 1, "hit_id": truth["hit_id"], "track_id": track_id}).to_csv(
+        tracks / "event000000001-tracks.csv", index=False)
+    assert main(["evaluate", "--tracks", str(tracks), "--events", str(sample_prefix.parent),
+                 "--out", str(tmp_path / "out")]) == 0
+    overall = json.loads((tmp_path / "out" / "metrics.json").read_text())["overall"]
+    assert overall["trackml_score"] == pytest.approx(1.0)
+    assert overall["efficiency"] == 1.0 and overall["fake_rate"] == 0.0
+
+
+def test_notebook_runs_headless_on_the_evaluate_output(evaluated, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    root, _ = evaluated
+    monkeypatch.setenv("TRKX_EVAL_DIR", str(root / "eval"))
+    notebook = nbformat.read(REPO / "notebooks" / "evaluate_tracking.ipynb", as_version=4)
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(root)}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code"
+               for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 5

@@ -1,0 +1,133 @@
+"""Track building: connected components, walkthrough, every hit on exactly one track."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from tests.tracks_events import noise_free_simulated_record
+from trkx.tracks.building import TrackBuilder, compact_labels, tracks_frame
+from trkx.tracks.event_truth import truth_from_record
+from trkx.tracks.graph import scored_graph
+from trkx.tracks.metrics import MetricCuts, evaluate_event, event_summary
+
+
+@pytest.fixture(scope="module")
+def simulated_record():
+    return noise_free_simulated_record()
+
+
+def crossing_record() -> Data:
+    """Two 5-hit tracks on layers 1..5 (hits 0-4 and 5-9) with two spurious crossing edges.
+
+    True edges score 0.9; the crossing edges a1 -> b2 (0.6) and b2 -> a3 (0.55) pass a 0.5 cut,
+    so connected components merge the two tracks.
+    """
+    radius = np.array([30.0, 70, 110, 170, 260] * 2)
+    phi = np.array([0.0] * 5 + [0.02] * 5)
+    z = np.array([10.0, 23, 36, 56, 86, 10, 23, 36, 56, 86])
+    true_edges = [(i, i + 1) for i in range(4)] + [(i, i + 1) for i in range(5, 9)]
+    cross_edges = [(1, 7), (7, 3)]
+    edges = np.array(true_edges + cross_edges).T
+    scores = np.array([0.9] * 8 + [0.6, 0.55], dtype=np.float32)
+    record = Data(edge_index=torch.from_numpy(edges), scores=torch.from_numpy(scores),
+                  pos=torch.tensor(np.stack([radius, phi, z], 1), dtype=torch.float32),
+                  hit_id=torch.arange(1, 11), volume_id=torch.full((10,), 8),
+                  layer_id=torch.tensor([2, 4, 6, 8, 10] * 2))
+    record.num_nodes = 10
+    return record
+
+
+def test_walkthrough_resolves_a_crossing_that_components_merge():
+    record = crossing_record()
+    merged = TrackBuilder("components", cc_cut=0.5).build(record)
+    assert len(np.unique(merged)) == 1
+    walked = TrackBuilder("walkthrough", walk_cut=0.5).build(record)
+    assert len(np.unique(walked[:5])) == 1 and len(np.unique(walked[5:])) == 1
+    assert walked[0] != walked[5]
+
+
+def test_walkthrough_takes_overlap_double_hits_but_not_crossing_hits():
+    # Track 0 -> {1, 2} -> 3 where 1 and 2 sit on one layer (overlapping modules).
+    edges = torch.tensor([[0, 0, 1, 2], [1, 2, 3, 3]])
+    record = Data(edge_index=edges, scores=torch.tensor([0.9, 0.8, 0.9, 0.8]),
+                  pos=torch.tensor([[30.0, 0, 0], [70, 0, 0], [71, 0, 0], [110, 0, 0]]),
+                  hit_id=torch.arange(4), volume_id=torch.full((4,), 8),
+                  layer_id=torch.tensor([2, 4, 4, 6]))
+    record.num_nodes = 4
+    labels = TrackBuilder(walk_cut=0.5).build(record)
+    assert len(np.unique(labels)) == 1
+    # Without layers a step takes one hit; the left-over hit still joins its neighbours' track.
+    record.volume_id = None
+    record.layer_id = None
+    assert len(np.unique(TrackBuilder(walk_cut=0.5).build(record))) == 1
+
+
+def test_every_hit_gets_one_track_and_cut_edges_split(simulated_record):
+    record = simulated_record.clone()
+    n = record.num_nodes
+    rng = np.random.default_rng(0)
+    record.scores = torch.from_numpy(rng.random(record.edge_index.shape[1]).astype(np.float32))
+    for builder in (TrackBuilder("components"), TrackBuilder()):
+        labels = builder.build(record)
+        assert labels.shape == (n,) and labels.dtype == np.int64
+        assert labels.min() == 0 and np.array_equal(np.unique(labels),
+                                                    np.arange(labels.max() + 1))
+    # No edge passes the cut: every hit is its own track.
+    record.scores = torch.zeros_like(record.scores)
+    for builder in (TrackBuilder("components"), TrackBuilder()):
+        assert len(np.unique(builder.build(record))) == n
+
+
+@pytest.mark.parametrize("method", ["components", "walkthrough"])
+def test_perfect_scores_on_noise_free_simulated_event(simulated_record, method):
+    truth = truth_from_record(simulated_record)
+    assert (truth.particle_id != 0).all()
+    labels = TrackBuilder(method).build(simulated_record)
+    submission = tracks_frame(simulated_record.hit_id, labels, 7)
+    summary = event_summary(evaluate_event(truth, submission, MetricCuts()))
+    assert summary["n_signal_particles"] > 5
+    assert summary["efficiency"] == 1.0
+    assert summary["fake_rate"] == 0.0
+    assert summary["duplicate_rate"] == 0.0
+    if method == "components":
+        assert summary["trackml_score"] == pytest.approx(1.0, abs=1e-12)
+    else:  # a walk may leave a hit of a low-pT looper behind
+        assert summary["trackml_score"] > 0.995
+
+
+def test_scored_graph_orients_and_deduplicates():
+    pos = np.array([[10.0, 0, 0], [20.0, 0, 0], [30.0, 0, 0]])
+    edges = np.array([[1, 0, 2, 1], [0, 1, 1, 2]])
+    scores = np.array([0.3, 0.7, 0.2, 0.9])
+    given = scored_graph(edges, scores, 3, pos)
+    pairs = {(int(a), int(b)): float(s) for a, b, s in zip(given.src, given.dst, given.score)}
+    assert pairs == {(0, 1): 0.7, (1, 2): 0.9}
+    radius = scored_graph(np.array([[1], [0]]), np.array([0.5]), 3, pos, orientation="radius")
+    assert (int(radius.src[0]), int(radius.dst[0])) == (0, 1)
+    with pytest.raises(ValueError, match="refers to hit 5"):
+        scored_graph(np.array([[0], [5]]), np.array([1.0]), 3)
+    with pytest.raises(ValueError, match="scores has 2 entries for 1 edges"):
+        scored_graph(np.array([[0], [1]]), np.array([1.0, 1.0]), 3)
+
+
+def test_builder_rejects_bad_settings_and_records():
+    with pytest.raises(ValueError, match="method"):
+        TrackBuilder("kalman")
+    with pytest.raises(ValueError, match="walk_cut"):
+        TrackBuilder(walk_cut=1.5)
+    record = Data(hit_id=torch.arange(3))
+    record.num_nodes = 3
+    with pytest.raises(ValueError, match="no 'edge_index'"):
+        TrackBuilder().build(record)
+
+
+def test_compact_labels_and_tracks_frame():
+    assert compact_labels(np.array([7, 7, 3, 9, 3])).tolist() == [0, 0, 1, 2, 1]
+    frame = tracks_frame(torch.tensor([11, 12]), np.array([0, 1]), 5)
+    assert list(frame.columns) == ["event_id", "hit_id", "track_id"]
+    pd.testing.assert_frame_equal(frame, pd.DataFrame({"event_id": [5, 5], "hit_id": [11, 12],
+                                                       "track_id": [0, 1]}))

@@ -1,0 +1,133 @@
+"""Matching definitions and tracking metrics on hand-made events."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from tests.tracks_events import hand_truth
+from trkx.tracks.binned import binned_rate
+from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
+from trkx.tracks.metrics import MetricCuts, evaluate_event, event_summary, overall_summary
+
+
+def submission(track_of_hit) -> pd.DataFrame:
+    track_of_hit = np.asarray(track_of_hit)
+    return pd.DataFrame({"hit_id": np.arange(1, len(track_of_hit) + 1),
+                         "track_id": track_of_hit})
+
+
+def summary(truth, tracks, **cuts):
+    return event_summary(evaluate_event(truth, submission(tracks), MetricCuts(**cuts)))
+
+
+def test_split_track_counted_per_matching_definition():
+    truth = hand_truth([5] * 10)
+    # 6 + 4: the 6-hit piece holds > 50% of the particle; the 4-hit piece does not.
+    split = [1] * 6 + [2] * 4
+    dm = summary(truth, split)
+    assert (dm["efficiency"], dm["fake_rate"], dm["duplicate_rate"]) == (1.0, 0.5, 0.0)
+    atlas = summary(truth, split, matching="atlas")
+    assert (atlas["efficiency"], atlas["fake_rate"], atlas["duplicate_rate"]) == (1.0, 0.0, 0.5)
+    perfect = summary(truth, split, matching="perfect")
+    assert (perfect["efficiency"], perfect["fake_rate"]) == (0.0, 1.0)
+    # 5 + 5: neither piece holds more than half: lost under double majority, two fakes.
+    halves = summary(truth, [1] * 5 + [2] * 5)
+    assert (halves["efficiency"], halves["fake_rate"], halves["n_fake_tracks"]) == (0.0, 1.0, 2)
+    assert halves["trackml_score"] == 0.0
+    # Pieces shorter than min_track_hits are not tracks at all.
+    short = summary(truth, [1] * 8 + [2] * 2)
+    assert (short["n_tracks"], short["fake_rate"]) == (1, 0.0)
+
+
+def test_hand_made_event_metrics_and_score():
+    # Particles: A (10 hits, signal), B (5 hits, pT 0.5: not signal), C (3 hits, signal);
+    # 4 noise hits. Hits 1-10 A, 11-15 B, 16-18 C, 19-22 noise.
+    pid = [1] * 10 + [2] * 5 + [3] * 3 + [0] * 4
+    pt = [2.0] * 10 + [0.5] * 5 + [3.0] * 3 + [0.0] * 4
+    truth = hand_truth(pid, pt=pt)
+    tracks = ([10] * 10          # A complete
+              + [20] * 3 + [30, 31]  # 3 of B's hits together, 2 alone
+              + [40, 41, 50]     # C split in singletons, one joins the noise track
+              + [20, 20, 50, 50])  # 2 noise on B's track, 2 noise with a C hit
+    figures = summary(truth, tracks)
+    # Signal: A and C. A matched, C not: efficiency 1/2.
+    assert figures["n_signal_particles"] == 2
+    assert figures["efficiency"] == 0.5
+    assert figures["efficiency_err"] == pytest.approx(math.sqrt(0.25 / 2))
+    # Tracks >= 3 hits: A's (matched), B's 5-hit track (3/5 of it B, 3/5 of B: matched),
+    # the 3-hit noise track (majority noise: fake).
+    assert figures["n_tracks"] == 3 and figures["n_fake_tracks"] == 1
+    assert figures["fake_rate"] == pytest.approx(1 / 3)
+    assert figures["fake_rate_err"] == pytest.approx(math.sqrt((1 / 3) * (2 / 3) / 3))
+    assert figures["duplicate_rate"] == 0.0
+    # Score: weights 1 on particle hits (18), credited A 10 + B 3.
+    assert figures["trackml_score"] == pytest.approx(13 / 18)
+
+
+def test_cuts_select_signal_particles():
+    pid = [1] * 4 + [2] * 4 + [3] * 2
+    truth = hand_truth(pid, pt=[2.0] * 4 + [1.5] * 4 + [5.0] * 2,
+                       eta=[0.5] * 4 + [3.0] * 4 + [0.0] * 2)
+    tracks = [1] * 4 + [2] * 4 + [3] * 2
+    assert summary(truth, tracks)["n_signal_particles"] == 2       # C has 2 hits < 3
+    assert summary(truth, tracks, max_eta=2.5)["n_signal_particles"] == 1
+    assert summary(truth, tracks, pt_min=1.8)["n_signal_particles"] == 1
+    assert summary(truth, tracks, min_hits=2, min_track_hits=2)["n_signal_particles"] == 3
+
+
+def test_duplicates_pool_over_events():
+    truth = hand_truth([1] * 9)
+    first = evaluate_event(truth, submission([1] * 3 + [2] * 3 + [3] * 3),
+                           MetricCuts(matching="atlas"))
+    assert first.tracks["duplicate"].sum() == 2
+    other = hand_truth([1] * 4, event_id=2)
+    second = evaluate_event(other, submission([1] * 4), MetricCuts(matching="atlas"))
+    pooled = overall_summary([first, second])
+    assert pooled["n_events"] == 2 and pooled["n_matched_tracks"] == 4
+    assert pooled["duplicate_rate"] == pytest.approx(2 / 4)
+    assert pooled["efficiency"] == 1.0
+    assert pooled["trackml_score"] == pytest.approx(
+        np.mean([first.trackml_score, second.trackml_score]))
+
+
+def test_missing_hits_and_empty_denominators():
+    truth = hand_truth([1] * 5 + [0] * 3)
+    partial = pd.DataFrame({"hit_id": [1, 2, 3, 4], "track_id": [0, 0, 0, 0]})
+    result = event_summary(evaluate_event(truth, partial))
+    assert result["efficiency"] == 1.0 and result["n_tracks"] == 1
+    noise_only = hand_truth([0] * 4)
+    empty = event_summary(evaluate_event(noise_only, submission([0, 1, 2, 3])))
+    assert empty["n_signal_particles"] == 0 and math.isnan(empty["efficiency"])
+
+
+def test_binned_rate_intervals():
+    binned = binned_rate(np.array([0.5, 0.5, 1.5, 1.5, 1.5]),
+                         np.array([True, True, True, False, False]), np.array([0.0, 1, 2, 3]))
+    assert binned.passed.tolist() == [2, 1, 0] and binned.total.tolist() == [2, 3, 0]
+    low, high = binned.interval()
+    assert high[0] == 1.0 and 0.0 < low[0] < 1.0       # k = n: the upper bound is 1
+    assert low[1] < 1 / 3 < high[1]
+    assert math.isnan(binned.rate[2]) and math.isnan(low[2])
+
+
+def test_edge_metrics_counts_pairs_once():
+    # Truth chain 0-1-2 (signal) and 3-4 (not signal); candidate edges with scores.
+    record = Data(track_edges=torch.tensor([[0, 1, 3], [1, 2, 4]]),
+                  particle_id=torch.tensor([1, 1, 1, 2, 2, 0]),
+                  signal_hit=torch.tensor([True, True, True, False, False, False]),
+                  edge_index=torch.tensor([[0, 1, 1, 3, 2], [1, 0, 2, 4, 5]]),
+                  scores=torch.tensor([0.9, 0.8, 0.2, 0.7, 0.6]))
+    record.num_nodes = 6
+    metrics = edge_metrics(record, cut=0.5)
+    # Kept pairs: {0,1} (twice), {3,4}, {2,5}: 3 pairs, 2 true; signal truth {0,1},{1,2}: 1 kept.
+    assert (metrics["n_kept"], metrics["n_true_kept"], metrics["n_signal_kept"]) == (3, 2, 1)
+    assert metrics["efficiency"] == 0.5 and metrics["purity"] == pytest.approx(2 / 3)
+    pooled = pool_edge_metrics([metrics, metrics])
+    assert pooled["n_kept"] == 6 and pooled["purity"] == pytest.approx(2 / 3)
+    assert edge_metrics(Data(edge_index=torch.zeros(2, 0, dtype=torch.long))) is None

@@ -1,0 +1,45 @@
+"""Small events for the track tests: a noise-free simulated event and hand-made truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from trkx.tracks.event_truth import EventTruth
+
+
+def noise_free_simulated_record(seed: int = 1, mu: float = 2.0):
+    """A simulated event (trkx.data.simulate) with its noise hits removed, as a record whose
+    edges are the truth graph with score 1."""
+    from trkx.data.record import build_event_record
+    from trkx.data.simulate import SimulationConfig, generate_particles, simulate_event
+
+    rng = np.random.default_rng(seed)
+    event = simulate_event(generate_particles(mu, rng), rng,
+                           SimulationConfig(noise_fraction=0.01))
+    truth = event["truth"][event["truth"]["particle_id"].to_numpy() != 0]
+    hits = event["hits"][event["hits"]["hit_id"].isin(truth["hit_id"])]
+    record = build_event_record(hits, None, event["particles"], truth, use_cells=False,
+                                event_id=7)
+    record.edge_index = record.track_edges.clone()
+    record.scores = torch.ones(record.track_edges.shape[1])
+    return record
+
+
+def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1) -> EventTruth:
+    """Per-hit truth for hits 1..N of the given particles (nhits computed, weight 1 except
+    noise 0 unless given)."""
+    particle_id = np.asarray(particle_id, dtype=np.int64)
+    n = len(particle_id)
+    _, inverse, counts = np.unique(particle_id, return_inverse=True, return_counts=True)
+    nhits = np.where(particle_id != 0, counts[inverse], 0)
+    return EventTruth(
+        event_id=event_id,
+        hit_id=np.arange(1, n + 1, dtype=np.int64),
+        particle_id=particle_id,
+        pt=np.asarray(pt if pt is not None else np.where(particle_id != 0, 2.0, 0.0), float),
+        eta=np.asarray(eta if eta is not None else np.zeros(n), float),
+        nhits=nhits.astype(np.int64),
+        weight=np.asarray(weight if weight is not None else (particle_id != 0).astype(float)),
+        hit_eta=np.asarray(eta if eta is not None else np.zeros(n), float),
+    )

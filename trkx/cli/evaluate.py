@@ -1,0 +1,214 @@
+"""``trkx evaluate --tracks DIR --events DIR --out DIR``: tracking performance with plots.
+
+For every ``eventNNNNNNNNN-tracks.csv`` in ``--tracks`` the truth comes from ``--events``: an
+event record ``eventNNNNNNNNN*.pt`` (with per-hit truth), else the TrackML files
+``eventNNNNNNNNN-{hits,particles,truth}.csv[.gz]``. Writes to ``--out``:
+
+- ``metrics.json``: ``cuts``, ``overall`` (efficiency, fake_rate, duplicate_rate,
+  trackml_score, counts, binomial errors), ``events`` (the same per event), ``binned`` (the
+  plotted rates with Clopper-Pearson 68% intervals) and ``edges`` (edge efficiency/purity per
+  stage, when records with edges are given);
+- ``particles.csv`` and ``tracks.csv``: the per-particle and per-track tables behind them;
+- PNG plots: efficiency vs pT and vs eta, fake rate vs eta, duplicate rate vs eta, track length.
+
+Cuts and matching come from the ``metrics`` section of ``--config`` and ``--set``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+PLOTS = ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta", "duplicate_rate_vs_eta",
+         "track_length")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "evaluate", help="efficiency, fake/duplicate rate, TrackML score and plots",
+        description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--tracks", type=Path, required=True,
+                        help="folder of eventNNNNNNNNN-tracks.csv files")
+    parser.add_argument("--events", type=Path, required=True,
+                        help="folder of event records (*.pt) or TrackML events with truth")
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--config", default=None, help="YAML config (configs/tracks.yaml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override, e.g. metrics.matching=atlas")
+    parser.add_argument("--edge-cut", type=float, default=0.5,
+                        help="score cut for edge efficiency/purity (default 0.5)")
+    parser.add_argument("--stage", action="append", default=[], metavar="NAME=DIR",
+                        help="also report edge efficiency/purity of the records in DIR")
+    parser.set_defaults(func=run)
+
+
+def _json_safe(value):
+    """NaN -> null, numpy scalars -> Python numbers, recursively."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def load_truth(source: Path, event_id: int):
+    """``(EventTruth, record or None)`` from a record file or a TrackML prefix."""
+    from trkx.data.io import load_event
+    from trkx.data.record import load_record
+    from trkx.tracks.event_truth import truth_from_frames, truth_from_record
+
+    if source.suffix == ".pt":
+        record = load_record(source)
+        try:
+            truth = truth_from_record(record, str(source))
+        except ValueError as exc:
+            from trkx.data.errors import TrackMLFormatError
+            raise TrackMLFormatError(str(exc)) from exc
+        return truth, record
+    hits, particles, truth = load_event(source, ["hits", "particles", "truth"], detector=None)
+    return truth_from_frames(event_id, hits, particles, truth), None
+
+
+def stage_edge_metrics(name: str, folder: Path, cut: float) -> dict:
+    from trkx.cli._tracks_io import record_files
+    from trkx.data.record import load_record
+    from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
+
+    per_event = []
+    for event_id, path in record_files(folder):
+        metrics = edge_metrics(load_record(path), cut)
+        if metrics is not None:
+            per_event.append({"event_id": event_id, **metrics})
+    return {"stage": name, "overall": pool_edge_metrics(per_event) if per_event else None,
+            "events": per_event}
+
+
+def format_table(overall: dict, events: list[dict]) -> str:
+    """The short stdout summary."""
+    def pct(name: str) -> str:
+        value, err = overall[name], overall[f"{name}_err"]
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "n/a"
+        return f"{100 * value:6.2f} +- {100 * err:.2f} %"
+    header = (f"events {overall['n_events']}, hits {overall['n_hits']:,d}, signal particles "
+              f"{overall['n_signal_particles']:,d}, tracks {overall['n_tracks']:,d}")
+    lines = [header,
+             f"  efficiency       {pct('efficiency')}",
+             f"  fake rate        {pct('fake_rate')}",
+             f"  duplicate rate   {pct('duplicate_rate')}",
+             f"  TrackML score    {overall['trackml_score']:.4f}"]
+    if len(events) > 1:
+        lines.append(f"  {'event':>10s} {'eff':>7s} {'fake':>7s} {'dup':>7s} {'score':>7s}")
+        for e in events:
+            lines.append(f"  {e['event_id']:>10d} {e['efficiency']:>7.4f} {e['fake_rate']:>7.4f} "
+                         f"{e['duplicate_rate']:>7.4f} {e['trackml_score']:>7.4f}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+    from tqdm import tqdm
+
+    from trkx.cli._tracks_io import (
+        atomic_write,
+        config_section,
+        find_event_source,
+        read_tracks,
+        track_files,
+    )
+    from trkx.data.errors import TrackMLFormatError
+    from trkx.tracks.binned import standard_rates
+    from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
+    from trkx.tracks.metrics import (
+        MetricCuts,
+        cuts_dict,
+        evaluate_event,
+        event_summary,
+        overall_summary,
+    )
+    from trkx.tracks.plots import rate_figure, track_length_figure
+
+    cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
+                          args.config or "--set")
+    stages = []
+    for item in args.stage:
+        if "=" not in item:
+            raise FileNotFoundError(f"--stage {item!r}: expected NAME=DIR")
+        stages.append(item.split("=", 1))
+    start = time.perf_counter()
+    evaluations, record_edges = [], []
+    for event_id, path in tqdm(sorted(track_files(args.tracks).items()), desc="evaluate",
+                               unit="event"):
+        truth, record = load_truth(find_event_source(args.events, event_id), event_id)
+        try:
+            evaluations.append(evaluate_event(truth, read_tracks(path, event_id), cuts))
+        except TrackMLFormatError as exc:
+            raise TrackMLFormatError(f"{path}: {exc}") from exc
+        if record is not None:
+            metrics = edge_metrics(record, args.edge_cut)
+            if metrics is not None:
+                record_edges.append({"event_id": event_id, **metrics})
+
+    events = [event_summary(e) for e in evaluations]
+    overall = overall_summary(evaluations)
+    particles = pd.concat([e.particles.assign(event_id=e.event_id) for e in evaluations],
+                          ignore_index=True)
+    tracks = pd.concat([e.tracks.assign(event_id=e.event_id) for e in evaluations],
+                       ignore_index=True)
+    rates = standard_rates(particles, tracks, cuts.pt_min, cuts.max_eta, cuts.min_hits)
+    edges = {}
+    if record_edges:
+        edges["events"] = {"overall": pool_edge_metrics(record_edges), "events": record_edges}
+    for name, folder in stages:
+        edges[name] = stage_edge_metrics(name, Path(folder), args.edge_cut)
+
+    out = args.out
+    report = {"cuts": cuts_dict(cuts), "overall": overall, "events": events,
+              "binned": {name: rate.to_dict() for name, rate in rates.items()},
+              "edges": edges}
+    text = json.dumps(_json_safe(report), indent=2)
+    atomic_write(out / "metrics.json", lambda tmp: tmp.write_text(text))
+    atomic_write(out / "particles.csv", lambda tmp: particles.to_csv(tmp, index=False))
+    atomic_write(out / "tracks.csv", lambda tmp: tracks.to_csv(tmp, index=False))
+
+    signal = f"pT >= {cuts.pt_min:g} GeV, >= {cuts.min_hits} hits" + (
+        f", |eta| <= {cuts.max_eta:g}" if cuts.max_eta is not None else "")
+    match = f"{cuts.matching.replace('_', ' ')} matching"
+    figures = {
+        "efficiency_vs_pt": rate_figure(
+            rates["efficiency_vs_pt"], r"particle $p_T$ [GeV]", "tracking efficiency",
+            "Efficiency vs $p_T$", log_x=True,
+            note=f"particles with >= {cuts.min_hits} hits\n{match}"),
+        "efficiency_vs_eta": rate_figure(
+            rates["efficiency_vs_eta"], r"particle $\eta$", "tracking efficiency",
+            r"Efficiency vs $\eta$", note=f"signal: {signal}\n{match}"),
+        "fake_rate_vs_eta": rate_figure(
+            rates["fake_rate_vs_eta"], r"track $\eta$ (mean of hits)", "fake rate",
+            r"Fake rate vs $\eta$", ylim=None,
+            note=f"tracks with >= {cuts.min_track_hits} hits\n{match}"),
+        "duplicate_rate_vs_eta": rate_figure(
+            rates["duplicate_rate_vs_eta"], r"track $\eta$ (mean of hits)", "duplicate rate",
+            r"Duplicate rate vs $\eta$", ylim=None,
+            note=f"matched tracks with >= {cuts.min_track_hits} hits\n{match}"),
+        "track_length": track_length_figure(tracks, particles),
+    }
+    for name, figure in figures.items():
+        atomic_write(out / f"{name}.png",
+                     lambda tmp, f=figure: f.savefig(tmp, format="png", dpi=110))
+    print(format_table(_json_safe(overall), _json_safe(events)))
+    for name, stage in edges.items():
+        pooled = stage["overall"]
+        if pooled:
+            print(f"  edges [{name}] efficiency {pooled['efficiency']:.4f}, purity "
+                  f"{pooled['purity']:.4f} ({pooled['n_kept']:,d} of {pooled['n_edges']:,d} "
+                  f"edges kept)")
+    print(f"wrote {out / 'metrics.json'} and {len(figures)} plots in "
+          f"{time.perf_counter() - start:.2f} s")
+    return 0

@@ -1,0 +1,83 @@
+"""Rates in bins (efficiency vs pT and eta, fake and duplicate rate vs eta) with intervals.
+
+For a bin holding ``n`` trials of which ``k`` pass, the rate is ``k / n`` and its interval the
+Clopper-Pearson (exact binomial) central interval at 68.3% confidence,
+
+    low  = B^{-1}(alpha / 2; k, n - k + 1),   high = B^{-1}(1 - alpha / 2; k + 1, n - k),
+
+with ``B^{-1}`` the inverse regularised incomplete beta function (``low = 0`` when ``k = 0``,
+``high = 1`` when ``k = n``). Unlike ``sqrt(p (1 - p) / n)`` it does not shrink to zero width at
+rates of 0 or 1, which a nearly perfect tracker gives in most bins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import beta
+
+ONE_SIGMA = 0.6827
+
+PT_BINS = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 100.0])  # GeV
+ETA_BINS = np.linspace(-4.0, 4.0, 17)
+
+
+@dataclass(frozen=True, eq=False)
+class BinnedRate:
+    """k of n in each bin between consecutive ``edges``."""
+
+    edges: np.ndarray
+    passed: np.ndarray
+    total: np.ndarray
+
+    @property
+    def rate(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.total > 0, self.passed / np.maximum(self.total, 1), np.nan)
+
+    def interval(self, confidence: float = ONE_SIGMA) -> tuple[np.ndarray, np.ndarray]:
+        """Clopper-Pearson bounds per bin (NaN for empty bins)."""
+        alpha = 1.0 - confidence
+        k, n = self.passed.astype(np.float64), self.total.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            low = np.where(k > 0, beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+            high = np.where(k < n, beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+        empty = n == 0
+        return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+    def to_dict(self) -> dict[str, list]:
+        low, high = self.interval()
+        clean = lambda a: [None if not np.isfinite(v) else float(v) for v in a]
+        return {"edges": [float(e) for e in self.edges], "passed": self.passed.tolist(),
+                "total": self.total.tolist(), "rate": clean(self.rate),
+                "low": clean(low), "high": clean(high)}
+
+
+def binned_rate(values: np.ndarray, passed: np.ndarray, edges: np.ndarray) -> BinnedRate:
+    """Histogram ``values`` in ``edges`` and count the ``passed`` entries of each bin."""
+    values = np.asarray(values, dtype=np.float64)
+    passed = np.asarray(passed, dtype=bool)
+    total, _ = np.histogram(values, bins=edges)
+    hit, _ = np.histogram(values[passed], bins=edges)
+    return BinnedRate(np.asarray(edges, dtype=np.float64), hit, total)
+
+
+def standard_rates(particles: pd.DataFrame, tracks: pd.DataFrame, pt_min: float,
+                   max_eta: float | None, min_hits: int) -> dict[str, BinnedRate]:
+    """Efficiency vs pT (no pT cut) and vs eta (signal), fake and duplicate rate vs eta."""
+    found = particles["n_matched_tracks"].to_numpy() > 0
+    pt, eta = particles["pt"].to_numpy(), particles["eta"].to_numpy()
+    enough = particles["nhits"].to_numpy() >= min_hits
+    in_eta = np.ones(len(eta), bool) if max_eta is None else np.abs(eta) <= max_eta
+    signal = particles["signal"].to_numpy(bool)
+    matched = tracks["matched"].to_numpy(bool)
+    return {
+        "efficiency_vs_pt": binned_rate(pt[enough & in_eta], found[enough & in_eta], PT_BINS),
+        "efficiency_vs_eta": binned_rate(eta[signal], found[signal], ETA_BINS),
+        "fake_rate_vs_eta": binned_rate(tracks["eta"].to_numpy(), ~matched, ETA_BINS),
+        "duplicate_rate_vs_eta": binned_rate(tracks["eta"].to_numpy()[matched],
+                                             tracks["duplicate"].to_numpy(bool)[matched],
+                                             ETA_BINS),
+    }

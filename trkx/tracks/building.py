@@ -1,0 +1,84 @@
+"""Track building from an event graph record: one track id per hit.
+
+``TrackBuilder`` is the stage's small typed config (one-to-one with ``configs/tracks.yaml``):
+
+- ``method="walkthrough"`` (default): see :mod:`trkx.tracks.walkthrough`, over edges with
+  ``score >= walk_cut``, up to ``max_layer_hits`` hits per layer, siblings admitted by
+  ``sibling_ratio``. On ``benchmarks/track_building.py`` (110k-hit overlay of the sample event,
+  GNN-like scores) the defaults (0.3, 3, 0.7) gave TrackML score 0.947, efficiency 0.984 and
+  fake rate 0.070, against 0.782 / 0.902 / 0.259 for the best connected-components cut (0.7);
+- ``method="components"``: connected components of edges with ``score >= cc_cut``
+  (:mod:`trkx.tracks.components`).
+
+Track ids are renumbered 0..T-1 in order of first appearance, so they are stable and compact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trkx.tracks.components import connected_component_tracks
+from trkx.tracks.graph import ORIENTATIONS, ScoredGraph, graph_from_record
+from trkx.tracks.walkthrough import walkthrough_tracks
+
+METHODS = ("walkthrough", "components")
+
+
+@dataclass(frozen=True)
+class TrackBuilder:
+    """How to turn scored edges into tracks."""
+
+    method: str = "walkthrough"
+    cc_cut: float = 0.5
+    walk_cut: float = 0.3
+    max_layer_hits: int = 3
+    sibling_ratio: float = 0.7
+    orientation: str = "given"
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"track building method {self.method!r} is not one of "
+                             f"{', '.join(METHODS)}")
+        for name in ("cc_cut", "walk_cut", "sibling_ratio"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {value}")
+        if self.orientation not in ORIENTATIONS:
+            raise ValueError(f"orientation {self.orientation!r} is not one of "
+                             f"{', '.join(ORIENTATIONS)}")
+        if self.max_layer_hits < 1:
+            raise ValueError(f"max_layer_hits must be >= 1, got {self.max_layer_hits}")
+
+    def build_graph(self, graph: ScoredGraph) -> np.ndarray:
+        """Track id of every hit of ``graph`` (int64, compact, in order of first hit)."""
+        if self.method == "components":
+            labels = connected_component_tracks(graph, self.cc_cut)
+        else:
+            labels = walkthrough_tracks(graph, self.walk_cut, self.max_layer_hits,
+                                        self.sibling_ratio)
+        return compact_labels(labels)
+
+    def build(self, record) -> np.ndarray:
+        """Track id of every hit of an event record with ``edge_index`` and ``scores``."""
+        return self.build_graph(graph_from_record(record, self.orientation))
+
+
+def compact_labels(labels: np.ndarray) -> np.ndarray:
+    """Relabel to 0..T-1 in order of first appearance."""
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse.reshape(-1)]
+
+
+def tracks_frame(hit_id, track_id: np.ndarray, event_id: int) -> pd.DataFrame:
+    """The submission table ``event_id, hit_id, track_id`` of one event."""
+    hit_id = hit_id.detach().cpu().numpy() if hasattr(hit_id, "detach") else np.asarray(hit_id)
+    if len(hit_id) != len(track_id):
+        raise ValueError(f"{len(track_id)} track ids for {len(hit_id)} hits")
+    return pd.DataFrame({"event_id": np.full(len(hit_id), int(event_id), dtype=np.int64),
+                         "hit_id": hit_id.astype(np.int64),
+                         "track_id": np.asarray(track_id, dtype=np.int64)})

@@ -1,0 +1,87 @@
+"""Per-hit truth of one event, in the form the metrics need, from a record or TrackML frames.
+
+Besides the particle of each hit (``particle_id``, its ``pt`` in GeV and vertex ``eta``, its
+hit count ``nhits`` in this event, the hit's score ``weight``), the metrics need a geometric
+pseudorapidity per hit to place tracks that match no particle (fakes):
+
+    eta_hit = asinh(z / r),   r = sqrt(x^2 + y^2)   (as seen from the origin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trkx.data.truth import hit_truth
+
+_RECORD_FIELDS = ("hit_id", "particle_id", "pt", "eta", "nhits", "weight")
+
+
+@dataclass(frozen=True, eq=False)
+class EventTruth:
+    """Per-hit truth arrays of one event (all of length N)."""
+
+    event_id: int
+    hit_id: np.ndarray        # int64
+    particle_id: np.ndarray   # int64, 0 = noise
+    pt: np.ndarray            # float64, GeV
+    eta: np.ndarray           # float64, particle pseudorapidity at its vertex
+    nhits: np.ndarray         # int64, hits of the hit's particle in this event
+    weight: np.ndarray        # float64, TrackML hit weight
+    hit_eta: np.ndarray       # float64, asinh(z / r) of the hit position
+
+    def frame(self) -> pd.DataFrame:
+        """``hit_id, particle_id, weight``: the truth table :mod:`trkx.tracks.score` reads."""
+        return pd.DataFrame({"hit_id": self.hit_id, "particle_id": self.particle_id,
+                             "weight": self.weight})
+
+    def __len__(self) -> int:
+        return len(self.hit_id)
+
+
+def _numpy(value) -> np.ndarray:
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+
+
+def truth_from_record(record, label: str = "record") -> EventTruth:
+    """Per-hit truth of an event graph record (it must carry the truth fields)."""
+    missing = [f for f in _RECORD_FIELDS if getattr(record, f, None) is None]
+    if missing:
+        raise ValueError(f"{label}: the event record has no truth field(s) {', '.join(missing)}"
+                         " (evaluation needs hit_id, particle_id, pt, eta, nhits, weight)")
+    pos = getattr(record, "pos", None)
+    if pos is not None:
+        pos = _numpy(pos).astype(np.float64)
+        hit_eta = np.arcsinh(pos[:, 2] / np.maximum(pos[:, 0], 1e-9))
+    else:
+        hit_eta = _numpy(record.eta).astype(np.float64)
+    event_id = getattr(record, "event_id", None)
+    return EventTruth(
+        event_id=int(event_id) if event_id is not None else -1,
+        hit_id=_numpy(record.hit_id).astype(np.int64),
+        particle_id=_numpy(record.particle_id).astype(np.int64),
+        pt=_numpy(record.pt).astype(np.float64),
+        eta=_numpy(record.eta).astype(np.float64),
+        nhits=_numpy(record.nhits).astype(np.int64),
+        weight=_numpy(record.weight).astype(np.float64),
+        hit_eta=hit_eta,
+    )
+
+
+def truth_from_frames(event_id: int, hits: pd.DataFrame, particles: pd.DataFrame,
+                      truth: pd.DataFrame) -> EventTruth:
+    """Per-hit truth from the TrackML ``hits``, ``particles`` and ``truth`` tables."""
+    per_hit = hit_truth(hits, truth, particles)
+    x, y, z = (hits[c].to_numpy(np.float64) for c in ("x", "y", "z"))
+    return EventTruth(
+        event_id=int(event_id),
+        hit_id=hits["hit_id"].to_numpy(np.int64),
+        particle_id=per_hit["particle_id"].to_numpy(np.int64),
+        pt=per_hit["pt"].to_numpy(np.float64),
+        eta=per_hit["eta"].to_numpy(np.float64),
+        nhits=per_hit["nhits"].to_numpy(np.int64),
+        weight=per_hit["weight"].to_numpy(np.float64),
+        hit_eta=np.arcsinh(z / np.maximum(np.hypot(x, y), 1e-9)),
+    )
