@@ -85,5 +85,5 @@ def make_clusters(detector: Detector, modules: np.ndarray, local_point: np.ndarr
     total = np.bincount(hit_u, weights=value, minlength=n)
     centroid = np.stack([np.bincount(hit_u, weights=value * cu, minlength=n),
                          np.bincount(hit_u, weights=value * cv, minlength=n)], 1)
-    centroid /= np.maximum(total, 1e-30)[:, None]
+    centroid = centroid.astype(np.float64) / np.maximum(total, 1e-30)[:, None]
     return Clusters(hit_u, ch0_u, ch1_u, value, centroid)

@@ -37,11 +37,14 @@ class SimulationConfig:
 
 def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
                    config: SimulationConfig | None = None, detector: Detector | None = None,
-                   ) -> dict[str, pd.DataFrame]:
+                   end_points: np.ndarray | None = None) -> dict[str, pd.DataFrame]:
     """Simulate the hits, cells and truth of ``particles``; returns the four event tables.
 
     ``particles`` needs ``particle_id, vx, vy, vz, px, py, pz, q`` (``particle_type`` optional,
-    used for the mass in multiple scattering); its ``nhits`` is (re)computed.
+    used for the mass in multiple scattering); its ``nhits`` is (re)computed. ``end_points``
+    ``[n, 3]`` (NaN = none) are known interaction vertices where particles end, as
+    :func:`~trkx.data.simulate.particles.interaction_points` reads them from a real table;
+    when given, they replace the random hadronic interactions.
     """
     config = config or SimulationConfig()
     detector = detector or load_detector()
@@ -51,7 +54,7 @@ def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
     momentum = particles[["px", "py", "pz"]].to_numpy(np.float64)
     charge = particles["q"].to_numpy(np.float64)
     crossings = propagate(vertex, momentum, charge, particle_masses(particles), detector,
-                          surfaces, physics, rng)
+                          surfaces, physics, rng, end_point=end_points)
     modules = crossings.module
     local = detector.global_to_local(modules, crossings.position)
     p_local = np.einsum("kji,kj->ki", detector.rotation[modules], crossings.momentum)
