@@ -85,13 +85,14 @@ def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
         "layer_id": detector.layer_id[all_modules[order]],
         "module_id": detector.module_id[all_modules[order]]})
 
+    # cells come out of make_clusters grouped by hit and sorted by (ch0, ch1) inside a hit
     cell_hit = np.concatenate([signal.hit, noise.hit + n_signal])
+    cell_order = np.argsort(hit_id[cell_hit], kind="stable")
     cells = pd.DataFrame({
-        "hit_id": hit_id[cell_hit],
-        "ch0": np.concatenate([signal.ch0, noise.ch0]),
-        "ch1": np.concatenate([signal.ch1, noise.ch1]),
-        "value": np.concatenate([signal.value, noise.value])})
-    cells = cells.sort_values(["hit_id", "ch0", "ch1"], kind="stable").reset_index(drop=True)
+        "hit_id": hit_id[cell_hit][cell_order],
+        "ch0": np.concatenate([signal.ch0, noise.ch0])[cell_order],
+        "ch1": np.concatenate([signal.ch1, noise.ch1])[cell_order],
+        "value": np.concatenate([signal.value, noise.value])[cell_order]})
 
     pid = particles["particle_id"].to_numpy(np.int64)
     true_pos = np.concatenate([crossings.position, measured[n_signal:]])

@@ -105,7 +105,7 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
         who = alive[rows]
         s_mod, residual = plane_crossing(
             pos[who], phi[who], cot[who], radius[rows], sense[who], normals[modules],
-            detector.center[modules], step[rows])
+            detector.center[modules], step[rows], iterations=5)
         point = position_at(pos[who], phi[who], cot[who], radius[rows], sense[who], s_mod)
         local = detector.global_to_local(modules, point)
         hit = ((residual < _MAX_RESIDUAL) & (s_mod > _MIN_STEP)
@@ -163,6 +163,13 @@ def _path_to_points(vertex: np.ndarray, phi: np.ndarray, cot: np.ndarray, pt: np
     return np.where(np.isfinite(point).all(axis=1) & np.isfinite(s), s, np.inf)
 
 
+def _forget_surface_just_crossed(steps: np.ndarray, last_layer: np.ndarray) -> None:
+    """The surface a particle stands on counts only when it comes back to it (in place)."""
+    rows = np.flatnonzero(last_layer >= 0)
+    same = steps[rows, last_layer[rows]]
+    steps[rows, last_layer[rows]] = np.where(same > _SAME_LAYER_STEP, same, np.inf)
+
+
 def _next_layer(pos: np.ndarray, phi: np.ndarray, cot: np.ndarray, radius: np.ndarray,
                 sense: np.ndarray, last_layer: np.ndarray, surfaces: LayerSurfaces,
                 barrel: np.ndarray, disks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,18 +183,18 @@ def _next_layer(pos: np.ndarray, phi: np.ndarray, cot: np.ndarray, radius: np.nd
         z = pos[:, 2:3] + s * column(cot)
         ok = (s > _MIN_STEP) & (z >= surfaces.low[barrel]) & (z <= surfaces.high[barrel])
         steps[:, barrel] = np.minimum(steps[:, barrel], np.where(ok, s, np.inf))
+    _forget_surface_just_crossed(steps, last_layer)
+    best_barrel = steps.min(axis=1)
+    # disks: s from z alone; the radius (trigonometry) only where the disk could win
     with np.errstate(divide="ignore", invalid="ignore"):
         s = (surfaces.position[disks][None, :] - pos[:, 2:3]) / column(cot)
-    ok = np.isfinite(s) & (s > _MIN_STEP)
-    s_safe = np.where(ok, s, 0.0)
-    at = position_at(pos[:, None, :], column(phi), column(cot), column(radius), column(sense),
-                     s_safe)
-    r = np.hypot(at[..., 0], at[..., 1])
-    ok &= (r >= surfaces.low[disks]) & (r <= surfaces.high[disks])
-    steps[:, disks] = np.where(ok, s, np.inf)
-    rows = np.flatnonzero(last_layer >= 0)
-    same = steps[rows, last_layer[rows]]
-    steps[rows, last_layer[rows]] = np.where(same > _SAME_LAYER_STEP, same, np.inf)
+    rows, cols = np.nonzero(np.isfinite(s) & (s > _MIN_STEP) & (s < column(best_barrel)))
+    s_pair = s[rows, cols]
+    at = position_at(pos[rows], phi[rows], cot[rows], radius[rows], sense[rows], s_pair)
+    r = np.hypot(at[:, 0], at[:, 1])
+    inside = (r >= surfaces.low[disks[cols]]) & (r <= surfaces.high[disks[cols]])
+    steps[rows[inside], disks[cols[inside]]] = s_pair[inside]
+    _forget_surface_just_crossed(steps, last_layer)
     layer = np.argmin(steps, axis=1)
     step = steps[np.arange(n), layer]
     return step, np.where(np.isfinite(step), layer, -1)
