@@ -101,11 +101,13 @@ def test_cli_writes_events_that_pass_validation(tmp_path, capsys):
     hits, _cells, _particles, truth = load_event(out / "event000000077")
     assert len(hits) == len(truth) > 0
     assert truth["weight"].sum() == pytest.approx(1.0, abs=1e-5)
-    # same seed, same event id -> same files
+    # same seed, same event id -> same files, also when events run in worker processes
     again = tmp_path / "again"
-    trkx_main(["simulate", "--out", str(again), "--events", "1", "--seed", "4", "--pileup", "2",
-               "--first-event-id", "77"])
-    pd.testing.assert_frame_equal(load_event(again / "event000000077", ["hits"])[0], hits)
+    trkx_main(["simulate", "--out", str(again), "--events", "2", "--seed", "4", "--pileup", "2",
+               "--first-event-id", "77", "--workers", "2"])
+    for event in ("event000000077", "event000000078"):
+        for part, frame in zip(("hits", "truth"), load_event(again / event, ["hits", "truth"])):
+            pd.testing.assert_frame_equal(frame, load_event(out / event, [part])[0])
 
 
 def test_cli_particles_from_keeps_event_and_particle_ids(tmp_path):
