@@ -49,8 +49,8 @@ class PhysicsConfig:
     max_crossings: int = 40                # safety cap on layer crossings per particle
     min_incidence_cos: float = 0.1         # grazing crossings (|cos| below) leave no cluster
     min_pt: float = 0.15                   # GeV: particles produced below are not simulated
-    dedx: float = 0.28                     # MeV/mm deposited in silicon (cell values)
-    cluster_spread: float = 0.3            # charge-sharing width (in pitches) for cells
+    dedx: float = 2.0                      # charge per mm of silicon path (cell values)
+    cluster_spread: float = 0.15           # charge-sharing width (in pitches) for cells
     pixel_threshold: float = 0.1           # drop cells under this fraction of a cluster's max
 
 
