@@ -46,7 +46,7 @@ class Clusters:
 
 def make_clusters(detector: Detector, modules: np.ndarray, local_point: np.ndarray,
                   local_direction: np.ndarray, rng: np.random.Generator, dedx: float = 2.0,
-                  spread: float = 0.3, threshold: float = 0.1) -> Clusters:
+                  spread: float = 0.15, threshold: float = 0.1) -> Clusters:
     """Cells and centroids of hits on ``modules`` (see module docstring for the model)."""
     n = modules.size
     thickness = detector.thickness[modules]
