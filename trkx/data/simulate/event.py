@@ -37,11 +37,14 @@ class SimulationConfig:
 
 def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
                    config: SimulationConfig | None = None, detector: Detector | None = None,
-                   ) -> dict[str, pd.DataFrame]:
+                   end_points: np.ndarray | None = None) -> dict[str, pd.DataFrame]:
     """Simulate the hits, cells and truth of ``particles``; returns the four event tables.
 
     ``particles`` needs ``particle_id, vx, vy, vz, px, py, pz, q`` (``particle_type`` optional,
-    used for the mass in multiple scattering); its ``nhits`` is (re)computed.
+    used for the mass in multiple scattering); its ``nhits`` is (re)computed. ``end_points``
+    ``[n, 3]`` (NaN = none) are known interaction vertices where particles end, as
+    :func:`~trkx.data.simulate.particles.interaction_points` reads them from a real table;
+    when given, they replace the random hadronic interactions.
     """
     config = config or SimulationConfig()
     detector = detector or load_detector()
@@ -51,7 +54,7 @@ def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
     momentum = particles[["px", "py", "pz"]].to_numpy(np.float64)
     charge = particles["q"].to_numpy(np.float64)
     crossings = propagate(vertex, momentum, charge, particle_masses(particles), detector,
-                          surfaces, physics, rng)
+                          surfaces, physics, rng, end_point=end_points)
     modules = crossings.module
     local = detector.global_to_local(modules, crossings.position)
     p_local = np.einsum("kji,kj->ki", detector.rotation[modules], crossings.momentum)
@@ -82,13 +85,14 @@ def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
         "layer_id": detector.layer_id[all_modules[order]],
         "module_id": detector.module_id[all_modules[order]]})
 
+    # cells come out of make_clusters grouped by hit and sorted by (ch0, ch1) inside a hit
     cell_hit = np.concatenate([signal.hit, noise.hit + n_signal])
+    cell_order = np.argsort(hit_id[cell_hit], kind="stable")
     cells = pd.DataFrame({
-        "hit_id": hit_id[cell_hit],
-        "ch0": np.concatenate([signal.ch0, noise.ch0]),
-        "ch1": np.concatenate([signal.ch1, noise.ch1]),
-        "value": np.concatenate([signal.value, noise.value])})
-    cells = cells.sort_values(["hit_id", "ch0", "ch1"], kind="stable").reset_index(drop=True)
+        "hit_id": hit_id[cell_hit][cell_order],
+        "ch0": np.concatenate([signal.ch0, noise.ch0])[cell_order],
+        "ch1": np.concatenate([signal.ch1, noise.ch1])[cell_order],
+        "value": np.concatenate([signal.value, noise.value])[cell_order]})
 
     pid = particles["particle_id"].to_numpy(np.int64)
     true_pos = np.concatenate([crossings.position, measured[n_signal:]])

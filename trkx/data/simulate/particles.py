@@ -3,8 +3,9 @@
 Generator (distributions fitted to real TrackML tables, :mod:`.fitted_spectra`), for pile-up
 ``mu``:
 
-* ``Poisson(mu * active_vertices_per_mu)`` primary vertices at ``(N(0, s_xy), N(0, s_xy),
-  N(0, s_z))``, each with a particle multiplicity drawn from the real per-vertex table;
+* ``Poisson(mu * prompt_per_mu / E[multiplicity])`` primary vertices at ``(N(0, s_xy),
+  N(0, s_xy), N(0, s_z))``, each with a particle multiplicity drawn from the real per-vertex
+  table (so the mean prompt count is the real one, scaled by ``mu / 200``);
 * prompt particles: ``log10 pT`` and ``eta`` from their real quantile tables, ``phi`` uniform,
   charge +-1 with the real share;
 * displaced (secondary) particles, ``displaced_per_prompt`` times as many: production point
@@ -31,8 +32,13 @@ import pandas as pd
 from trkx.data.errors import TrackMLFormatError
 from trkx.data.io import event_id_from_prefix, read_part
 from trkx.data.simulate.fitted_spectra import FIT
-from trkx.data.simulate.spectra import (LOG_R_BINS, Z_BINS, sample_histogram2d,
-                                        sample_quantiles)
+from trkx.data.simulate.spectra import (
+    LOG_R_BINS,
+    QUANTILE_LEVELS,
+    Z_BINS,
+    sample_histogram2d,
+    sample_quantiles,
+)
 
 #: PDG id magnitudes and their share among charged hadrons (real sample event), and masses.
 PARTICLE_TYPES = np.array([211, 321, 2212])
@@ -58,7 +64,7 @@ def encode_particle_id(vertex: np.ndarray, primary: np.ndarray, generation: np.n
 def decode_particle_id(pid: np.ndarray) -> dict[str, np.ndarray]:
     """Unpack the fields of :func:`encode_particle_id`."""
     pid = np.asarray(pid, dtype=np.int64).astype(np.uint64)
-    field = lambda shift, bits: ((pid >> np.uint64(shift))  # noqa: E731
+    field = lambda shift, bits: ((pid >> np.uint64(shift))
                                  & np.uint64((1 << bits) - 1)).astype(np.int64)
     return {"vertex": field(52, 12), "primary": field(36, 16), "generation": field(24, 12),
             "secondary": field(12, 12), "sub": field(0, 12)}
@@ -66,7 +72,8 @@ def decode_particle_id(pid: np.ndarray) -> dict[str, np.ndarray]:
 
 def generate_particles(mu: float, rng: np.random.Generator) -> pd.DataFrame:
     """A particles table (no ``nhits`` yet) for pile-up ``mu`` (see module docstring)."""
-    n_vertices = max(1, int(rng.poisson(mu * FIT["active_vertices_per_mu"])))
+    mean_multiplicity = np.trapezoid(FIT["vertex_multiplicity"], QUANTILE_LEVELS)
+    n_vertices = max(1, int(rng.poisson(mu * FIT["prompt_per_mu"] / mean_multiplicity)))
     multiplicity = np.maximum(1, np.round(
         sample_quantiles(FIT["vertex_multiplicity"], n_vertices, rng))).astype(np.int64)
     vertex_pos = np.stack([rng.normal(0, FIT["vertex_sigma_xy"], n_vertices),
@@ -118,6 +125,41 @@ def particle_masses(particles: pd.DataFrame) -> np.ndarray:
     kinds = np.abs(particles["particle_type"].to_numpy())
     return np.array([MASSES.get(int(k), PION_MASS) for k in kinds]) if len(kinds) else \
         np.zeros(0)
+
+
+def interaction_points(particles: pd.DataFrame, min_distance: float = 1.0) -> np.ndarray:
+    """Where each particle of a real table ended in a hadronic interaction ``[n, 3]``.
+
+    A real table lists the products of a primary's interaction as its descendants: the same
+    primary-vertex and primary-particle fields and generation 1. A primary (generation 0) ends
+    at the production vertex of its first descendant (the one closest to its own vertex, at
+    least ``min_distance`` mm away); a primary without descendants did not interact (+inf).
+    Later generations cannot be matched to their products, so their end is unknown (NaN) and
+    left to the random interaction model.
+    """
+    fields = decode_particle_id(particles["particle_id"].to_numpy())
+    vertex = particles[["vx", "vy", "vz"]].to_numpy(np.float64)
+    ends = np.full((len(particles), 3), np.nan)
+    key = fields["vertex"] * (1 << 16) + fields["primary"]
+    parents = np.flatnonzero(fields["generation"] == 0)
+    children = np.flatnonzero(fields["generation"] == 1)
+    ends[parents] = np.inf
+    if parents.size == 0 or children.size == 0:
+        return ends
+    parent_of_key = pd.Series(parents, index=key[parents])
+    parent_of_key = parent_of_key[~parent_of_key.index.duplicated()]
+    parent = parent_of_key.reindex(key[children]).to_numpy()
+    known = ~np.isnan(parent)
+    children, parent = children[known], parent[known].astype(np.int64)
+    distance = np.linalg.norm(vertex[children] - vertex[parent], axis=1)
+    far = distance >= min_distance
+    children, parent, distance = children[far], parent[far], distance[far]
+    order = np.lexsort((distance, parent))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = parent[order][1:] != parent[order][:-1]
+    chosen = order[first]
+    ends[parent[chosen]] = vertex[children[chosen]]
+    return ends
 
 
 def particle_sources(path: str | os.PathLike) -> list[tuple[int, Path]]:

@@ -21,14 +21,26 @@ import numpy as np
 
 from trkx.data.detector import Detector
 from trkx.data.simulate.geometry import LayerSurfaces
-from trkx.data.simulate.helix import (azimuth_at, cylinder_crossings, helix_radius,
-                                      plane_crossing, position_at, turn_sense)
-from trkx.data.simulate.physics import (SILICON_INTERACTION_LENGTH, SILICON_RADIATION_LENGTH,
-                                        PhysicsConfig, highland_angle, scatter_direction)
+from trkx.data.simulate.helix import (
+    azimuth_at,
+    cylinder_crossings,
+    helix_radius,
+    plane_crossing,
+    position_at,
+    turn_sense,
+)
+from trkx.data.simulate.physics import (
+    SILICON_INTERACTION_LENGTH,
+    SILICON_RADIATION_LENGTH,
+    PhysicsConfig,
+    highland_angle,
+    scatter_direction,
+)
 
 _MIN_STEP = 1e-3        # mm: a crossing closer than this is the surface we stand on
 _SAME_LAYER_STEP = 1.0  # mm: the surface just crossed counts again only beyond this
 _MAX_RESIDUAL = 1e-3    # mm: Newton must put the point on the plane to this precision
+END_TOLERANCE = 10.0    # mm: crossings this far past a known interaction vertex still count
 
 
 @dataclass
@@ -44,13 +56,19 @@ class Crossings:
 
 def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass: np.ndarray,
               detector: Detector, surfaces: LayerSurfaces, config: PhysicsConfig,
-              rng: np.random.Generator) -> Crossings:
-    """Simulate the module crossings of particles (``vertex [n,3]`` mm, ``momentum [n,3]`` GeV)."""
+              rng: np.random.Generator, end_point: np.ndarray | None = None) -> Crossings:
+    """Simulate the module crossings of particles (``vertex [n,3]`` mm, ``momentum [n,3]`` GeV).
+
+    ``end_point [n, 3]`` ends particles at known interaction vertices: a particle records its
+    crossings up to ``END_TOLERANCE`` mm of transverse path beyond the point and stops. Rows of
+    +inf mark particles known not to interact, NaN rows particles whose fate is unknown; only
+    those (all particles when ``end_point`` is None) get random hadronic interactions.
+    """
     n = len(charge)
     pt = np.hypot(momentum[:, 0], momentum[:, 1])
     p_total = np.linalg.norm(momentum, axis=1)
     beta = p_total / np.sqrt(p_total ** 2 + mass ** 2)
-    alive = np.flatnonzero((pt > 0) & (charge != 0))
+    alive = np.flatnonzero((pt >= config.min_pt) & (pt > 0) & (charge != 0))
     pos = vertex.astype(np.float64).copy()
     phi = np.arctan2(momentum[:, 1], momentum[:, 0])
     cot = np.divide(momentum[:, 2], pt, out=np.zeros(n), where=pt > 0)
@@ -61,6 +79,11 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
     normals = detector.rotation[:, :, 2]
     barrel = np.flatnonzero(surfaces.is_barrel)
     disks = np.flatnonzero(~surfaces.is_barrel)
+    stop_path = np.full(n, np.inf)
+    hadronic_scale = np.full(n, config.hadronic_scale)
+    if end_point is not None:
+        stop_path = _path_to_points(vertex, phi, cot, pt, charge, end_point, config.field)
+        hadronic_scale[~np.isnan(end_point).any(axis=1)] = 0.0
     pieces: list[tuple[np.ndarray, ...]] = []
     for _ in range(config.max_crossings):
         if alive.size == 0:
@@ -69,7 +92,8 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
         step, layer = _next_layer(pos[alive], phi[alive], cot[alive], radius, sense[alive],
                                   last_layer[alive], surfaces, barrel, disks)
         curls = turned[alive] + step / radius > config.max_turning_angle
-        keep = np.isfinite(step) & ~curls
+        ended = path[alive] + step > stop_path[alive] + END_TOLERANCE
+        keep = np.isfinite(step) & ~curls & ~ended
         alive, step, layer, radius = alive[keep], step[keep], layer[keep], radius[keep]
         if alive.size == 0:
             break
@@ -81,7 +105,7 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
         who = alive[rows]
         s_mod, residual = plane_crossing(
             pos[who], phi[who], cot[who], radius[rows], sense[who], normals[modules],
-            detector.center[modules], step[rows])
+            detector.center[modules], step[rows], iterations=5)
         point = position_at(pos[who], phi[who], cot[who], radius[rows], sense[who], s_mod)
         local = detector.global_to_local(modules, point)
         hit = ((residual < _MAX_RESIDUAL) & (s_mod > _MIN_STEP)
@@ -95,7 +119,8 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
         material = np.zeros(alive.size)
         np.add.at(material, rows, detector.thickness[modules] / np.maximum(cos_incidence, 0.05))
         material *= 1.0 + config.support_fraction
-        recorded = rng.random(who.size) < config.hit_efficiency
+        recorded = ((rng.random(who.size) < config.hit_efficiency)
+                    & (cos_incidence >= config.min_incidence_cos))
         pieces.append((who[recorded], modules[recorded], point[recorded], mom[recorded],
                        path[who][recorded] + s_mod[recorded]))
         # move to the layer crossing, then apply the material of the modules crossed there
@@ -112,7 +137,7 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
             new_phi, new_cot = scatter_direction(phi[idx], cot[idx], theta0, rng)
             phi[idx], cot[idx] = new_phi, new_cot
             pt[idx] = p_total[idx] / np.sqrt(1.0 + new_cot ** 2)
-        interacts = rng.random(alive.size) < config.hadronic_scale * (
+        interacts = rng.random(alive.size) < hadronic_scale[alive] * (
             1.0 - np.exp(-material / SILICON_INTERACTION_LENGTH))
         alive = alive[~interacts]
     if not pieces:
@@ -121,31 +146,55 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
     return Crossings(*(np.concatenate(arrays) for arrays in zip(*pieces)))
 
 
+def _path_to_points(vertex: np.ndarray, phi: np.ndarray, cot: np.ndarray, pt: np.ndarray,
+                    charge: np.ndarray, point: np.ndarray, field: float) -> np.ndarray:
+    """Transverse path from each vertex to ``point`` along the unscattered helix (inf if NaN).
+
+    From the transverse chord ``c``: ``s = 2 R arcsin(c / 2R)``; for steep tracks
+    (``|cot theta| > 1``) from the z distance, ``s = dz / cot theta``, which stays exact over
+    several turns.
+    """
+    radius = helix_radius(pt, charge, field)
+    chord = np.hypot(point[:, 0] - vertex[:, 0], point[:, 1] - vertex[:, 1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s_chord = 2.0 * radius * np.arcsin(np.clip(chord / (2.0 * radius), 0.0, 1.0))
+        s_z = (point[:, 2] - vertex[:, 2]) / cot
+    s = np.where((np.abs(cot) > 1.0) & (s_z > 0), s_z, s_chord)
+    return np.where(np.isfinite(point).all(axis=1) & np.isfinite(s), s, np.inf)
+
+
+def _forget_surface_just_crossed(steps: np.ndarray, last_layer: np.ndarray) -> None:
+    """The surface a particle stands on counts only when it comes back to it (in place)."""
+    rows = np.flatnonzero(last_layer >= 0)
+    same = steps[rows, last_layer[rows]]
+    steps[rows, last_layer[rows]] = np.where(same > _SAME_LAYER_STEP, same, np.inf)
+
+
 def _next_layer(pos: np.ndarray, phi: np.ndarray, cot: np.ndarray, radius: np.ndarray,
                 sense: np.ndarray, last_layer: np.ndarray, surfaces: LayerSurfaces,
                 barrel: np.ndarray, disks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Path length to, and index of, the nearest layer surface ahead (inf, -1 if none)."""
     n = pos.shape[0]
     steps = np.full((n, surfaces.n_layers), np.inf)
-    column = lambda a: a[:, None]  # noqa: E731
+    column = lambda a: a[:, None]
     s1, s2 = cylinder_crossings(pos[:, None, :], column(phi), column(radius), column(sense),
                                 surfaces.position[barrel][None, :])
     for s in (s1, s2):
         z = pos[:, 2:3] + s * column(cot)
         ok = (s > _MIN_STEP) & (z >= surfaces.low[barrel]) & (z <= surfaces.high[barrel])
         steps[:, barrel] = np.minimum(steps[:, barrel], np.where(ok, s, np.inf))
+    _forget_surface_just_crossed(steps, last_layer)
+    best_barrel = steps.min(axis=1)
+    # disks: s from z alone; the radius (trigonometry) only where the disk could win
     with np.errstate(divide="ignore", invalid="ignore"):
         s = (surfaces.position[disks][None, :] - pos[:, 2:3]) / column(cot)
-    ok = np.isfinite(s) & (s > _MIN_STEP)
-    s_safe = np.where(ok, s, 0.0)
-    at = position_at(pos[:, None, :], column(phi), column(cot), column(radius), column(sense),
-                     s_safe)
-    r = np.hypot(at[..., 0], at[..., 1])
-    ok &= (r >= surfaces.low[disks]) & (r <= surfaces.high[disks])
-    steps[:, disks] = np.where(ok, s, np.inf)
-    rows = np.flatnonzero(last_layer >= 0)
-    same = steps[rows, last_layer[rows]]
-    steps[rows, last_layer[rows]] = np.where(same > _SAME_LAYER_STEP, same, np.inf)
+    rows, cols = np.nonzero(np.isfinite(s) & (s > _MIN_STEP) & (s < column(best_barrel)))
+    s_pair = s[rows, cols]
+    at = position_at(pos[rows], phi[rows], cot[rows], radius[rows], sense[rows], s_pair)
+    r = np.hypot(at[:, 0], at[:, 1])
+    inside = (r >= surfaces.low[disks[cols]]) & (r <= surfaces.high[disks[cols]])
+    steps[rows[inside], disks[cols[inside]]] = s_pair[inside]
+    _forget_surface_just_crossed(steps, last_layer)
     layer = np.argmin(steps, axis=1)
     step = steps[np.arange(n), layer]
     return step, np.where(np.isfinite(step), layer, -1)

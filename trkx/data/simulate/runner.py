@@ -17,7 +17,12 @@ import numpy as np
 
 from trkx.data.io import write_event
 from trkx.data.simulate.event import SimulationConfig, simulate_event
-from trkx.data.simulate.particles import generate_particles, load_particles, particle_sources
+from trkx.data.simulate.particles import (
+    generate_particles,
+    interaction_points,
+    load_particles,
+    particle_sources,
+)
 
 
 @dataclass(frozen=True)
@@ -55,11 +60,13 @@ def run_job(job: EventJob, out_dir: str | os.PathLike,
             config: SimulationConfig | None = None) -> Path:
     """Simulate one event and write ``out_dir/eventNNNNNNNNN-*.csv.gz``; returns the prefix."""
     rng = event_rng(job.seed, job.event_id)
+    end_points = None
     if job.particles_file is not None:
         particles = load_particles(job.particles_file)
+        end_points = interaction_points(particles)
     else:
         particles = generate_particles(job.mu, rng)
-    tables = simulate_event(particles, rng, config)
+    tables = simulate_event(particles, rng, config, end_points=end_points)
     prefix = Path(out_dir) / f"event{job.event_id:09d}"
     write_event(prefix, **tables)
     return prefix
