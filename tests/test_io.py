@@ -178,3 +178,14 @@ def test_write_rejects_a_bad_prefix_or_part(tmp_path: Path) -> None:
         write_event(tmp_path / "run1", hits=frame)
     with pytest.raises(ValueError, match="unknown event part"):
         write_event(tmp_path / "event000000001", tracks=frame)
+
+
+def test_written_files_are_readable_by_others(tmp_path: Path, sample_prefix: Path) -> None:
+    import os
+    (hits,) = load_event(sample_prefix, ["hits"])
+    old = os.umask(0o022)
+    try:
+        (path,) = write_event(tmp_path / "event000000001", hits=hits)
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644

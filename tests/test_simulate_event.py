@@ -10,7 +10,7 @@ from trkx.cli import main as trkx_main
 from trkx.data.detector import load_detector
 from trkx.data.io import load_event
 from trkx.data.simulate import generate_particles, simulate_event
-from trkx.data.simulate.particles import decode_particle_id, encode_particle_id
+from trkx.data.particle_id import decode_particle_id, encode_particle_id
 
 
 @pytest.fixture(scope="module")
@@ -20,17 +20,17 @@ def small_event() -> dict[str, pd.DataFrame]:
 
 
 def test_particle_id_bit_fields_round_trip():
-    fields = {"vertex": np.array([1, 202, 4095]), "primary": np.array([1, 61443, 7]),
-              "generation": np.array([0, 1, 3]), "secondary": np.array([0, 5, 4095]),
-              "sub": np.array([0, 0, 2])}
+    fields = {"vertex_id": np.array([1, 202, 2047]), "primary_id": np.array([1, 61443, 7]),
+              "generation": np.array([0, 1, 3]), "secondary_id": np.array([0, 5, 4095]),
+              "process": np.array([0, 0, 2])}
     pid = encode_particle_id(**fields)
     decoded = decode_particle_id(pid)
     for key, value in fields.items():
         np.testing.assert_array_equal(decoded[key], value)
     # a real TrackML id: primary vertex 1, particle 1 -> 2**52 + 2**36
-    assert encode_particle_id(1, 1, 0, 0) == 4503668346847232
+    assert encode_particle_id(1, 1) == 4503668346847232
     with pytest.raises(ValueError):
-        encode_particle_id(4096, 1, 0, 0)
+        encode_particle_id(4096, 1)
 
 
 def test_generated_particles_have_unique_ids_and_scale_with_pileup():

@@ -9,7 +9,7 @@ import pytest
 from trkx.data.detector import load_detector
 from trkx.data.simulate import PhysicsConfig, SimulationConfig, simulate_event
 from trkx.data.simulate.helix import cylinder_crossings, helix_radius, position_at, turn_sense
-from trkx.data.simulate.particles import encode_particle_id
+from trkx.data.particle_id import encode_particle_id
 
 FIELD = 2.0
 IDEAL = PhysicsConfig(multiple_scattering=False, hadronic_scale=0.0, hit_efficiency=1.0)
@@ -18,7 +18,7 @@ IDEAL = PhysicsConfig(multiple_scattering=False, hadronic_scale=0.0, hit_efficie
 def one_track(pt: float, eta: float, phi: float, charge: int = 1,
               vertex: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> pd.DataFrame:
     return pd.DataFrame({
-        "particle_id": encode_particle_id(np.array([1]), np.array([1]), 0, 0),
+        "particle_id": encode_particle_id(np.array([1]), np.array([1])),
         "vx": [vertex[0]], "vy": [vertex[1]], "vz": [vertex[2]],
         "px": [pt * np.cos(phi)], "py": [pt * np.sin(phi)], "pz": [pt * np.sinh(eta)],
         "q": [charge]})

@@ -35,6 +35,13 @@ def test_truth_graph_chains_layers_and_fans_out_double_hits() -> None:
     assert edges_as_set(perm[edges_p]) == edges_as_set(edges)
 
 
+def test_single_layer_particle_is_chained() -> None:
+    # particle 3: three overlap hits on one endcap disk and nothing else
+    edges = truth_graph(np.array([3, 3, 3, 4]), np.array([2.0, 1.0, 3.0, 1.0]),
+                        np.full(4, 9), np.full(4, 2))
+    assert edges_as_set(edges) == {(1, 0), (0, 2)}
+
+
 def test_truth_graph_without_particles_is_empty() -> None:
     assert truth_graph(np.zeros(3, int), np.zeros(3), np.ones(3), np.ones(3)).shape == (2, 0)
 

@@ -196,6 +196,7 @@ def write_event(prefix: str | os.PathLike, *, compress: bool = True,
                                             dir=final.parent)
             os.close(fd)
             tmp = Path(tmp_name)
+            os.chmod(tmp, default_file_mode())
             staged.append((tmp, final))
             _format_frame(frame, part).to_csv(
                 tmp, index=False, compression={"method": "gzip", "compresslevel": 5}
@@ -206,6 +207,13 @@ def write_event(prefix: str | os.PathLike, *, compress: bool = True,
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
     return [final for _, final in staged]
+
+
+def default_file_mode() -> int:
+    """0o666 less the process umask: what ``open()`` would give a new file (mkstemp gives 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def frames_equal(left: pd.DataFrame, right: pd.DataFrame, rtol: float = 1e-6) -> bool:

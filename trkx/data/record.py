@@ -20,6 +20,7 @@ from torch_geometric.data import Data
 from trkx.data.detector import Detector
 from trkx.data.errors import TrackMLFormatError
 from trkx.data.features import cylindrical, hit_features
+from trkx.data.io import default_file_mode
 from trkx.data.truth import SignalCuts, hit_truth, signal_hits, truth_graph, vertex_distance
 
 
@@ -73,6 +74,7 @@ def save_record(data: Data, path: str | os.PathLike) -> Path:
             payload[key] = int(value)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, default_file_mode())
     try:
         torch.save(payload, tmp)
         os.replace(tmp, path)

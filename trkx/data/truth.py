@@ -7,6 +7,9 @@ same-layer zig-zag. Every hit of group ``g`` is joined to every hit of group ``g
 
     track_edges = { (i, j) : i in G_g(p), j in G_{g+1}(p) },   directed from the vertex outwards.
 
+A particle whose hits all lie on a single layer (a grazing track through overlapping modules)
+has its hits chained in distance order instead, so every particle is one connected component.
+
 Signal. A particle is signal when ``pT >= pt_min`` and it has ``>= min_hits`` hits (and
 ``|eta| <= max_eta`` when given); noise (particle_id 0) never is.
 """
@@ -102,6 +105,14 @@ def truth_graph(particle_id: np.ndarray, vertex_distance: np.ndarray, volume_id:
     sources = np.repeat(source_pos, repeat)
     offsets = np.arange(repeat.sum()) - np.repeat(np.cumsum(repeat) - repeat, repeat)
     targets = np.repeat(starts[next_group], repeat) + offsets
+    # A particle whose hits all lie on one layer (one group) has no next layer: chain its hits
+    # in vertex-distance order so that it still forms one connected track.
+    has_prev = np.append(False, group_pid[1:] == group_pid[:-1])
+    lonely = np.flatnonzero(~has_next & ~has_prev & (sizes > 1))
+    chain = np.concatenate([np.arange(starts[g], starts[g] + sizes[g] - 1) for g in lonely]
+                           ) if lonely.size else np.zeros(0, dtype=np.int64)
+    sources = np.concatenate([sources, chain]).astype(np.int64)
+    targets = np.concatenate([targets, chain + 1]).astype(np.int64)
     return np.stack([order[sources], order[targets]]).astype(np.int64)
 
 

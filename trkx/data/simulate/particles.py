@@ -13,10 +13,9 @@ Generator (distributions fitted to real TrackML tables, :mod:`.fitted_spectra`),
   to it (``eta_p - eta_x``, ``phi_p - phi_x``) and ``log10 pT`` from their real tables; each
   is attached to a random prompt particle as its descendant.
 
-Particle ids follow the bit layout of the real TrackML files:
-
-    bits 52-63 primary vertex, 36-51 primary particle, 24-35 generation (0 = primary),
-    12-23 index among the secondaries of that ancestor, 0-11 sub-particle (0 here).
+Particle ids follow the bit layout of the real TrackML files (:mod:`trkx.data.particle_id`):
+primary vertex, primary particle, generation (0 = primary), index among the secondaries of
+that ancestor, process (0 here).
 
 Particle types: pions, kaons and protons in the proportions of the real sample event.
 """
@@ -31,6 +30,7 @@ import pandas as pd
 
 from trkx.data.errors import TrackMLFormatError
 from trkx.data.io import event_id_from_prefix, read_part
+from trkx.data.particle_id import decode_particle_id, encode_particle_id
 from trkx.data.simulate.fitted_spectra import FIT
 from trkx.data.simulate.spectra import (
     LOG_R_BINS,
@@ -45,29 +45,6 @@ PARTICLE_TYPES = np.array([211, 321, 2212])
 TYPE_SHARES = np.array([0.79, 0.07, 0.14])
 MASSES = {211: 0.13957, 321: 0.49368, 2212: 0.93827, 11: 0.000511, 13: 0.10566}
 PION_MASS = MASSES[211]
-
-
-def encode_particle_id(vertex: np.ndarray, primary: np.ndarray, generation: np.ndarray,
-                       secondary: np.ndarray, sub: np.ndarray | int = 0) -> np.ndarray:
-    """Pack the TrackML particle-id bit fields (see module docstring) into int64."""
-    fields = [(vertex, 52, 12), (primary, 36, 16), (generation, 24, 12), (secondary, 12, 12),
-              (sub, 0, 12)]
-    pid = np.zeros(np.broadcast(*[np.asarray(f[0]) for f in fields]).shape, dtype=np.uint64)
-    for value, shift, bits in fields:
-        value = np.asarray(value, dtype=np.int64)
-        if (value < 0).any() or (value >= (1 << bits)).any():
-            raise ValueError(f"particle id field at bit {shift} out of range [0, {1 << bits})")
-        pid |= value.astype(np.uint64) << np.uint64(shift)
-    return pid.astype(np.int64)
-
-
-def decode_particle_id(pid: np.ndarray) -> dict[str, np.ndarray]:
-    """Unpack the fields of :func:`encode_particle_id`."""
-    pid = np.asarray(pid, dtype=np.int64).astype(np.uint64)
-    field = lambda shift, bits: ((pid >> np.uint64(shift))
-                                 & np.uint64((1 << bits) - 1)).astype(np.int64)
-    return {"vertex": field(52, 12), "primary": field(36, 16), "generation": field(24, 12),
-            "secondary": field(12, 12), "sub": field(0, 12)}
 
 
 def generate_particles(mu: float, rng: np.random.Generator) -> pd.DataFrame:
@@ -87,7 +64,7 @@ def generate_particles(mu: float, rng: np.random.Generator) -> pd.DataFrame:
     phi = rng.uniform(-np.pi, np.pi, n_prompt)
     charge = np.where(rng.random(n_prompt) < FIT["prompt_positive_share"], 1, -1)
     prompt = pd.DataFrame({
-        "particle_id": encode_particle_id(vertex_of + 1, number + 1, 0, 0),
+        "particle_id": encode_particle_id(vertex_of + 1, number + 1),
         "vx": vertex_pos[vertex_of, 0], "vy": vertex_pos[vertex_of, 1],
         "vz": vertex_pos[vertex_of, 2],
         "px": pt * np.cos(phi), "py": pt * np.sin(phi), "pz": pt * np.sinh(eta), "q": charge})
@@ -107,8 +84,8 @@ def generate_particles(mu: float, rng: np.random.Generator) -> pd.DataFrame:
     starts = np.searchsorted(sorted_parent, sorted_parent, side="left")
     rank[order] = np.arange(n_displaced) - starts
     displaced = pd.DataFrame({
-        "particle_id": encode_particle_id(vertex_of[parent] + 1, number[parent] + 1, 1,
-                                          np.minimum(rank + 1, 4095)),
+        "particle_id": encode_particle_id(vertex_of[parent] + 1, number[parent] + 1,
+                                          generation=1, secondary_id=np.minimum(rank + 1, 4095)),
         "vx": r * np.cos(phi_x), "vy": r * np.sin(phi_x), "vz": z,
         "px": pt_d * np.cos(phi_p), "py": pt_d * np.sin(phi_p), "pz": pt_d * np.sinh(eta_p),
         "q": np.where(rng.random(n_displaced) < FIT["displaced_positive_share"], 1, -1)})
@@ -140,7 +117,7 @@ def interaction_points(particles: pd.DataFrame, min_distance: float = 1.0) -> np
     fields = decode_particle_id(particles["particle_id"].to_numpy())
     vertex = particles[["vx", "vy", "vz"]].to_numpy(np.float64)
     ends = np.full((len(particles), 3), np.nan)
-    key = fields["vertex"] * (1 << 16) + fields["primary"]
+    key = fields["vertex_id"] * (1 << 16) + fields["primary_id"]
     parents = np.flatnonzero(fields["generation"] == 0)
     children = np.flatnonzero(fields["generation"] == 1)
     ends[parents] = np.inf
