@@ -9,8 +9,8 @@ import pytest
 from trkx.cli import main as trkx_main
 from trkx.data.detector import load_detector
 from trkx.data.io import load_event
-from trkx.data.simulate import generate_particles, simulate_event
 from trkx.data.particle_id import decode_particle_id, encode_particle_id
+from trkx.data.simulate import generate_particles, simulate_event
 
 
 @pytest.fixture(scope="module")

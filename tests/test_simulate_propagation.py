@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from trkx.data.detector import load_detector
+from trkx.data.particle_id import encode_particle_id
 from trkx.data.simulate import PhysicsConfig, SimulationConfig, simulate_event
 from trkx.data.simulate.helix import cylinder_crossings, helix_radius, position_at, turn_sense
-from trkx.data.particle_id import encode_particle_id
 
 FIELD = 2.0
 IDEAL = PhysicsConfig(multiple_scattering=False, hadronic_scale=0.0, hit_efficiency=1.0)
