@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from trkx.config import ConfigError
 from trkx.data.errors import TrackMLFormatError
+from trkx.pipeline.runner import StepFailed
 
 
 def command_modules() -> list:
@@ -43,6 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (TrackMLFormatError, ConfigError, FileNotFoundError) as exc:
+    except (TrackMLFormatError, ConfigError, FileNotFoundError, StepFailed) as exc:
         print(f"trkx {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,1 @@
+"""The end-to-end pipeline: configuration, steps and the resumable runner."""

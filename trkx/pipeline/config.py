@@ -1,0 +1,133 @@
+"""The pipeline configuration: which events, which stage configs, which track builder.
+
+A pipeline YAML has four sections, each mapping one-to-one onto a dataclass here:
+
+    events:    EventPlan   - simulate train/val/test events, or use existing folders
+    stages:    {embedding|filter|gnn: StagePlan}   - stage config file + overrides
+    tracks:    StagePlan   - configs/tracks.yaml (builder, metrics) + overrides
+    inference: InferencePlan - options of `trkx infer` (e.g. bf16 for the GNN)
+
+Stage config paths are relative to the pipeline file's folder. Every key is checked before any
+work starts; a bad key fails with a message that names it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trkx.config import (
+    ConfigError,
+    apply_overrides,
+    check_sections,
+    instantiate,
+    load_config,
+    section,
+)
+
+STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
+SECTIONS: tuple[str, ...] = ("events", "stages", "tracks", "inference")
+
+
+@dataclass(frozen=True)
+class EventPlan:
+    """Where the events come from: simulated (default) or existing folders.
+
+    With ``simulate`` true, ``train_events + val_events + test_events`` events are simulated at
+    pile-up ``pileup`` from ``seed``; otherwise ``train_dir``, ``val_dir`` and ``test_dir``
+    (TrackML event folders) are used as they are (``TRKX_DATA`` expands in them).
+    """
+
+    simulate: bool = True
+    train_events: int = 20
+    val_events: int = 2
+    test_events: int = 5
+    pileup: float = 20.0
+    seed: int = 1
+    workers: int = 1
+    train_dir: str | None = None
+    val_dir: str | None = None
+    test_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.simulate:
+            for name in ("train_events", "val_events", "test_events"):
+                if getattr(self, name) < 1:
+                    raise ValueError(f"{name} must be at least 1")
+            if self.pileup <= 0:
+                raise ValueError("pileup must be positive")
+        elif not (self.train_dir and self.val_dir and self.test_dir):
+            raise ValueError("with simulate: false, train_dir, val_dir and test_dir are needed")
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One stage: its YAML config (relative to the pipeline file) and ``KEY=VALUE`` overrides."""
+
+    config: str
+    overrides: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class InferencePlan:
+    """Options of pipeline inference."""
+
+    bf16: bool = False          # bfloat16 autocast in the GNN (fast on AVX-512 CPUs)
+    graph_ops: str = "auto"     # csr | scatter | auto
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    path: Path
+    events: EventPlan
+    stages: dict[str, StagePlan]
+    tracks: StagePlan
+    inference: InferencePlan
+
+    def stage_config_path(self, plan: StagePlan) -> Path:
+        return resolve_relative(plan.config, self.path.parent)
+
+
+def resolve_relative(path: str, base: Path) -> Path:
+    """``path`` with ``$TRKX_DATA``/``~`` expanded, relative to ``base`` unless absolute."""
+    expanded = Path(os.path.expanduser(os.path.expandvars(path)))
+    return expanded if expanded.is_absolute() else base / expanded
+
+
+def _stage_plan(value: Any, label: str) -> StagePlan:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{label}: expected a mapping with 'config' and 'overrides'")
+    plan = instantiate(StagePlan, value, label)
+    if not isinstance(plan.overrides, list) or not all(isinstance(o, str) and "=" in o
+                                                       for o in plan.overrides):
+        raise ConfigError(f"{label}: overrides must be a list of 'KEY=VALUE' strings")
+    return plan
+
+
+def load_pipeline_config(path: str | os.PathLike, overrides: list[str] | None = None,
+                         ) -> PipelineConfig:
+    """Read and check a pipeline YAML (and the stage configs it names exist)."""
+    path = Path(path)
+    label = str(path)
+    raw = apply_overrides(load_config(path), overrides or [])
+    check_sections(raw, SECTIONS, label)
+    events = instantiate(EventPlan, section(raw, "events", label), f"{label}: events")
+    stage_section = section(raw, "stages", label)
+    check_sections(stage_section, STAGE_NAMES, f"{label}: stages")
+    missing = [name for name in STAGE_NAMES if name not in stage_section]
+    if missing:
+        raise ConfigError(f"{label}: stages: missing {', '.join(missing)}")
+    stages = {name: _stage_plan(stage_section[name], f"{label}: stages.{name}")
+              for name in STAGE_NAMES}
+    tracks = _stage_plan(section(raw, "tracks", label), f"{label}: tracks")
+    inference = instantiate(InferencePlan, section(raw, "inference", label),
+                            f"{label}: inference")
+    config = PipelineConfig(path, events, stages, tracks, inference)
+    for name, plan in [*stages.items(), ("tracks", tracks)]:
+        stage_path = config.stage_config_path(plan)
+        if not stage_path.is_file():
+            raise ConfigError(f"{label}: {name}.config: no such file {stage_path}")
+        load_config(stage_path)  # valid YAML mapping
+    return config

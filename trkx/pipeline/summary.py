@@ -1,0 +1,41 @@
+"""The final table of `trkx run`: edge figures per stage, track figures, time per stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def load_metrics(evaluate_dir: Path) -> dict:
+    """``metrics.json`` written by `trkx evaluate`."""
+    return json.loads((evaluate_dir / "metrics.json").read_text())
+
+
+def format_run_summary(metrics: dict, seconds: dict[str, float]) -> str:
+    """A plain-text table of a pipeline run (what a physicist reads first)."""
+    lines = ["", "edges (test events)          efficiency   purity      kept"]
+    for name, stage in metrics.get("edges", {}).items():
+        pooled = stage.get("overall")
+        if pooled:
+            label = "gnn" if name == "events" else name
+            lines.append(f"  {label:<26s} {pooled['efficiency']:>10.4f} {pooled['purity']:>8.4f}"
+                         f" {pooled['n_kept']:>9,d}")
+    overall = metrics["overall"]
+    cuts = metrics.get("cuts", {})
+    lines += ["", f"tracks ({cuts.get('matching', 'double_majority')} matching, "
+                  f"pT > {cuts.get('pt_min', 1.0)} GeV)"]
+    for key, label in [("efficiency", "efficiency"), ("fake_rate", "fake rate"),
+                       ("duplicate_rate", "duplicate rate"), ("trackml_score", "TrackML score")]:
+        value = overall.get(key)
+        error = overall.get(f"{key}_err")
+        text = f"{value:.4f}" if value is not None else "n/a"
+        if error is not None:
+            text += f" ± {error:.4f}"
+        lines.append(f"  {label:<26s} {text}")
+    lines.append(f"  {'signal particles':<26s} {overall.get('n_signal_particles', 0):,d}")
+    lines.append(f"  {'tracks':<26s} {overall.get('n_tracks', 0):,d}")
+    lines += ["", "time per stage"]
+    for stage, value in seconds.items():
+        lines.append(f"  {stage:<26s} {value:>8.1f} s")
+    lines.append(f"  {'total':<26s} {sum(seconds.values()):>8.1f} s")
+    return "\n".join(lines)
