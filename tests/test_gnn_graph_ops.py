@@ -127,3 +127,13 @@ def test_auto_decides_even_when_first_called_without_gradients() -> None:
     x = torch.randn(30, 4, requires_grad=True)
     ops.aggregate(ops.gather(x)[0])[0].sum().backward()
     assert x.grad is not None
+
+
+def test_csr_runs_under_bf16_autocast() -> None:
+    edge_index = random_graph(30, 100, seed=6)
+    e = torch.randn(100, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        m_in, m_out = CsrGraphOps(edge_index, 30).aggregate(e)
+    expected = ScatterGraphOps(edge_index, 30).aggregate(e)
+    torch.testing.assert_close(m_in, expected[0])
+    torch.testing.assert_close(m_out, expected[1])
