@@ -1,6 +1,10 @@
 """Benchmark of the interaction-network GNN (issue 6): kernels, whole model, inference, FLOPs.
 
-Measures, side by side in one run (timings on a shared CPU are noisy: compare the ratios):
+Measures, side by side in one run. The machine is shared, so every comparison is
+*interleaved* (A, B, A, B, ... after a warm-up round; best of the rounds) and recorded both as
+wall time and as process CPU time; the side-by-side ratios use CPU time at ``--compare-threads``
+(default 1), which other jobs on the machine cannot inflate. Inference seconds per event are
+wall time at ``--threads``.
 
 1. aggregation ``(D^T E, S^T E)`` forward+backward: CSR SpMM GraphOps vs PyG ``MessagePassing``
    aggregation (scatter-sum) vs ``index_add_``; and the gather ``S X`` as E x N CSR SpMM vs
@@ -51,14 +55,18 @@ from trkx.gnn.pyg_reference import InteractionLayer, PygInteractionGNN
 from trkx.gnn.records import check_graph_record, record_paths
 
 
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    """Best wall time of ``repeats`` calls after one warm-up call."""
-    fn()
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, dict[str, float]]:
+    """Best wall and process-CPU seconds of each function, run in turn for ``rounds`` rounds
+    after one untimed warm-up round."""
+    for fn in fns.values():
         fn()
-        best = min(best, time.perf_counter() - start)
+    best = {name: {"wall": math.inf, "cpu": math.inf} for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            best[name]["cpu"] = min(best[name]["cpu"], time.process_time() - cpu)
+            best[name]["wall"] = min(best[name]["wall"], time.perf_counter() - wall)
     return best
 
 
@@ -77,15 +85,15 @@ def knn_graph_from_hits(hits_file: Path, knn: int) -> tuple[torch.Tensor, torch.
     return torch.from_numpy(np.asarray(x, np.float32)), torch.from_numpy(pairs.astype(np.int64))
 
 
-def matmul_rate(dtype: torch.dtype, size: int = 2048, repeats: int = 3) -> float:
-    """Dense ``size^3`` matmul FLOP/s in ``dtype``."""
+def matmul_fn(dtype: torch.dtype, size: int = 2048) -> Callable[[], object]:
+    """One dense ``size^3`` matmul in ``dtype`` (2 size^3 FLOPs)."""
     a = torch.randn(size, size).to(dtype)
     b = torch.randn(size, size).to(dtype)
-    return 2 * size**3 / best_time(lambda: a @ b, repeats)
+    return lambda: a @ b
 
 
 def aggregation_timings(edge_index: torch.Tensor, num_nodes: int, width: int,
-                        repeats: int) -> dict[str, float]:
+                        repeats: int) -> dict[str, dict[str, float]]:
     """Forward+backward seconds of ``(D^T E, S^T E)`` by each kernel, and of the gather."""
     num_edges = edge_index.shape[1]
     e = torch.randn(num_edges, width, requires_grad=True)
@@ -116,17 +124,15 @@ def aggregation_timings(edge_index: torch.Tensor, num_nodes: int, width: int,
     s_matrix = transposed_incidence_csr(edge_index[0], num_nodes, torch.float32)
     s_matrix = s_matrix.to_sparse_coo().t().coalesce().to_sparse_csr()  # E x N
     x_plain = x.detach()
-    return {
-        "aggregate_csr_s": best_time(step(csr.aggregate), repeats),
-        "aggregate_pyg_messagepassing_s": best_time(step(pyg), repeats),
-        "aggregate_index_add_s": best_time(step(scatter.aggregate), repeats),
-        "gather_csr_graphops_s": best_time(gather_step(csr), repeats),
-        "gather_index_select_autograd_s": best_time(gather_step(scatter), repeats),
-        "gather_forward_csr_spmm_ExN_s": best_time(lambda: torch.sparse.mm(s_matrix, x_plain),
-                                                   repeats),
-        "gather_forward_index_select_s": best_time(
-            lambda: x_plain.index_select(0, edge_index[0]), repeats),
-    }
+    return interleaved({
+        "aggregate_csr": step(csr.aggregate),
+        "aggregate_pyg_messagepassing": step(pyg),
+        "aggregate_index_add": step(scatter.aggregate),
+        "gather_csr_graphops": gather_step(csr),
+        "gather_index_select_autograd": gather_step(scatter),
+        "gather_forward_csr_spmm_ExN": lambda: torch.sparse.mm(s_matrix, x_plain),
+        "gather_forward_index_select": lambda: x_plain.index_select(0, edge_index[0]),
+    }, repeats)
 
 
 def sector(x: torch.Tensor, edge_index: torch.Tensor, fraction: float):
@@ -141,32 +147,33 @@ def sector(x: torch.Tensor, edge_index: torch.Tensor, fraction: float):
 
 def model_timings(model: InteractionGNN, x: torch.Tensor, edge_index: torch.Tensor,
                   train_x: torch.Tensor, train_edges: torch.Tensor,
-                  repeats: int) -> dict[str, float]:
-    """InteractionGNN (CSR) vs the PyG MessagePassing version with the same parameters."""
+                  repeats: int) -> dict[str, dict[str, float]]:
+    """InteractionGNN (CSR) vs the PyG MessagePassing version with the same parameters:
+    inference forward on the full graph, forward+backward on the training sector."""
     reference = PygInteractionGNN(model.node_features, model.hidden, model.n_graph_iters,
                                   model.n_mlp_layers, model.activation, model.layer_norm)
     reference.load_state_dict(model.state_dict())
-    model.eval()
-    reference.eval()
-    results: dict[str, float] = {}
-    with torch.inference_mode():
-        ops = build_graph_ops(edge_index, x.shape[0], "csr")
-        results["forward_in_csr_s"] = best_time(lambda: model(x, ops), repeats)
-        results["forward_pyg_s"] = best_time(lambda: reference(x, edge_index), repeats)
-    model.train()
-    reference.train()
+    ops = build_graph_ops(edge_index, x.shape[0], "csr")
+    train_ops = build_graph_ops(train_edges, train_x.shape[0], "csr")
+
+    def forward(net, *inputs) -> Callable[[], None]:
+        def run() -> None:
+            with torch.inference_mode():
+                net.eval()(*inputs)
+        return run
 
     def train_step(net, *inputs) -> Callable[[], None]:
         def run() -> None:
-            net(*inputs).square().mean().backward()
+            net.train()(*inputs).square().mean().backward()
             net.zero_grad(set_to_none=True)
         return run
 
-    train_ops = build_graph_ops(train_edges, train_x.shape[0], "csr")
-    results["train_step_in_csr_s"] = best_time(train_step(model, train_x, train_ops), repeats)
-    results["train_step_pyg_s"] = best_time(train_step(reference, train_x, train_edges),
-                                            repeats)
-    return results
+    timings = interleaved({"forward_in_csr": forward(model, x, ops),
+                           "forward_pyg": forward(reference, x, edge_index)}, repeats)
+    timings.update(interleaved({"train_step_in_csr": train_step(model, train_x, train_ops),
+                                "train_step_pyg": train_step(reference, train_x, train_edges)},
+                               repeats))
+    return timings
 
 
 def physics_metrics(model: InteractionGNN, cut: float, records: Path) -> dict[str, float]:
@@ -197,14 +204,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=8)
     parser.add_argument("--train-fraction", type=float, default=0.125,
                         help="phi fraction of the graph used for the training-step timing")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--repeats", type=int, default=2, help="timed rounds (best counts)")
+    parser.add_argument("--no-node-side-projection", action="store_true",
+                        help="time the model with width-h gathers (model.node_side_projection)")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                        help="threads for the inference timing and the matmul rate")
+    parser.add_argument("--compare-threads", type=int, default=1,
+                        help="threads for the side-by-side comparisons (default 1)")
     parser.add_argument("--checkpoint", type=Path, help="trained gnn.pt (else random weights)")
     parser.add_argument("--records", type=Path,
                         help="filter-stage records with truth, for efficiency/purity")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
     start = time.perf_counter()
@@ -213,57 +224,74 @@ def main(argv: list[str] | None = None) -> int:
     print(f"graph: {num_nodes} nodes, {num_edges} edges from {args.hits.name} "
           f"(kNN k={args.knn}) in {time.perf_counter() - start:.1f} s; threads {args.threads}, "
           f"load {os.getloadavg()[0]:.1f}")
-    cut = 0.5
+    cut, padded = 0.5, False
     if args.checkpoint:
         model, module_config = load_gnn_checkpoint(args.checkpoint)
         cut = float(module_config.get("edge_cut", cut))
         if model.node_features != x.shape[1]:
+            # kaggle_hits has no cells: zero columns keep the shapes (timing only)
             x = torch.cat([x, x.new_zeros(num_nodes, model.node_features - x.shape[1])], 1)
+            padded = True
     else:
-        model = InteractionGNN(x.shape[1], args.hidden, args.iters)
+        model = InteractionGNN(x.shape[1], args.hidden, args.iters,
+                               node_side_projection=not args.no_node_side_projection)
 
     figures: dict[str, object] = {
         "graph_source": f"real hits {args.hits.name}, {args.knn}-NN in space, inner->outer "
                         "(stand-in until filtered MU=200 graphs exist)",
         "num_nodes": num_nodes, "num_edges": num_edges, "hidden": model.hidden,
         "n_graph_iters": model.n_graph_iters, "threads": args.threads,
+        "compare_threads": args.compare_threads,
+        "node_side_projection": model.node_side_projection,
+        "features_zero_padded": padded,
         "load_average_1min": os.getloadavg()[0],
     }
-    figures["matmul_fp32_flops"] = matmul_rate(torch.float32)
-    figures["matmul_bf16_flops"] = matmul_rate(torch.bfloat16)
-    print(f"dense matmul 2048^3: fp32 {figures['matmul_fp32_flops'] / 1e9:.0f} GFLOP/s, "
-          f"bf16 {figures['matmul_bf16_flops'] / 1e9:.0f} GFLOP/s")
-
+    torch.set_num_threads(args.compare_threads)
     agg = aggregation_timings(edge_index, num_nodes, model.hidden, args.repeats)
-    figures.update(agg)
-    figures["spmm_vs_messagepassing_speedup"] = (agg["aggregate_pyg_messagepassing_s"]
-                                                 / agg["aggregate_csr_s"])
-    for key, value in agg.items():
-        print(f"  {key:36s} {value * 1e3:8.1f} ms")
-
     train_x, train_edges = sector(x, edge_index, args.train_fraction)
     figures["train_step_graph"] = {"num_nodes": train_x.shape[0],
                                    "num_edges": train_edges.shape[1]}
     whole = model_timings(model, x, edge_index, train_x, train_edges, args.repeats)
-    figures.update(whole)
-    figures["in_vs_pyg_forward_speedup"] = whole["forward_pyg_s"] / whole["forward_in_csr_s"]
-    figures["in_vs_pyg_train_step_speedup"] = (whole["train_step_pyg_s"]
-                                               / whole["train_step_in_csr_s"])
-    for key, value in whole.items():
-        print(f"  {key:36s} {value:8.3f} s")
+    for key, value in {**agg, **whole}.items():
+        figures[f"{key}_s"] = value["cpu"]
+        figures[f"{key}_wall_s"] = value["wall"]
+        print(f"  {key:32s} cpu {value['cpu']:8.3f} s   wall {value['wall']:8.3f} s")
 
+    def ratio(slow: str, fast: str) -> float:
+        return figures[f"{slow}_s"] / figures[f"{fast}_s"]
+
+    figures["spmm_vs_messagepassing_speedup"] = ratio("aggregate_pyg_messagepassing",
+                                                      "aggregate_csr")
+    figures["spmm_vs_index_add_speedup"] = ratio("aggregate_index_add", "aggregate_csr")
+    figures["in_vs_pyg_forward_speedup"] = ratio("forward_pyg", "forward_in_csr")
+    figures["in_vs_pyg_train_step_speedup"] = ratio("train_step_pyg", "train_step_in_csr")
+
+    torch.set_num_threads(args.threads)
     per_edge, per_node = model.flops_per_edge_and_node()
     flops = per_edge * num_edges + per_node * num_nodes + 2 * model.n_graph_iters * (
         model.hidden * num_edges)
     figures["flops_per_event"] = flops
-    inference_fp32 = best_time(lambda: score_edges(model, x, edge_index, "csr"), args.repeats)
-    inference_bf16 = best_time(lambda: score_edges(model, x, edge_index, "csr", bf16=True),
-                               args.repeats)
+    timed = interleaved({
+        "inference_fp32": lambda: score_edges(model, x, edge_index, "csr"),
+        "inference_bf16": lambda: score_edges(model, x, edge_index, "csr", bf16=True),
+        "matmul_fp32": matmul_fn(torch.float32),
+        "matmul_bf16": matmul_fn(torch.bfloat16),
+    }, args.repeats)
+    figures["matmul_fp32_flops"] = 2 * 2048**3 / timed["matmul_fp32"]["wall"]
+    figures["matmul_bf16_flops"] = 2 * 2048**3 / timed["matmul_bf16"]["wall"]
+    inference_fp32 = timed["inference_fp32"]["wall"]
+    inference_bf16 = timed["inference_bf16"]["wall"]
     figures["inference_seconds"] = min(inference_fp32, inference_bf16)
     figures["inference_seconds_fp32"] = inference_fp32
     figures["inference_seconds_bf16"] = inference_bf16
+    figures["inference_cpu_seconds_fp32"] = timed["inference_fp32"]["cpu"]
+    figures["inference_cpu_seconds_bf16"] = timed["inference_bf16"]["cpu"]
     figures["matmul_fraction"] = flops / inference_fp32 / figures["matmul_fp32_flops"]
     figures["matmul_fraction_bf16"] = flops / inference_bf16 / figures["matmul_bf16_flops"]
+    figures["load_average_1min_end"] = os.getloadavg()[0]
+    print(f"dense matmul 2048^3 ({args.threads} threads): fp32 "
+          f"{figures['matmul_fp32_flops'] / 1e9:.0f} GFLOP/s, bf16 "
+          f"{figures['matmul_bf16_flops'] / 1e9:.0f} GFLOP/s")
     print(f"inference: fp32 {inference_fp32:.2f} s, bf16 {inference_bf16:.2f} s per event; "
           f"{flops / 1e9:.0f} GFLOP; fraction of dense matmul rate fp32 "
           f"{figures['matmul_fraction']:.2f}, bf16 {figures['matmul_fraction_bf16']:.2f}")
