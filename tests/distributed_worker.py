@@ -77,8 +77,7 @@ def make_models() -> dict[str, nn.Module]:
 def run_model(model: nn.Module, x: Tensor, y: Tensor, ops, total_edges: int,
               replication: int = 1) -> tuple[Tensor, float, dict[str, Tensor]]:
     """Edge logits, global mean BCE loss and summed parameter gradients."""
-    from trkx.gnn.distributed.bookkeeping import (all_reduce_gradients, rank_loss,
-                                                  reported_loss)
+    from trkx.gnn.distributed.bookkeeping import all_reduce_gradients, rank_loss, reported_loss
     model.zero_grad()
     logits = model(x, ops)
     terms = nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")

@@ -13,8 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.distributed_worker import (BYTE_CHECK_WIDTH, CONFIGS, make_graph, make_models,
-                                      worker)
+from tests.distributed_worker import BYTE_CHECK_WIDTH, CONFIGS, make_graph, make_models, worker
 from trkx.gnn.distributed.layout import ProcessLayout
 from trkx.gnn.distributed.volume import oblivious, onefive
 from trkx.gnn.local_ops import CsrGraphOps
@@ -54,7 +53,7 @@ def graph():
 
 @pytest.fixture(scope="module")
 def reference(graph):
-    pos, x, edge_index, y = graph
+    _pos, x, edge_index, y = graph
     ops = {"two_layer": DenseOps(edge_index, x.shape[0]),
            "interaction_gnn": CsrGraphOps(edge_index, x.shape[0])}
     out = {}
