@@ -36,16 +36,16 @@ class SourceBlocks:
     def set_rows(self, out: Tensor, q: int, x_q: Tensor) -> None:
         """``out[rows] = S_pq X_q`` (each edge has one source, so rows are disjoint)."""
         rows, inc = self.blocks[q]
-        out.index_copy_(0, rows, inc.apply(x_q))
+        out.index_copy_(0, rows.to(out.device), inc.apply(x_q))
 
     def add_rows(self, out: Tensor, q: int, g_q: Tensor) -> None:
         rows, inc = self.blocks[q]
-        out.index_add_(0, rows, inc.apply(g_q))
+        out.index_add_(0, rows.to(out.device), inc.apply(g_q))
 
     def transposed(self, q: int, e: Tensor) -> Tensor:
         """``S_pq^T E``: [n_q, f]."""
         rows, inc = self.blocks[q]
-        return inc.apply_transposed(e.index_select(0, rows))
+        return inc.apply_transposed(e.index_select(0, rows.to(e.device)))
 
 
 class Oblivious1dGraphOps:

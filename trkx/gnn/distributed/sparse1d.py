@@ -104,7 +104,7 @@ class Sparse1dGraphOps:
     # the two exchanges, shared by forward and backward passes
     def fetch_halo(self, x: Tensor, op: str) -> tuple[Tensor, dist.Work | None]:
         """Start receiving the halo rows of ``x`` (owners send ``x[send_index]``)."""
-        return all_to_all_rows(self.stats, op, x.index_select(0, self.plan.send_index),
+        return all_to_all_rows(self.stats, op, x.index_select(0, self.plan.send_index.to(x.device)),
                                self.plan.send_splits, self.plan.recv_splits, self.shard.block,
                                self.group, async_op=True)
 
@@ -115,7 +115,7 @@ class Sparse1dGraphOps:
                                async_op=True)
 
     def add_returned(self, target: Tensor, returned: Tensor) -> Tensor:
-        return target.index_add(0, self.plan.send_index, returned)
+        return target.index_add(0, self.plan.send_index.to(target.device), returned)
 
 
 class _SparseGather(Function):
