@@ -38,12 +38,15 @@ def write_events(folder: Path) -> list[Data]:
     return events
 
 
-def single_process_training(events: list[Data]) -> dict[str, torch.Tensor]:
+def single_process_training(events: list[Data], orders: list[list[int]] | None = None
+                            ) -> dict[str, torch.Tensor]:
+    """Plain one-process training; ``orders``: the event order of every epoch."""
     torch.manual_seed(OPTIM["seed"])
     model = InteractionGNN(**MODEL)
     opt = torch.optim.AdamW(model.parameters(), lr=OPTIM["lr"], weight_decay=0.0)
-    for _ in range(OPTIM["epochs"]):
-        for data in events:
+    for epoch in range(OPTIM["epochs"]):
+        for index in (orders[epoch] if orders else range(len(events))):
+            data = events[index]
             logits = model(data.x, CsrGraphOps(data.edge_index, data.num_nodes))
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
                 logits, data.y.float(), pos_weight=torch.tensor(OPTIM["pos_weight"]))
