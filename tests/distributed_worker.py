@@ -120,7 +120,7 @@ def worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
             m_in, m_out = part.ops.aggregate(hs * hd)
             (m_in * m_out).sum().backward()
             entry["stats"] = gp.stats.snapshot()
-            entry["num_edges"] = part.ops.num_edges
+            entry["num_sources"] = int(part.shard.src.unique().numel())
             results[f"{algorithm}|{partitioner}|{c}"] = entry
         torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     finally:

@@ -14,11 +14,10 @@ import torch
 from torch.utils.data import DataLoader
 
 import trkx.gnn.distributed.lightning  # noqa: F401  (registers "graph_parallel")
+from tests.test_distributed_train import MODEL, OPTIM  # the same run as the torchrun test
 from trkx.data.record import load_record
 from trkx.gnn.local_ops import CsrGraphOps
 from trkx.gnn.model import InteractionGNN
-
-from tests.test_distributed_train import MODEL, OPTIM  # the same run as the torchrun test
 
 LR, EPOCHS, POS_WEIGHT, SEED = OPTIM["lr"], OPTIM["epochs"], OPTIM["pos_weight"], OPTIM["seed"]
 

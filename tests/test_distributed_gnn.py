@@ -133,7 +133,7 @@ def test_measured_bytes_equal_analytic_count(world_size, algorithm, partitioner,
         elif algorithm == "1.5d":
             layout = ProcessLayout(world_size, rank, c)
             expected = {op: vars(v) for op, v in
-                        onefive(sizes, layout, result[key]["num_edges"], row_bytes).items()}
+                        onefive(sizes, layout, result[key]["num_sources"], row_bytes).items()}
         else:
             fetched = sum(need[rank]) * row_bytes
             returned = sum(need[p][rank] for p in range(world_size)) * row_bytes

@@ -15,6 +15,7 @@ sums of ``n_q f`` values.
 
 from __future__ import annotations
 
+import torch
 import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
@@ -25,13 +26,29 @@ from .shard import GraphShard
 
 
 class SourceBlocks:
-    """``S_pq`` for every source block ``q``: (edge rows, incidence into block ``q``)."""
+    """``S_pq`` for every source block ``q``: (rows, incidence into block ``q``).
+
+    Rows are edges (``S_pq``) or, with :meth:`of_nodes`, distinct source nodes (``R_pq``)."""
 
     def __init__(self, shard: GraphShard, blocks: range | list[int]) -> None:
         self.blocks: dict[int, tuple[Tensor, Incidence]] = {}
         for q in blocks:
             rows, cols = shard.edges_from(q)
             self.blocks[q] = (rows, Incidence(cols, shard.block_sizes[q]))
+
+    @classmethod
+    def of_nodes(cls, nodes: Tensor, shard: GraphShard, blocks: range | list[int]
+                 ) -> SourceBlocks:
+        """Rows are the global ``nodes``: ``R_pq[u, a] = 1`` when ``nodes[u]`` is node ``a``
+        of block ``q``."""
+        self = cls.__new__(cls)
+        self.blocks = {}
+        owner = shard.owner[nodes]
+        for q in blocks:
+            rows = torch.nonzero(owner == q).flatten()
+            self.blocks[q] = (rows, Incidence(shard.local_index[nodes[rows]],
+                                              shard.block_sizes[q]))
+        return self
 
     def set_rows(self, out: Tensor, q: int, x_q: Tensor) -> None:
         """``out[rows] = S_pq X_q`` (each edge has one source, so rows are disjoint)."""

@@ -2,15 +2,17 @@
 
 The nodes are split into ``B = P / c`` blocks; block ``i`` with its edges ``E_i`` (destination
 in block ``i``) and its node and edge features is replicated on the ``c`` ranks of row group
-``i``. Rank ``(i, j)`` handles the source blocks ``q`` of chunk ``j`` (``B / c`` of them):
+``i``. Let ``U_i`` be the distinct sources of ``E_i`` and factor ``S_i = S'_i R_i`` with
+``R_i`` (``|U_i| x N``) selecting those sources and ``S'_i`` (``E_i x |U_i|``) local. Rank
+``(i, j)`` handles the source blocks ``q`` of chunk ``j`` (``B / c`` of them):
 
     gather:     for q in chunk j: rank (q, j) broadcasts X_q in column group j;
-                rank (i, j) writes the rows S_iq X_q of a partial X_src, zero elsewhere;
-                all_reduce of the partial X_src in row group i       -> X_src = S_i X
+                rank (i, j) writes the rows R_iq X_q of a partial X_U (|U_i| x f), zero
+                elsewhere; all_reduce of X_U in row group i; X_src = S'_i X_U (local)
                 X_dst = D_i X_i is local
-    aggregate:  for q in chunk j: S_iq^T E_i reduced onto rank (q, j) in column group j;
-                rank (i, j(i)) (j(i): the chunk holding i) now has M_out of block i and
-                broadcasts it in row group i;        M_in = D_i^T E_i is local
+    aggregate:  M_U = S'_i^T E_i (local); for q in chunk j: R_iq^T M_U reduced onto rank (q, j)
+                in column group j; rank (i, j(i)) (j(i): the chunk holding i) now has M_out
+                of block i and broadcasts it in row group i;   M_in = D_i^T E_i is local
 
 Backward runs the adjoint collectives in reverse: broadcast <-> reduce, all_reduce <-> itself.
 Replicas compute identical forward values; their gradient contributions differ but sum to the
@@ -18,13 +20,15 @@ true gradient, so the loss of each replica is weighted ``1 / c`` and parameter g
 summed over all ``P`` ranks (:mod:`.bookkeeping`).
 
 Per gather a rank receives ``(B/c) n_q f ~ N f / c`` values by broadcast plus ``2 (c-1)/c``
-times its ``E_i x f`` partial in the row all_reduce (CAGNET: ``n f / c + 2 n f c / P`` for an
-``n x n`` operator; here the operator's output space is the edges). ``P`` must be divisible
+times ``|U_i| f`` in the row all_reduce: CAGNET's ``n f / c + 2 n f c / P``, since
+``|U_i| ~ n c / P`` on a geometrically local graph (reducing in the source space ``U_i``
+instead of the edge space ``E_i`` saves the edges-per-node factor). ``P`` must be divisible
 by ``c^2``.
 """
 
 from __future__ import annotations
 
+import torch
 import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
@@ -51,7 +55,9 @@ class OneFiveDGraphOps:
         self.column_ranks = layout.column_ranks(layout.replica)
         self.chunk = layout.chunk(layout.replica)
         self.stats = stats if stats is not None else CommStats()
-        self.sources = SourceBlocks(shard, self.chunk)
+        unique_sources, source_of_edge = torch.unique(shard.src, return_inverse=True)
+        self.to_edges = Incidence(source_of_edge, unique_sources.numel())   # S'_i
+        self.sources = SourceBlocks.of_nodes(unique_sources, shard, self.chunk)  # R_iq
         self.dst = Incidence(shard.dst_local, shard.num_nodes)
 
     @property
@@ -61,6 +67,11 @@ class OneFiveDGraphOps:
     @property
     def num_edges(self) -> int:
         return self.shard.num_edges
+
+    @property
+    def num_sources(self) -> int:
+        """``|U_i|``: distinct sources of this block's edges (rows of the row all_reduce)."""
+        return self.to_edges.num_cols
 
     def gather(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return _OneFiveGather.apply(x, self)
@@ -117,14 +128,15 @@ class _OneFiveGather(Function):
     @staticmethod
     def forward(ctx, x: Tensor, ops: OneFiveDGraphOps) -> tuple[Tensor, Tensor]:
         ctx.ops = ops
-        partial = x.new_zeros(ops.num_edges, x.shape[1])
+        partial = x.new_zeros(ops.num_sources, x.shape[1])
         ops.broadcast_chunk(x, partial, "gather.forward", accumulate=False)
-        return ops.row_all_reduce(partial, "gather.forward"), ops.dst.apply(x)
+        x_u = ops.row_all_reduce(partial, "gather.forward")
+        return ops.to_edges.apply(x_u), ops.dst.apply(x)
 
     @staticmethod
     def backward(ctx, g_src: Tensor, g_dst: Tensor) -> tuple[Tensor, None]:
         ops: OneFiveDGraphOps = ctx.ops
-        g = ops.row_all_reduce(g_src, "gather.backward")
+        g = ops.row_all_reduce(ops.to_edges.apply_transposed(g_src), "gather.backward")
         g_x = ops.dst.apply_transposed(g_dst)
         mine = ops.reduce_chunk(g, "gather.backward")
         return (g_x if mine is None else g_x + mine), None
@@ -134,7 +146,7 @@ class _OneFiveAggregate(Function):
     @staticmethod
     def forward(ctx, e: Tensor, ops: OneFiveDGraphOps) -> tuple[Tensor, Tensor]:
         ctx.ops = ops
-        mine = ops.reduce_chunk(e, "aggregate.forward")
+        mine = ops.reduce_chunk(ops.to_edges.apply_transposed(e), "aggregate.forward")
         m_out = ops.row_broadcast(mine, e, "aggregate.forward")
         return ops.dst.apply_transposed(e), m_out
 
@@ -142,6 +154,6 @@ class _OneFiveAggregate(Function):
     def backward(ctx, g_in: Tensor, g_out: Tensor) -> tuple[Tensor, None]:
         ops: OneFiveDGraphOps = ctx.ops
         g = ops.row_reduce(g_out, "aggregate.backward")
-        g_e = ops.dst.apply(g_in)
-        ops.broadcast_chunk(g, g_e, "aggregate.backward", accumulate=True)
-        return g_e, None
+        g_u = g_in.new_zeros(ops.num_sources, g_in.shape[1])
+        ops.broadcast_chunk(g, g_u, "aggregate.backward", accumulate=False)
+        return ops.dst.apply(g_in) + ops.to_edges.apply(g_u), None

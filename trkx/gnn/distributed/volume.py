@@ -7,11 +7,11 @@ per feature row, one exchange costs (``B`` blocks, replication ``c``, ``P = B c`
 |---|---|---|
 | oblivious-1d | ``(N - n_p) r`` (broadcasts) | ``(P - 1) n_p r`` (reduce to owner) |
 | sparse-1d | ``|H_p| r`` (halo) | rows other blocks' halos hold of ``V_p`` |
-| 1.5d | ``sum_{q in chunk, q != i} n_q r + 2 (c-1)/c E_i r`` | see :func:`onefive` |
+| 1.5d | ``sum_{q in chunk, q != i} n_q r + 2 (c-1)/c |U_i| r`` | see :func:`onefive` |
 
 Backward passes are the transposes (broadcast <-> reduce). CAGNET's per-process words for an
 ``n x n`` operator with ``f`` columns: 1D ``n f``, 1.5D ``n f / c + 2 n f c / P`` (here the
-row all_reduce runs over the edge space ``E_i`` instead of ``n c / P``).
+row all_reduce runs over the distinct sources ``U_i`` of a block's edges, ``~ n c / P``).
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ def oblivious(block_sizes: list[int], block: int, row_bytes: int) -> dict[str, O
             "gather.backward": collect, "aggregate.forward": _copy(collect)}
 
 
-def onefive(block_sizes: list[int], layout: ProcessLayout, num_edges: int,
+def onefive(block_sizes: list[int], layout: ProcessLayout, num_sources: int,
             row_bytes: int) -> dict[str, OpCounter]:
-    """Per-op traffic of rank ``layout.rank`` in ``1.5d`` (``num_edges``: its ``E_i``)."""
+    """Per-op traffic of rank ``layout.rank`` in ``1.5d`` (``num_sources``: its ``|U_i|``,
+    the distinct sources of the edges into its block)."""
     B, c, i = layout.num_blocks, layout.replication, layout.block
     chunk = layout.chunk(layout.replica)
     spread, collect = OpCounter(), OpCounter()    # column broadcasts / column reduces
@@ -55,7 +56,7 @@ def onefive(block_sizes: list[int], layout: ProcessLayout, num_edges: int,
         else:
             _add(spread, received=block_sizes[q] * row_bytes, mr=1)
             _add(collect, sent=block_sizes[q] * row_bytes, ms=1)
-    ring = 2 * (c - 1) * num_edges * row_bytes // c if c > 1 else 0
+    ring = 2 * (c - 1) * num_sources * row_bytes // c if c > 1 else 0
     row_root = layout.chunk_owner(i) == layout.replica
     row_block = block_sizes[i] * row_bytes
     gather_fwd, gather_bwd = _copy(spread), _copy(collect)
