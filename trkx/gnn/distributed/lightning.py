@@ -11,17 +11,21 @@ on CUDA, DDP's gradient averaging) plus three things:
 2. ``batch_to_device`` keeps the rank's block of the event: node attributes sliced to its
    nodes, edge attributes to its edges, and ``batch.graph_ops`` set to the distributed
    :class:`~trkx.gnn.graph_ops.GraphOps`;
-3. the loss the module returns, a mean over the batch's edges ``sum_{E_r} l / |E_r|``, is
-   rescaled by ``P |E_r| / (c |E|)`` so that DDP's averaged gradient is the single-process
-   gradient (:mod:`.bookkeeping`).
+3. the loss the module returns for its block, a (weighted) mean over the block's edges
+   ``sum_{E_r} w l / W_r``, is rescaled by ``P W_r / (c W)`` so that DDP's averaged gradient
+   is the single-process gradient of ``sum_E w l / W`` (:mod:`.bookkeeping`). ``W`` is the
+   module's ``edge_loss_normaliser(batch)`` when it defines one (e.g. the sum of the edge
+   weights), else the number of edges.
 
-The module's contract: build its ops as ``getattr(batch, "graph_ops", None) or local_ops`` and
-return the mean edge loss of the batch it is given (the usual ``F.binary_cross_entropy...``).
-Importing this module registers the strategy names.
+The module's contract: build its ops as ``getattr(batch, "graph_ops", None) or local_ops``,
+return the (weighted) mean edge loss of the batch it is given, and, for a weighted mean,
+define ``edge_loss_normaliser(batch) -> float`` (its ``sum_k w_k``). Importing this module
+registers the strategy names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,8 +35,15 @@ from torch_geometric.data import Data
 from .factory import GraphParallel
 
 
-def shard_event(data: Data, parallel: GraphParallel) -> Data:
-    """This rank's block of one event record, with ``graph_ops`` and ``loss_rescale`` set."""
+def edge_count(batch: Data) -> float:
+    return float(batch.edge_index.shape[1]) if "edge_index" in batch else float(
+        batch.graph_ops.num_edges)
+
+
+def shard_event(data: Data, parallel: GraphParallel,
+                normaliser: Callable[[Data], float] = edge_count) -> Data:
+    """This rank's block of one event record, with ``graph_ops`` and ``loss_rescale`` set
+    (``normaliser``: the loss's denominator for a batch, see the module docstring)."""
     edge_index = data.edge_index.cpu()
     num_nodes, num_edges = data.num_nodes, edge_index.shape[1]
     pos = data.pos.cpu() if "pos" in data else None
@@ -51,7 +62,8 @@ def shard_event(data: Data, parallel: GraphParallel) -> Data:
     local.graph_ops = part.ops
     local.global_nodes, local.global_edges = part.nodes, part.edges
     P, c = parallel.layout.world_size, parallel.replication
-    local.loss_rescale = P * part.ops.num_edges / (c * num_edges)
+    total = float(normaliser(data))
+    local.loss_rescale = P * float(normaliser(local)) / (c * total) if total > 0 else 0.0
     return local
 
 
@@ -78,7 +90,8 @@ class GraphParallelStrategy(DDPStrategy):
     def batch_to_device(self, batch: Any, device: torch.device | None = None,
                         dataloader_idx: int = 0) -> Any:
         if isinstance(batch, Data) and self.parallel is not None:
-            batch = shard_event(batch, self.parallel)
+            normaliser = getattr(self.lightning_module, "edge_loss_normaliser", edge_count)
+            batch = shard_event(batch, self.parallel, normaliser)
         return super().batch_to_device(batch, device, dataloader_idx)
 
     def training_step(self, *args: Any, **kwargs: Any):
