@@ -78,7 +78,8 @@ class _CsrMatrices:
 def _spmm(matrix_of: _CsrMatrices, which: int, dense: Tensor) -> Tensor:
     """``M @ dense`` for ``M = (S^T, D^T)[which]`` in a dtype MKL supports."""
     compute = dense.dtype if dense.dtype in _SPMM_DTYPES else torch.float32
-    return torch.sparse.mm(matrix_of.get(compute)[which], dense.to(compute).contiguous())
+    with torch.autocast(dense.device.type, enabled=False):  # autocast would cast it to bf16
+        return torch.sparse.mm(matrix_of.get(compute)[which], dense.to(compute).contiguous())
 
 
 class _CsrGather(torch.autograd.Function):

@@ -32,11 +32,12 @@ def size_class(num_nodes: int, num_edges: int, width: int) -> tuple[int, int, in
 
 def time_graph_ops(ops: GraphOps, width: int, repeats: int = 2,
                    dtype: torch.dtype = torch.float32) -> float:
-    """Best-of-``repeats`` seconds for one forward+backward of ``gather`` then ``aggregate``."""
+    """Best-of-``repeats`` seconds for one forward+backward of ``gather`` then ``aggregate``
+    (the first, untimed round warms caches: CSR build, allocator)."""
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(ops.num_nodes, width, generator=generator, dtype=dtype, requires_grad=True)
     best = math.inf
-    for _ in range(repeats + 1):  # the first round warms caches (CSR build, allocator)
+    for _ in range(repeats + 1):
         start = time.perf_counter()
         x_src, x_dst = ops.gather(x)
         m_in, m_out = ops.aggregate(x_src + x_dst)
@@ -44,6 +45,19 @@ def time_graph_ops(ops: GraphOps, width: int, repeats: int = 2,
         best = min(best, time.perf_counter() - start)
         x.grad = None
     return best
+
+
+def time_kernels(edge_index: Tensor, num_nodes: int, width: int,
+                 repeats: int = 2) -> dict[str, float]:
+    """:func:`time_graph_ops` of every local kernel on this graph.
+
+    Gradients are enabled here even when called under ``no_grad``/``inference_mode`` (e.g. on
+    the first graph of Lightning's validation sanity check); the graph is copied out of
+    inference mode so that the timed operators may save it for backward."""
+    with torch.inference_mode(False), torch.enable_grad():
+        edge_index = edge_index.clone()
+        return {name: time_graph_ops(make(edge_index, num_nodes), width, repeats)
+                for name, make in KERNELS.items()}
 
 
 class KernelChooser:
@@ -65,13 +79,11 @@ class KernelChooser:
         key = size_class(num_nodes, edge_index.shape[1], self.width)
         if key in self.choices:
             return KERNELS[self.choices[key]](edge_index, num_nodes)
-        candidates = {name: make(edge_index, num_nodes) for name, make in KERNELS.items()}
-        timings = {name: time_graph_ops(ops, self.width, self.repeats)
-                   for name, ops in candidates.items()}
+        timings = time_kernels(edge_index, num_nodes, self.width, self.repeats)
         best = min(timings, key=timings.__getitem__)
         self.choices[key] = best
         self.timings[key] = timings
-        return candidates[best]
+        return KERNELS[best](edge_index, num_nodes)
 
 
 def build_graph_ops(edge_index: Tensor, num_nodes: int, kind: str = "csr",

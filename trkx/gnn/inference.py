@@ -1,0 +1,32 @@
+"""Pure GNN inference: node features and edges in, edge scores out (no file access)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import Tensor
+
+from trkx.gnn.model import InteractionGNN
+from trkx.gnn.ops_factory import KernelChooser, build_graph_ops
+
+
+@torch.inference_mode()
+def score_edges(model: InteractionGNN, x: Tensor, edge_index: Tensor, graph_ops: str = "csr",
+                chooser: KernelChooser | None = None, bf16: bool = False) -> Tensor:
+    """``sigmoid(model(x, ops))``: the GNN score in [0, 1] of every edge (float32 [E]).
+
+    Args:
+        model: a trained :class:`InteractionGNN` (put in eval mode here).
+        x: [N, F] node features; edge_index: [2, E] directed edges.
+        graph_ops: ``"csr"``, ``"scatter"`` or ``"auto"`` (see :mod:`trkx.gnn.ops_factory`).
+        chooser: remembers ``"auto"`` decisions across events.
+        bf16: run the dense layers under CPU bfloat16 autocast (sums stay float32).
+    """
+    model.eval()
+    ops = build_graph_ops(edge_index, x.shape[0], graph_ops, chooser)
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if bf16
+                else contextlib.nullcontext())
+    with autocast:
+        logits = model(x.float(), ops)
+    return torch.sigmoid(logits.float())

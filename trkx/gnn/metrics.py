@@ -1,0 +1,74 @@
+"""Edge weights of the loss and the signal-weighted edge metrics (DESIGN.md, "Metrics").
+
+For edges ``k`` with truth label ``y_k`` (a truth-graph edge), signal flag ``sig_k`` (a truth
+edge of a signal particle) and score ``p_k``, at cut ``c``:
+
+    weight w_k     = w_signal if sig_k, else w_true if y_k, else w_fake
+    loss           = sum_k w_k BCE(logit_k, y_k) / sum_k w_k
+    efficiency     = #{k : sig_k, p_k > c} / #{k : sig_k}
+    purity         = #{k : y_k, p_k > c} / #{k : p_k > c}
+    AUC            = P_w(p_pos > p_neg) + 1/2 P_w(p_pos = p_neg),  pairs drawn with weights w
+                     (positives: y_k; negatives: not y_k; the weighted Mann-Whitney statistic)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+
+def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: float,
+                 fake_weight: float) -> Tensor:
+    """Per-edge loss weight: ``signal_weight`` on signal edges, ``true_weight`` on other truth
+    edges, ``fake_weight`` on fake edges (float32 [E])."""
+    weights = torch.full(y.shape, fake_weight, dtype=torch.float32, device=y.device)
+    weights[y.bool()] = true_weight
+    weights[signal.bool()] = signal_weight
+    return weights
+
+
+def weighted_bce(logits: Tensor, y: Tensor, weights: Tensor) -> Tensor:
+    """``sum_k w_k BCE(logit_k, y_k) / sum_k w_k`` (zero for a graph without edges)."""
+    losses = F.binary_cross_entropy_with_logits(logits, y.to(logits.dtype), reduction="none")
+    return (weights.to(losses.dtype) * losses).sum() / weights.sum().clamp_min(1e-12)
+
+
+def weighted_auc(scores: Tensor, y: Tensor, weights: Tensor) -> float:
+    """Weighted ROC AUC (ties count one half); NaN when either class has no weight."""
+    unique, inverse = torch.unique(scores.double(), return_inverse=True)
+    w = weights.double()
+    pos = torch.zeros(unique.numel(), dtype=torch.float64).index_add_(0, inverse, w * y)
+    neg = torch.zeros(unique.numel(), dtype=torch.float64).index_add_(0, inverse, w * ~y)
+    total_pos, total_neg = pos.sum(), neg.sum()
+    if total_pos <= 0 or total_neg <= 0:
+        return float("nan")
+    negatives_below = torch.cumsum(neg, 0) - neg
+    return float((pos * (negatives_below + 0.5 * neg)).sum() / (total_pos * total_neg))
+
+
+@dataclass(frozen=True)
+class EdgeMetrics:
+    """Signal edge efficiency, edge purity and weighted AUC at one cut."""
+
+    efficiency: float
+    purity: float
+    auc: float
+    cut: float
+
+    def as_dict(self, prefix: str = "") -> dict[str, float]:
+        return {f"{prefix}efficiency": self.efficiency, f"{prefix}purity": self.purity,
+                f"{prefix}auc": self.auc}
+
+
+def edge_metrics(scores: Tensor, y: Tensor, signal: Tensor, weights: Tensor,
+                 cut: float) -> EdgeMetrics:
+    """Metrics of sigmoid ``scores`` [E] against truth ``y`` and ``signal`` (bool [E])."""
+    y, signal = y.bool(), signal.bool()
+    kept = scores > cut
+    n_signal, n_kept = int(signal.sum()), int(kept.sum())
+    efficiency = int((kept & signal).sum()) / n_signal if n_signal else float("nan")
+    purity = int((kept & y).sum()) / n_kept if n_kept else float("nan")
+    return EdgeMetrics(efficiency, purity, weighted_auc(scores, y, weights), cut)
