@@ -56,6 +56,16 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
+def release_free_heap() -> None:
+    """Return freed heap pages to the OS (glibc ``malloc_trim``), so that the resident size
+    before a step counts live data only, not what the warm-up step freed."""
+    import ctypes
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+
+
 # ---------------------------------------------------------------- graph
 def build_graph(hits_file: Path, k: int, window: float) -> dict:
     import pandas as pd
@@ -110,6 +120,7 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
     from trkx.gnn.distributed.bookkeeping import all_reduce_gradients, rank_loss
     from trkx.gnn.local_ops import CsrGraphOps
     from trkx.gnn.model import InteractionGNN
+    runtime_rss = rss_kib()                   # interpreter + torch, before any data
     g = torch.load(graph_file, weights_only=True)
     edge_index, x, y = g["edge_index"], g["x"], g["y"]
     if world > 1:
@@ -137,6 +148,7 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
         opt.step()
 
     step()                                    # warm-up (CSR build, allocator, optimiser state)
+    release_free_heap()
     base = rss_kib()
     reset_peak_rss()
     times = []
@@ -147,7 +159,8 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
-    result = {"times": times, "rss_before_kib": base, "peak_rss_kib": peak_rss_kib()}
+    result = {"times": times, "rss_before_kib": base, "peak_rss_kib": peak_rss_kib(),
+              "runtime_rss_kib": runtime_rss}
     torch.save(result, Path(out_dir) / f"step{rank}.pt")
     if world > 1:
         import torch.distributed as dist
@@ -190,6 +203,8 @@ def measure_steps(graph_file: Path, world: int, threads: int, model_kwargs: dict
     step_time = statistics.median(max(r["times"][i] for r in ranks) for i in range(steps))
     return {"step_time_s": step_time,
             "peak_rss_mib": [r["peak_rss_kib"] / 1024 for r in ranks],
+            "peak_above_runtime_mib": [(r["peak_rss_kib"] - r["runtime_rss_kib"]) / 1024
+                                       for r in ranks],
             "step_peak_increase_mib": [(r["peak_rss_kib"] - r["rss_before_kib"]) / 1024
                                        for r in ranks]}
 
@@ -245,12 +260,16 @@ def projected_traffic(edge_index: torch.Tensor, pos: torch.Tensor, num_nodes: in
     return out
 
 
-def project(edge_index, pos, num_nodes, width, compute_1, alpha, beta, sizes=(64, 256)):
+def project(edge_index, pos, num_nodes, width, compute_1, alpha, beta, iterations,
+            sizes=(64, 256)):
+    """Step time per rank at each P: compute_1 / P + iterations x (alpha steps + bytes / beta)."""
     rows = {}
     for P in sizes:
         traffic = projected_traffic(edge_index, pos, num_nodes, P, width)
         rows[str(P)] = {}
         for name, t in traffic.items():
+            t = {"bytes": t["bytes"] * iterations,
+                 "latency_steps": t["latency_steps"] * iterations}
             comm = alpha * t["latency_steps"] + t["bytes"] / beta
             rows[str(P)][name] = {**t, "comm_s": comm, "compute_s": compute_1 / P,
                                   "step_s": compute_1 / P + comm}
@@ -270,8 +289,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--alpha", type=float, default=5e-6, help="latency per message (s)")
     parser.add_argument("--beta", type=float, default=25e9, help="bandwidth (bytes/s)")
-    parser.add_argument("--gpu-speedup", type=float, default=50.0,
-                        help="projection: GPU compute speed over this CPU (2 threads)")
+    parser.add_argument("--gpu-speedup", type=float, default=100.0,
+                        help="projection: ASSUMED accelerator compute speed over this CPU "
+                             "(2 threads); nothing here is measured on a GPU")
     parser.add_argument("--skip-steps", action="store_true",
                         help="traffic and projection only (no memory / step-time runs)")
     parser.add_argument("--json", type=Path)
@@ -309,7 +329,7 @@ def main() -> int:
 
     model = {"hidden": args.hidden, "n_graph_iters": args.iters, "n_mlp_layers": 1}
     single = four = None
-    mem_ratio = abs_ratio = time_ratio = None
+    mem_ratio = abs_ratio = data_ratio = time_ratio = None
     one_proc, two_proc = [math.nan], [math.nan]
     if not args.skip_steps:
         print(f"memory: InteractionGNN {model}, sparse-1d + sector", flush=True)
@@ -317,11 +337,14 @@ def main() -> int:
         four = measure_steps(graph_file, 4, 1, model, args.steps, work)
         mem_ratio = max(four["step_peak_increase_mib"]) / single["step_peak_increase_mib"][0]
         abs_ratio = max(four["peak_rss_mib"]) / single["peak_rss_mib"][0]
+        data_ratio = (max(four["peak_above_runtime_mib"])
+                      / single["peak_above_runtime_mib"][0])
         print(f"  single process: step peak +{single['step_peak_increase_mib'][0]:.0f} MiB "
               f"(peak RSS {single['peak_rss_mib'][0]:.0f} MiB)")
         print(f"  P=4 per rank:   step peak +{max(four['step_peak_increase_mib']):.0f} MiB "
               f"(peak RSS {max(four['peak_rss_mib']):.0f} MiB): ratio {mem_ratio:.3f} "
-              f"(whole-process RSS ratio {abs_ratio:.3f})")
+              f"(whole-process RSS ratio {abs_ratio:.3f}; above the torch runtime "
+              f"{data_ratio:.3f})")
 
         print("step time: 2 processes x 1 thread vs 1 process x 2 threads (alternating)",
               flush=True)
@@ -334,24 +357,37 @@ def main() -> int:
         print(f"  1x2 threads: {statistics.median(one_proc):.3f} s  2x1: "
               f"{statistics.median(two_proc):.3f} s  ratio {time_ratio:.3f}")
 
-    compute_gpu = statistics.median(one_proc) / args.gpu_speedup
-    full_iters = {"hidden": 128, "n_graph_iters": 8}
+    # projection for the production model (hidden 128, 8 iterations, 2-layer MLPs): compute
+    # = the measured 1x2-thread step of the benchmark model scaled by the FLOP ratio and an
+    # assumed accelerator speed-up; traffic = (T + 1) GNN iterations at width 128
+    from trkx.gnn.model import InteractionGNN
+    production = {"hidden": 128, "n_graph_iters": 8, "n_mlp_layers": 2}
+
+    def flops(kwargs: dict) -> float:
+        per_edge, per_node = InteractionGNN(3, **kwargs).flops_per_edge_and_node()
+        return per_edge * E + per_node * N
+
+    flop_ratio = flops(production) / flops(model)
+    compute_gpu = statistics.median(one_proc) * flop_ratio / args.gpu_speedup
+    iterations_per_step = production["n_graph_iters"] + 1
     formulas = {
         "oblivious-1d": "CAGNET 1D, per process per SpMM: alpha * P log P + beta * n f",
         "1.5d": "CAGNET 1.5D: alpha * ((P/c^2) log(P/c) + log c) + beta * (n f / c + 2 n f c / P)",
         "sparse-1d": "alpha * (neighbour blocks) + beta * |halo| f  (|halo| << n for sectors)"}
     # one exchange per gather/aggregate: (T + 2) gathers and T aggregates per step at width 128
     projection = project(g["edge_index"], g["pos"], N, args.width, compute_gpu, args.alpha,
-                         args.beta)
+                         args.beta, iterations_per_step)
     for name, formula in formulas.items():
         print(f"  model {name}: {formula}")
-    print(f"projection (alpha {args.alpha:g} s, beta {args.beta:g} B/s, compute = measured 1x2 "
-          f"step / {args.gpu_speedup:g} / P), per GNN iteration at width {args.width}:")
+    print(f"projection of one training step of InteractionGNN {production} "
+          f"({iterations_per_step} GNN iterations of traffic at width {args.width}); alpha "
+          f"{args.alpha:g} s, beta {args.beta:g} B/s; compute = measured 1x2-thread step x "
+          f"FLOP ratio {flop_ratio:.1f} / assumed speed-up {args.gpu_speedup:g} / P:")
     for P, rows in projection.items():
         for name, row in rows.items():
-            print(f"  P={P:>3} {name:13s} {row['bytes'] / 1e6:8.3f} MB/rank "
-                  f"{row['latency_steps']:5d} alpha  comm {row['comm_s'] * 1e3:8.3f} ms  "
-                  f"compute {row['compute_s'] * 1e3:7.3f} ms")
+            print(f"  P={P:>3} {name:13s} {row['bytes'] / 1e6:9.3f} MB/rank "
+                  f"{row['latency_steps']:6d} alpha  comm {row['comm_s'] * 1e3:8.3f} ms  "
+                  f"compute {row['compute_s'] * 1e3:8.3f} ms  step {row['step_s'] * 1e3:8.3f} ms")
     result = {
         "graph": {"source": str(args.hits.name), "nodes": N, "edges": E,
                   "rule": "layer-neighbour k=6, |deta|,|dphi|<0.06 (stand-in for filtered "
@@ -360,14 +396,14 @@ def main() -> int:
         "sparse1d_sector_over_oblivious_p4": ratio(4),
         "sparse1d_sector_over_oblivious_p8": ratio(8),
         "peak_memory_ratio_p4": mem_ratio, "peak_rss_ratio_p4_whole_process": abs_ratio,
+        "peak_rss_ratio_p4_above_runtime": data_ratio,
         "memory": {"single": single, "p4": four, "model": model},
         "step_time_ratio_2proc": time_ratio,
         "step_times": {"one_proc_two_threads": one_proc, "two_proc_one_thread": two_proc},
         "projection": {"alpha_s": args.alpha, "beta_bytes_per_s": args.beta,
-                       "gpu_speedup": args.gpu_speedup, "per_iteration": projection,
-                       "formulas": formulas,
-                       "full_model_note": f"multiply by {full_iters} -> 10 gathers + 8 "
-                                          "aggregates per step"},
+                       "gpu_speedup_assumed": args.gpu_speedup, "flop_ratio": flop_ratio,
+                       "model": production, "iterations_of_traffic": iterations_per_step,
+                       "per_step": projection, "formulas": formulas},
     }
     print(f"sparse-1d+sector / oblivious-1d: P=4 {ratio(4)}, P=8 {ratio(8)}")
     if args.json:
