@@ -1,0 +1,120 @@
+"""Lightning integration: graph-parallel training by changing one Trainer config line.
+
+    trainer:
+      strategy: graph_parallel          # was: ddp   (sparse-1d, sector partition)
+      # or graph_parallel_oblivious, graph_parallel_balanced, graph_parallel_1.5d_c2
+
+:class:`GraphParallelStrategy` is Lightning's DDP strategy (same launchers, gloo on CPU, NCCL
+on CUDA, DDP's gradient averaging) plus three things:
+
+1. every rank receives *every* event (the distributed sampler is told there is one replica);
+2. ``batch_to_device`` keeps the rank's block of the event: node attributes sliced to its
+   nodes, edge attributes to its edges, and ``batch.graph_ops`` set to the distributed
+   :class:`~trkx.gnn.graph_ops.GraphOps`;
+3. the loss the module returns for its block, a (weighted) mean over the block's edges
+   ``sum_{E_r} w l / W_r``, is rescaled by ``P W_r / (c W)`` so that DDP's averaged gradient
+   is the single-process gradient of ``sum_E w l / W`` (:mod:`.bookkeeping`). ``W`` is the
+   module's ``edge_loss_normaliser(batch)`` when it defines one (e.g. the sum of the edge
+   weights), else the number of edges.
+
+The module's contract: build its ops as ``getattr(batch, "graph_ops", None) or local_ops``,
+return the (weighted) mean edge loss of the batch it is given, and, for a weighted mean,
+define ``edge_loss_normaliser(batch) -> float`` (its ``sum_k w_k``). Importing this module
+registers the strategy names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
+from torch_geometric.data import Data
+
+from .factory import GraphParallel
+
+
+def edge_count(batch: Data) -> float:
+    return float(batch.edge_index.shape[1]) if "edge_index" in batch else float(
+        batch.graph_ops.num_edges)
+
+
+def shard_event(data: Data, parallel: GraphParallel,
+                normaliser: Callable[[Data], float] = edge_count) -> Data:
+    """This rank's block of one event record, with ``graph_ops`` and ``loss_rescale`` set
+    (``normaliser``: the loss's denominator for a batch, see the module docstring)."""
+    edge_index = data.edge_index.cpu()
+    num_nodes, num_edges = data.num_nodes, edge_index.shape[1]
+    pos = data.pos.cpu() if "pos" in data else None
+    part = parallel.shard(edge_index, num_nodes, pos)
+    local = Data()
+    for key, value in data.items():
+        if key == "edge_index":
+            continue
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            if value.shape[0] == num_edges and data.is_edge_attr(key):
+                value = value[part.edges.to(value.device)]
+            elif value.shape[0] == num_nodes and data.is_node_attr(key):
+                value = value[part.nodes.to(value.device)]
+        local[key] = value
+    local.num_nodes = part.ops.num_nodes
+    local.graph_ops = part.ops
+    local.global_nodes, local.global_edges = part.nodes, part.edges
+    P, c = parallel.layout.world_size, parallel.replication
+    total = float(normaliser(data))
+    local.loss_rescale = P * float(normaliser(local)) / (c * total) if total > 0 else 0.0
+    return local
+
+
+class GraphParallelStrategy(DDPStrategy):
+    """DDP whose ranks share each event graph instead of splitting the dataset."""
+
+    strategy_name = "graph_parallel"
+
+    def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "sector",
+                 replication: int = 1, graph_timeout_s: float = 300.0, **ddp_kwargs: Any) -> None:
+        super().__init__(**ddp_kwargs)
+        self.graph_settings = {"algorithm": algorithm, "partitioner": partitioner,
+                               "replication": replication, "timeout_s": graph_timeout_s}
+        self.parallel: GraphParallel | None = None
+
+    def setup_distributed(self) -> None:
+        super().setup_distributed()
+        self.parallel = GraphParallel(**self.graph_settings)
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, Any]:
+        return {"num_replicas": 1, "rank": 0}     # every rank sees every event
+
+    def batch_to_device(self, batch: Any, device: torch.device | None = None,
+                        dataloader_idx: int = 0) -> Any:
+        if isinstance(batch, Data) and self.parallel is not None:
+            normaliser = getattr(self.lightning_module, "edge_loss_normaliser", edge_count)
+            batch = shard_event(batch, self.parallel, normaliser)
+        return super().batch_to_device(batch, device, dataloader_idx)
+
+    def training_step(self, *args: Any, **kwargs: Any):
+        output = super().training_step(*args, **kwargs)
+        batch = args[0] if args else kwargs.get("batch")
+        factor = getattr(batch, "loss_rescale", None)
+        if factor is None:
+            return output
+        if isinstance(output, dict):
+            return {**output, "loss": output["loss"] * factor}
+        return output * factor
+
+
+def _register() -> None:
+    variants = {"graph_parallel": {},
+                "graph_parallel_oblivious": {"algorithm": "oblivious-1d"},
+                "graph_parallel_balanced": {"partitioner": "balanced"},
+                "graph_parallel_1.5d_c2": {"algorithm": "1.5d", "replication": 2}}
+    for name, settings in variants.items():
+        if name not in StrategyRegistry:
+            StrategyRegistry.register(name, GraphParallelStrategy,
+                                      description=f"graph-parallel GNN training {settings}",
+                                      **settings)
+
+
+_register()
