@@ -1,0 +1,148 @@
+"""Particles to simulate: the built-in generator, and replay of real particle tables.
+
+Generator (distributions fitted to real TrackML tables, :mod:`.fitted_spectra`), for pile-up
+``mu``:
+
+* ``Poisson(mu * active_vertices_per_mu)`` primary vertices at ``(N(0, s_xy), N(0, s_xy),
+  N(0, s_z))``, each with a particle multiplicity drawn from the real per-vertex table;
+* prompt particles: ``log10 pT`` and ``eta`` from their real quantile tables, ``phi`` uniform,
+  charge +-1 with the real share;
+* displaced (secondary) particles, ``displaced_per_prompt`` times as many: production point
+  ``(log10 r, z)`` from the real 2-D histogram at uniform azimuth, momentum direction relative
+  to it (``eta_p - eta_x``, ``phi_p - phi_x``) and ``log10 pT`` from their real tables; each
+  is attached to a random prompt particle as its descendant.
+
+Particle ids follow the bit layout of the real TrackML files:
+
+    bits 52-63 primary vertex, 36-51 primary particle, 24-35 generation (0 = primary),
+    12-23 index among the secondaries of that ancestor, 0-11 sub-particle (0 here).
+
+Particle types: pions, kaons and protons in the proportions of the real sample event.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trkx.data.errors import TrackMLFormatError
+from trkx.data.io import event_id_from_prefix, read_part
+from trkx.data.simulate.fitted_spectra import FIT
+from trkx.data.simulate.spectra import (LOG_R_BINS, Z_BINS, sample_histogram2d,
+                                        sample_quantiles)
+
+#: PDG id magnitudes and their share among charged hadrons (real sample event), and masses.
+PARTICLE_TYPES = np.array([211, 321, 2212])
+TYPE_SHARES = np.array([0.79, 0.07, 0.14])
+MASSES = {211: 0.13957, 321: 0.49368, 2212: 0.93827, 11: 0.000511, 13: 0.10566}
+PION_MASS = MASSES[211]
+
+
+def encode_particle_id(vertex: np.ndarray, primary: np.ndarray, generation: np.ndarray,
+                       secondary: np.ndarray, sub: np.ndarray | int = 0) -> np.ndarray:
+    """Pack the TrackML particle-id bit fields (see module docstring) into int64."""
+    fields = [(vertex, 52, 12), (primary, 36, 16), (generation, 24, 12), (secondary, 12, 12),
+              (sub, 0, 12)]
+    pid = np.zeros(np.broadcast(*[np.asarray(f[0]) for f in fields]).shape, dtype=np.uint64)
+    for value, shift, bits in fields:
+        value = np.asarray(value, dtype=np.int64)
+        if (value < 0).any() or (value >= (1 << bits)).any():
+            raise ValueError(f"particle id field at bit {shift} out of range [0, {1 << bits})")
+        pid |= value.astype(np.uint64) << np.uint64(shift)
+    return pid.astype(np.int64)
+
+
+def decode_particle_id(pid: np.ndarray) -> dict[str, np.ndarray]:
+    """Unpack the fields of :func:`encode_particle_id`."""
+    pid = np.asarray(pid, dtype=np.int64).astype(np.uint64)
+    field = lambda shift, bits: ((pid >> np.uint64(shift))  # noqa: E731
+                                 & np.uint64((1 << bits) - 1)).astype(np.int64)
+    return {"vertex": field(52, 12), "primary": field(36, 16), "generation": field(24, 12),
+            "secondary": field(12, 12), "sub": field(0, 12)}
+
+
+def generate_particles(mu: float, rng: np.random.Generator) -> pd.DataFrame:
+    """A particles table (no ``nhits`` yet) for pile-up ``mu`` (see module docstring)."""
+    n_vertices = max(1, int(rng.poisson(mu * FIT["active_vertices_per_mu"])))
+    multiplicity = np.maximum(1, np.round(
+        sample_quantiles(FIT["vertex_multiplicity"], n_vertices, rng))).astype(np.int64)
+    vertex_pos = np.stack([rng.normal(0, FIT["vertex_sigma_xy"], n_vertices),
+                           rng.normal(0, FIT["vertex_sigma_xy"], n_vertices),
+                           rng.normal(0, FIT["vertex_sigma_z"], n_vertices)], 1)
+    n_prompt = int(multiplicity.sum())
+    vertex_of = np.repeat(np.arange(n_vertices), multiplicity)
+    number = np.arange(n_prompt) - np.repeat(np.cumsum(multiplicity) - multiplicity, multiplicity)
+    pt = 10 ** sample_quantiles(FIT["prompt_log_pt"], n_prompt, rng)
+    eta = sample_quantiles(FIT["prompt_eta"], n_prompt, rng)
+    phi = rng.uniform(-np.pi, np.pi, n_prompt)
+    charge = np.where(rng.random(n_prompt) < FIT["prompt_positive_share"], 1, -1)
+    prompt = pd.DataFrame({
+        "particle_id": encode_particle_id(vertex_of + 1, number + 1, 0, 0),
+        "vx": vertex_pos[vertex_of, 0], "vy": vertex_pos[vertex_of, 1],
+        "vz": vertex_pos[vertex_of, 2],
+        "px": pt * np.cos(phi), "py": pt * np.sin(phi), "pz": pt * np.sinh(eta), "q": charge})
+
+    n_displaced = int(rng.poisson(n_prompt * FIT["displaced_per_prompt"]))
+    log_r, z = sample_histogram2d(np.asarray(FIT["displaced_position_hist"]), LOG_R_BINS, Z_BINS,
+                                  n_displaced, rng)
+    r = 10 ** log_r
+    phi_x = rng.uniform(-np.pi, np.pi, n_displaced)
+    eta_p = np.arcsinh(z / r) + sample_quantiles(FIT["displaced_deta"], n_displaced, rng)
+    phi_p = phi_x + sample_quantiles(FIT["displaced_dphi"], n_displaced, rng)
+    pt_d = 10 ** sample_quantiles(FIT["displaced_log_pt"], n_displaced, rng)
+    parent = rng.integers(0, n_prompt, n_displaced)
+    order = np.argsort(parent, kind="stable")
+    rank = np.empty(n_displaced, dtype=np.int64)
+    sorted_parent = parent[order]
+    starts = np.searchsorted(sorted_parent, sorted_parent, side="left")
+    rank[order] = np.arange(n_displaced) - starts
+    displaced = pd.DataFrame({
+        "particle_id": encode_particle_id(vertex_of[parent] + 1, number[parent] + 1, 1,
+                                          np.minimum(rank + 1, 4095)),
+        "vx": r * np.cos(phi_x), "vy": r * np.sin(phi_x), "vz": z,
+        "px": pt_d * np.cos(phi_p), "py": pt_d * np.sin(phi_p), "pz": pt_d * np.sinh(eta_p),
+        "q": np.where(rng.random(n_displaced) < FIT["displaced_positive_share"], 1, -1)})
+    table = pd.concat([prompt, displaced], ignore_index=True)
+    kind = rng.choice(PARTICLE_TYPES, size=len(table), p=TYPE_SHARES)
+    table.insert(1, "particle_type", kind * table["q"].to_numpy())
+    return table.drop_duplicates("particle_id").reset_index(drop=True)
+
+
+def particle_masses(particles: pd.DataFrame) -> np.ndarray:
+    """Mass (GeV) per particle from ``particle_type`` (pion when absent or unknown)."""
+    if "particle_type" not in particles:
+        return np.full(len(particles), PION_MASS)
+    kinds = np.abs(particles["particle_type"].to_numpy())
+    return np.array([MASSES.get(int(k), PION_MASS) for k in kinds]) if len(kinds) else \
+        np.zeros(0)
+
+
+def particle_sources(path: str | os.PathLike) -> list[tuple[int, Path]]:
+    """``(event_id, file)`` of every particle table in a file or a folder, sorted by id."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("event*-particles.csv*"))
+        if not files:
+            raise FileNotFoundError(f"{path}: no event*-particles.csv[.gz] files in this folder")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise FileNotFoundError(f"{path}: no such particle file or folder")
+    sources = []
+    for file in files:
+        name = file.name.split("-particles.csv")[0]
+        try:
+            sources.append((event_id_from_prefix(name), file))
+        except TrackMLFormatError as exc:
+            raise TrackMLFormatError(f"{file}: cannot read the event id from the name "
+                                     "(expected eventNNNNNNNNN-particles.csv[.gz])") from exc
+    return sorted(sources)
+
+
+def load_particles(file: str | os.PathLike) -> pd.DataFrame:
+    """A real particle table to replay (validated; ``nhits`` is recomputed by the simulation)."""
+    table = read_part(file, "particles")
+    return table.drop(columns=["nhits"])

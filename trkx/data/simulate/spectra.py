@@ -1,0 +1,136 @@
+"""Particle spectra fitted to real TrackML particle tables, and inverse-CDF sampling from them.
+
+A fit summarises real events (``kaggle_particles``) by quantile tables (``QUANTILE_LEVELS``)
+of the quantities the generator draws, separately for *prompt* particles (vertex radius < 1 mm)
+and *displaced* ones:
+
+* prompt: ``log10 pT``, ``eta``, charge share, vertex spread (``sigma_xy``, ``sigma_z`` of the
+  vertex positions), particles per primary vertex, active vertices per event (out of mu = 200);
+* displaced: ``log10 pT``, production point (``log10 r`` and ``z``, jointly as a 2-D histogram,
+  because barrel and endcap material lie at different (r, z)), and the momentum direction
+  relative to the production point (``eta_p - eta_x`` and ``phi_p - phi_x``);
+* the displaced-to-prompt ratio.
+
+Sampling a quantile table ``q`` at uniform ``U``: ``x = interp(U, levels, q)`` (piecewise-linear
+inverse CDF). Regenerate the packaged fit with
+``python -m trkx.data.simulate.spectra DIR > trkx/data/simulate/fitted_spectra.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+QUANTILE_LEVELS = np.concatenate([[0.0, 0.002, 0.005], np.linspace(0.01, 0.99, 99),
+                                  [0.995, 0.998, 1.0]])
+PROMPT_RADIUS = 1.0                      # mm
+LOG_R_BINS = np.linspace(0.0, 3.05, 62)  # log10(mm)
+Z_BINS = np.linspace(-3000.0, 3000.0, 121)
+
+
+def sample_quantiles(table: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw ``size`` values from a quantile table (piecewise-linear inverse CDF)."""
+    return np.interp(rng.random(size), QUANTILE_LEVELS, np.asarray(table, dtype=np.float64))
+
+
+def sample_histogram2d(counts: np.ndarray, x_edges: np.ndarray, y_edges: np.ndarray, size: int,
+                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Draw points from a 2-D histogram (bin by its count, uniform inside the bin)."""
+    flat = np.asarray(counts, dtype=np.float64).ravel()
+    cells = rng.choice(flat.size, size=size, p=flat / flat.sum())
+    ix, iy = np.divmod(cells, len(y_edges) - 1)
+    x = x_edges[ix] + rng.random(size) * (x_edges[ix + 1] - x_edges[ix])
+    y = y_edges[iy] + rng.random(size) * (y_edges[iy + 1] - y_edges[iy])
+    return x, y
+
+
+def _wrap(angle: np.ndarray) -> np.ndarray:
+    return (angle + np.pi) % (2 * np.pi) - np.pi
+
+
+def fit_spectra(tables: Sequence[pd.DataFrame]) -> dict[str, object]:
+    """Fit the generator's tables to real particle tables (see module docstring)."""
+    frame = pd.concat(list(tables), keys=range(len(tables)), names=["event", "row"])
+    frame = frame.reset_index(level="event")
+    pid = frame["particle_id"].to_numpy().astype(np.uint64)
+    vertex = (pid >> np.uint64(52)).astype(np.int64)
+    pt = np.hypot(frame["px"], frame["py"]).to_numpy()
+    p = np.sqrt(pt ** 2 + frame["pz"].to_numpy() ** 2)
+    eta = np.arctanh(frame["pz"].to_numpy() / p)
+    vr = np.hypot(frame["vx"], frame["vy"]).to_numpy()
+    vz = frame["vz"].to_numpy()
+    prompt = vr < PROMPT_RADIUS
+    q = QUANTILE_LEVELS
+    per_vertex = frame[prompt].groupby([frame["event"][prompt], vertex[prompt]])
+    vertex_z = per_vertex["vz"].mean().to_numpy()
+    vertex_xy = np.concatenate([per_vertex["vx"].mean().to_numpy(),
+                                per_vertex["vy"].mean().to_numpy()])
+    multiplicity = per_vertex.size().to_numpy()
+    active = per_vertex.size().groupby(level=0).size().to_numpy()
+    d = ~prompt
+    eta_x = np.arcsinh(vz[d] / vr[d])
+    phi_x = np.arctan2(frame["vy"].to_numpy()[d], frame["vx"].to_numpy()[d])
+    phi_p = np.arctan2(frame["py"].to_numpy()[d], frame["px"].to_numpy()[d])
+    hist, _, _ = np.histogram2d(np.log10(vr[d]), vz[d], bins=[LOG_R_BINS, Z_BINS])
+    charge = frame["q"].to_numpy()
+    return {
+        "n_events": len(tables),
+        "prompt_log_pt": np.quantile(np.log10(pt[prompt]), q),
+        "prompt_eta": np.quantile(eta[prompt], q),
+        "prompt_positive_share": float((charge[prompt] > 0).mean()),
+        "vertex_sigma_xy": float(np.std(vertex_xy)),
+        "vertex_sigma_z": float(np.std(vertex_z)),
+        "vertex_multiplicity": np.quantile(multiplicity, q),
+        "active_vertices_per_mu": float(active.mean() / 200.0),
+        "displaced_per_prompt": float(d.sum() / prompt.sum()),
+        "displaced_log_pt": np.quantile(np.log10(pt[d]), q),
+        "displaced_positive_share": float((charge[d] > 0).mean()),
+        "displaced_position_hist": hist.astype(np.int64),
+        "displaced_deta": np.quantile(eta[d] - eta_x, q),
+        "displaced_dphi": np.quantile(_wrap(phi_p - phi_x), q),
+    }
+
+
+def format_fit(fit: dict[str, object], source: str) -> str:
+    """The fit as the text of a Python module (the packaged ``fitted_spectra.py``)."""
+    lines = [f'"""Particle spectra fitted to {fit["n_events"]} real TrackML particle tables '
+             f"({source}).\n\nGenerated by ``python -m trkx.data.simulate.spectra``; see "
+             '``trkx.data.simulate.spectra`` for the meaning of each entry."""', "",
+             "# fmt: off", "FIT = {"]
+    for key, value in fit.items():
+        if isinstance(value, np.ndarray):
+            if value.ndim == 2:
+                rows = ",\n        ".join(
+                    "[" + textwrap.fill(", ".join(str(int(x)) for x in row), 86,
+                                        subsequent_indent=" " * 9) + "]" for row in value)
+                lines.append(f"    {key!r}: [\n        {rows}],")
+            else:
+                numbers = textwrap.fill(", ".join(f"{x:.6g}" for x in value), 88,
+                                        initial_indent=" " * 8, subsequent_indent=" " * 8)
+                lines.append(f"    {key!r}: [\n{numbers}],")
+        else:
+            lines.append(f"    {key!r}: {value!r},")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m trkx.data.simulate.spectra KAGGLE_PARTICLES_DIR", file=sys.stderr)
+        return 2
+    from trkx.data.io import read_part
+
+    files = sorted(Path(args[0]).glob("event*-particles.csv*"))
+    tables = [read_part(f, "particles") for f in files]
+    print(format_fit(fit_spectra(tables), f"{len(files)} files of {Path(args[0]).name}"), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
