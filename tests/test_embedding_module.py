@@ -16,6 +16,15 @@ from trkx.embedding.labels import graph_metrics, label_edges
 from trkx.embedding.module import EmbeddingModule
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: one intra-op thread avoids oversubscription on a shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def sample_record(sample_prefix: Path) -> Data:
     return event_record(str(sample_prefix), load_detector(), use_cells=True, signal_pt_min=1.0)

@@ -98,8 +98,10 @@ def infer(args: argparse.Namespace) -> int:
     graph = instantiate(GraphBuilding, section(config, "graph", label), f"{label}: graph")
     network, hp, extra = load_network(_checkpoint_path(args, config))
     data_options = section(config, "data", label)
+    # Records keep every feature the config asks for (the filter uses cell features), the
+    # network reads its leading columns.
     records = load_records(args.events, args.nevents,
-                           use_cells=extra.get("use_cells", data_options.get("use_cells", False)),
+                           use_cells=data_options.get("use_cells", extra.get("use_cells", False)),
                            signal_pt_min=data_options.get("signal_pt_min", 1.0))
     radius = graph.radius if graph.radius is not None else hp["radius"]
     k = graph.max_neighbours if graph.max_neighbours is not None else hp["max_neighbours"]

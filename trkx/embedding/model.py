@@ -3,7 +3,7 @@
     h_0 = x,   h_{l+1} = tanh(LayerNorm(W_l h_l + b_l))   (l < L),
     e = W_L h_L + b_L,   e <- e / |e|                      (e in S^{d-1}, d = embedding_dim).
 
-On the unit sphere distances lie in [0, 2], so one radius means the same thing for every model.
+The input is the leading ``in_features`` columns of the hit features. On the unit sphere distances lie in [0, 2], so one radius means the same thing for every model.
 """
 
 from __future__ import annotations
@@ -33,7 +33,13 @@ class EmbeddingMLP(nn.Module):
         self.in_features = in_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.in_features:
+        """Embed the leading ``in_features`` columns of ``x``.
+
+        Hit features put (r, phi, z) first and cell features after (trkx.data.features), so a
+        position-only model (in_features = 3) also runs on records that carry cell features
+        for the later stages.
+        """
+        if x.shape[-1] < self.in_features:
             raise ValueError(f"the embedding model expects {self.in_features} input features, "
                              f"got {x.shape[-1]} (check use_cells / in_features)")
-        return nn.functional.normalize(self.net(x), dim=-1)
+        return nn.functional.normalize(self.net(x[..., :self.in_features]), dim=-1)
