@@ -37,7 +37,7 @@ import torch
 BACKENDS: tuple[str, ...] = ("auto", "kdtree", "faiss_flat", "faiss_hnsw", "faiss_ivf",
                              "torch", "faiss_gpu")
 
-# A neighbour table: [N, k] int64 indices (-1 where fewer than k partners lie within R).
+# A neighbour table: [N, k'] int64 indices (-1 padded; at most k valid entries per row).
 NeighbourSearch = Callable[[np.ndarray, float, int], np.ndarray]
 
 
@@ -65,12 +65,15 @@ def _kdtree_search(points: np.ndarray, radius: float, k: int, chunk_size: int,
 
 def _drop_self_offset(idx: np.ndarray, dist: np.ndarray, radius: float, k: int,
                       start: int) -> np.ndarray:
-    """:func:`_drop_self` for a chunk of query rows starting at ``start``."""
+    """Mask a nearest-first [rows, k+1] chunk (query rows from ``start``) to hit i's proposals.
+
+    Self, missing entries and entries at distance >= radius become -1; of the rest the first
+    ``k`` (nearest) are kept. The table keeps k+1 columns (-1 padded): no compaction needed.
+    """
     rows = start + np.arange(idx.shape[0])[:, None]
     valid = (idx >= 0) & (idx != rows) & (dist < radius)
-    order = np.argsort(~valid, axis=1, kind="stable")
-    compact = np.take_along_axis(np.where(valid, idx, -1), order, axis=1)
-    return compact[:, :k]
+    valid &= np.cumsum(valid, axis=1) <= k
+    return np.where(valid, idx, -1)
 
 
 def _faiss_search(index, points: np.ndarray, radius: float, k: int,
@@ -126,14 +129,8 @@ def _torch_search(embedding: torch.Tensor, radius: float, k: int,
         values, idx = torch.topk(dist, take, dim=1, largest=False)
         rows = torch.arange(start, start + len(query), device=points.device)[:, None]
         valid = (idx != rows) & (values < radius)
-        order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)
-        compact = torch.gather(torch.where(valid, idx, torch.full_like(idx, -1)), 1, order)
-        compact = compact[:, :k]
-        if compact.shape[1] < k:
-            pad = torch.full((len(query), k - compact.shape[1]), -1, dtype=compact.dtype,
-                             device=compact.device)
-            compact = torch.cat([compact, pad], dim=1)
-        tables.append(compact)
+        valid &= torch.cumsum(valid.to(torch.int32), dim=1) <= k
+        tables.append(torch.where(valid, idx, torch.full_like(idx, -1)))
     if not tables:
         return torch.zeros((0, k), dtype=torch.int64, device=embedding.device)
     return torch.cat(tables)
@@ -159,7 +156,8 @@ def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_nei
                     backend: str = "auto", *, chunk_size: int = 16384, workers: int = -1,
                     hnsw_m: int = 32, hnsw_ef_search: int = 64, ivf_lists: int = 1024,
                     ivf_probe: int = 16, max_block_bytes: int = 256 << 20) -> np.ndarray:
-    """The proposal table ``P`` [N, k] (int64, -1 padded) of the module docstring."""
+    """The proposal table ``P`` of the module docstring: [N, k'] int64, -1 padded, at most
+    ``max_neighbours`` valid entries per row."""
     if radius <= 0:
         raise ValueError(f"radius must be > 0, got {radius}")
     if max_neighbours < 1:
@@ -204,7 +202,9 @@ def table_to_edges(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
     forward = rank[src] < rank[dst]
     inner = np.where(forward, src, dst)
     outer = np.where(forward, dst, src)
-    keys = np.unique(inner * n + outer)
+    keys = np.sort(inner * n + outer)  # sort + adjacent compare: faster than np.unique here
+    if len(keys):
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
     return np.stack([keys // n, keys % n]).astype(np.int64)
 
 
