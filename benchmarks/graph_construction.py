@@ -7,7 +7,9 @@ inference timing on full-size hit clouds.
 
 Without --checkpoint the stage is first trained with the config. Quality (signal edge efficiency,
 edges per hit, purity) is measured on --test-events (simulated, disjoint from training).
-Timing: one event of --test-events and the first real hit cloud of --timing-events, for the
+Timing: one event of --test-events, a --timing-hits subsample of it (real TrackML events have
+~110k hits; the simulator makes more) and, for a position-only model, the first real hit cloud
+of --timing-events (no cells there), for the
 default CPU backend (cKDTree), exact FAISS flat search, and the fastest FAISS CPU index
 (HNSW / IVF settings scanned) whose recall of the exact graph is >= --min-recall.
 Timings are wall-clock on a shared machine: compare the figures of one run side by side.
@@ -28,7 +30,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from trkx.embedding.graph import build_edges  # noqa: E402
+from trkx.embedding.graph import build_edges
 
 FAISS_CANDIDATES: list[tuple[str, dict]] = [
     ("faiss_ivf", {"ivf_lists": 1024, "ivf_probe": 4}),
@@ -82,8 +84,8 @@ def timing(network, record, radius: float, k: int, repeats: int, min_recall: flo
           f"{result['exact_flat_recall']:.5f}")
     best = None
     for backend, options in FAISS_CANDIDATES:
-        edges, seconds = timed(lambda: build_edges(embedding, radius, k, backend,
-                                                   pos=record.pos, **options), repeats)
+        edges, seconds = timed(lambda b=backend, o=options: build_edges(
+            embedding, radius, k, b, pos=record.pos, **o), repeats)
         rec = recall(edges, exact_keys, n)
         result["faiss_scan"].append({"backend": backend, **options, "seconds": seconds,
                                      "recall": rec})
@@ -95,6 +97,17 @@ def timing(network, record, radius: float, k: int, repeats: int, min_recall: flo
     result.update(faiss_cpu_seconds=best[0], faiss_recall=best[1],
                   faiss_backend=f"{best[2]} {best[3]}")
     return result
+
+
+def subsample(record, hits: int, seed: int = 0):
+    """A record of ``hits`` random hits of ``record`` (features and positions only)."""
+    from torch_geometric.data import Data
+
+    keep = torch.from_numpy(np.sort(np.random.default_rng(seed).choice(
+        int(record.num_nodes), hits, replace=False)))
+    sub = Data(x=record.x[keep], pos=record.pos[keep])
+    sub.num_nodes = hits
+    return sub
 
 
 def quality(network, records, radius: float, k: int, out_dir: Path) -> dict:
@@ -136,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--radius", type=float, default=None)
     parser.add_argument("--max-neighbours", type=int, default=None)
     parser.add_argument("--min-recall", type=float, default=0.999)
+    parser.add_argument("--timing-hits", type=int, default=110_000,
+                        help="also time a random subsample of this many hits of a simulated "
+                             "event (the size of a real TrackML event)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default=str(REPO / "runs" / "bench" / "embedding"))
     parser.add_argument("--json", default=None)
@@ -170,15 +186,19 @@ def main(argv: list[str] | None = None) -> int:
           f"purity {result['purity']:.4f}")
 
     timings = [timing(network, records[0], radius, k, args.repeats, args.min_recall,
-                      "simulated")]
+                      f"simulated ({int(records[0].num_nodes):,d} hits)")]
+    if args.timing_hits and args.timing_hits < int(records[0].num_nodes):
+        timings.append(timing(network, subsample(records[0], args.timing_hits), radius, k,
+                              args.repeats, args.min_recall,
+                              f"simulated, {args.timing_hits:,d}-hit subsample"))
     real = event_prefixes(args.timing_events) if Path(args.timing_events).is_dir() else []
-    if real and not use_cells:
+    if real and hp["in_features"] <= 3:  # real full-size hit files have no cells
         from trkx.data.detector import load_detector
 
         record = event_record(real[0], load_detector(), False, 1.0)
         timings.append(timing(network, record, radius, k, args.repeats, args.min_recall,
                               Path(real[0]).name))
-    main_timing = timings[-1]
+    main_timing = timings[-1]  # real hits if usable, else the 110k-hit subsample
     for key in ("faiss_cpu_seconds", "faiss_recall", "faiss_backend", "exact_seconds",
                 "ckdtree_seconds", "embedding_inference_seconds"):
         result[key] = main_timing[key]

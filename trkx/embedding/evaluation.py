@@ -43,8 +43,9 @@ def plot_efficiency(pt: np.ndarray, eta: np.ndarray, found: np.ndarray, signal: 
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from pathlib import Path
+
+    import matplotlib.pyplot as plt
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,6 @@ def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int 
                  desc: str = "events") -> list[Data]:
     """Records of the events in ``path`` (TrackML CSV events or ``*.pt`` records)."""
     from trkx.data.detector import load_detector
-    from trkx.data.io import load_event
 
     path = Path(path)
     if not path.is_dir():
@@ -55,15 +54,14 @@ def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int 
 
 def event_record(prefix: str, detector, use_cells: bool, signal_pt_min: float) -> Data:
     """The record of one TrackML event (cells only read when ``use_cells``)."""
-    from trkx.data.io import event_id_from_prefix, find_part_file, load_event
     from trkx.data.errors import EventFileNotFoundError
+    from trkx.data.io import event_id_from_prefix, find_part_file, load_event
 
     parts = ["hits", "particles", "truth"]
-    has_truth = True
     try:
         find_part_file(prefix, "truth")
     except EventFileNotFoundError:
-        has_truth, parts = False, ["hits"]
+        parts = ["hits"]
     if use_cells:
         parts.append("cells")
     frames = dict(zip(parts, load_event(prefix, parts, detector=detector)))

@@ -22,7 +22,6 @@ import math
 import torch
 from torch import nn
 
-
 POSITION_COLUMNS = 3
 ENCODED_POSITION_COLUMNS = 7
 

@@ -43,7 +43,7 @@ def hard_negative_pairs(embedding: torch.Tensor, margin: float, k: int,
 
 
 def random_pairs(n: int, per_hit: float, generator: np.random.Generator) -> torch.Tensor:
-    count = int(round(per_hit * n))
+    count = round(per_hit * n)
     pairs = generator.integers(0, n, size=(2, count))
     pairs = pairs[:, pairs[0] != pairs[1]]
     return torch.from_numpy(pairs.astype(np.int64))
