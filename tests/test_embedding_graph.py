@@ -1,0 +1,102 @@
+"""build_edges against a brute-force radius graph on random points, for every CPU backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from trkx.embedding.graph import build_edges, resolve_backend
+
+RADIUS = 0.35
+K = 6
+
+
+def _points(n: int = 600, dim: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Clustered embeddings (so hits have several partners) and random (r, phi, z)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-1, 1, size=(n // 8, dim))
+    points = centres[rng.integers(0, len(centres), n)] + rng.normal(0, 0.12, (n, dim))
+    pos = np.stack([rng.choice([30.0, 70.0, 110.0], n),  # ties on r exercise the |z| rule
+                    rng.uniform(-np.pi, np.pi, n), rng.uniform(-500, 500, n)], axis=1)
+    return points.astype(np.float32), pos.astype(np.float32)
+
+
+def _brute_force(points: np.ndarray, pos: np.ndarray, radius: float, k: int) -> set[tuple]:
+    """The definition, literally: each hit proposes its k nearest others within the radius."""
+    dist = np.linalg.norm(points[:, None, :] - points[None, :, :], axis=-1)
+    np.fill_diagonal(dist, np.inf)
+    pairs = set()
+    for i in range(len(points)):
+        for j in np.argsort(dist[i], kind="stable")[:k]:
+            if dist[i, j] < radius:
+                pairs.add((min(i, j), max(i, j)))
+
+    def key(h: int) -> tuple:
+        return (pos[h, 0], abs(pos[h, 2]), h)
+
+    return {(a, b) if key(a) < key(b) else (b, a) for a, b in pairs}
+
+
+EXACT = ["kdtree", "faiss_flat", "torch"]
+APPROXIMATE = ["faiss_hnsw", "faiss_ivf"]
+
+
+@pytest.mark.parametrize("backend", EXACT + APPROXIMATE)
+def test_build_edges_matches_brute_force(backend: str) -> None:
+    points, pos = _points()
+    expected = _brute_force(points, pos, RADIUS, K)
+    assert len(expected) > 2 * len(points)  # the test graph is not trivially sparse
+    edges = build_edges(torch.from_numpy(points), RADIUS, K, backend, pos=torch.from_numpy(pos),
+                        chunk_size=97, ivf_lists=16, ivf_probe=16, max_block_bytes=4096)
+    assert edges.dtype == torch.int64 and edges.shape[0] == 2
+    src, dst = edges.numpy()
+    found = set(zip(src.tolist(), dst.tolist()))
+    assert len(found) == edges.shape[1], "a pair appears twice"
+    assert not np.any(src == dst), "self-loop"
+    # Radius respected and direction inner -> outer (r, then |z|) on every edge.
+    assert np.all(np.linalg.norm(points[src] - points[dst], axis=1) < RADIUS)
+    r_s, r_d = pos[src, 0], pos[dst, 0]
+    assert np.all((r_s < r_d) | ((r_s == r_d) & (np.abs(pos[src, 2]) <= np.abs(pos[dst, 2]))))
+    # No reverse duplicates either.
+    assert not (found & {(b, a) for a, b in found})
+    recall = len(found & expected) / len(expected)
+    if backend in EXACT:
+        assert found == expected
+    else:
+        assert recall >= 0.99, f"{backend} recall {recall:.4f}"
+
+
+def test_each_hit_proposes_at_most_k() -> None:
+    """A dense blob: every hit has many partners within the radius but proposes only K."""
+    rng = np.random.default_rng(1)
+    points = rng.normal(0, 0.01, (200, 3)).astype(np.float32)
+    edges = build_edges(points, 1.0, K, "kdtree")
+    assert edges.shape[1] <= 200 * K
+    assert edges.shape[1] >= 200 * K // 2
+
+
+def test_without_positions_directs_by_index() -> None:
+    points, _ = _points(200)
+    src, dst = build_edges(points, RADIUS, K, "kdtree").numpy()
+    assert np.all(src < dst)
+
+
+def test_bad_arguments_are_named() -> None:
+    points, _ = _points(50)
+    with pytest.raises(ValueError, match="unknown graph backend 'annoy'"):
+        build_edges(points, RADIUS, K, "annoy")
+    with pytest.raises(ValueError, match="radius"):
+        build_edges(points, 0.0, K)
+    with pytest.raises(ValueError, match="pos has 3 rows"):
+        build_edges(points, RADIUS, K, pos=np.zeros((3, 3)))
+
+
+def test_auto_backend_on_cpu_is_exact_kdtree() -> None:
+    assert resolve_backend("auto", torch.zeros(3, 2)) == "kdtree"
+
+
+def test_empty_and_isolated_inputs() -> None:
+    assert build_edges(np.zeros((0, 4), np.float32), 0.1, 3, "kdtree").shape == (2, 0)
+    far = np.eye(5, dtype=np.float32) * 10
+    assert build_edges(far, 0.1, 3, "faiss_flat").shape == (2, 0)

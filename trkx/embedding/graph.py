@@ -1,0 +1,224 @@
+"""Radius graph in embedding space: which hits to connect for the later stages.
+
+Given embeddings ``e_i`` (one row per hit), a radius ``R`` and a cap ``k``:
+
+    P_i = the (at most) k nearest hits j != i with |e_i - e_j| < R     (hit i's proposals)
+    E   = { {i, j} : j in P_i  or  i in P_j }                          (each pair once)
+
+and every pair is directed from the inner to the outer hit: by radius ``r``, then ``|z|``,
+then the hit index (so the order is total and deterministic). Without positions the pair is
+directed from the lower to the higher index. Every hit proposes at most ``k`` partners, so
+``|E| <= N k``; a hit can still have more than ``k`` edges when others propose it.
+
+Backends (all return exactly this set when they find the true neighbours):
+
+- ``kdtree``: scipy ``cKDTree.query(k+1, distance_upper_bound=R)``, exact; fastest measured
+  on this CPU for clustered embeddings (see benchmarks/graph_construction.py);
+- ``faiss_flat``: FAISS exact flat L2 k-NN search, chunked over queries;
+- ``faiss_hnsw`` / ``faiss_ivf``: approximate FAISS indices (recall < 1);
+- ``torch``: chunked ``torch.cdist`` + ``topk``, exact, on the tensor's device (GPU without
+  faiss-gpu);
+- ``faiss_gpu``: FAISS GPU flat index (needs a faiss build that sees a GPU);
+- ``auto``: ``faiss_gpu`` for CUDA tensors when faiss sees a GPU, else ``torch`` for CUDA
+  tensors, else ``kdtree``.
+
+Memory is bounded by chunking the queries: at most ``chunk_size`` query rows are searched at a
+time (for ``torch``, the chunk is sized so that the distance block stays under
+``max_block_bytes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+BACKENDS: tuple[str, ...] = ("auto", "kdtree", "faiss_flat", "faiss_hnsw", "faiss_ivf",
+                             "torch", "faiss_gpu")
+
+# A neighbour table: [N, k'] int64 indices (-1 padded; at most k valid entries per row).
+NeighbourSearch = Callable[[np.ndarray, float, int], np.ndarray]
+
+
+def _as_float32(embedding: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(embedding, torch.Tensor):
+        embedding = embedding.detach().cpu().numpy()
+    return np.ascontiguousarray(embedding, dtype=np.float32)
+
+
+def _kdtree_search(points: np.ndarray, radius: float, k: int, chunk_size: int,
+                   workers: int) -> np.ndarray:
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(points)
+    tables = []
+    for start in range(0, len(points), chunk_size):
+        query = points[start:start + chunk_size]
+        dist, idx = tree.query(query, k=k + 1, distance_upper_bound=radius, workers=workers)
+        idx = idx.reshape(len(query), k + 1).astype(np.int64)
+        dist = dist.reshape(len(query), k + 1)
+        idx[~np.isfinite(dist)] = -1
+        tables.append(_drop_self_offset(idx, dist, radius, k, start))
+    return np.concatenate(tables) if tables else np.zeros((0, k), np.int64)
+
+
+def _drop_self_offset(idx: np.ndarray, dist: np.ndarray, radius: float, k: int,
+                      start: int) -> np.ndarray:
+    """Mask a nearest-first [rows, k+1] chunk (query rows from ``start``) to hit i's proposals.
+
+    Self, missing entries and entries at distance >= radius become -1; of the rest the first
+    ``k`` (nearest) are kept. The table keeps k+1 columns (-1 padded): no compaction needed.
+    """
+    rows = start + np.arange(idx.shape[0])[:, None]
+    valid = (idx >= 0) & (idx != rows) & (dist < radius)
+    valid &= np.cumsum(valid, axis=1) <= k
+    return np.where(valid, idx, -1)
+
+
+def _faiss_search(index, points: np.ndarray, radius: float, k: int,
+                  chunk_size: int) -> np.ndarray:
+    """Chunked k+1-NN with a FAISS L2 index (which returns squared distances)."""
+    tables = []
+    for start in range(0, len(points), chunk_size):
+        query = points[start:start + chunk_size]
+        dist2, idx = index.search(query, k + 1)
+        dist = np.sqrt(np.maximum(dist2, 0.0))
+        tables.append(_drop_self_offset(idx.astype(np.int64), dist, radius, k, start))
+    return np.concatenate(tables) if tables else np.zeros((0, k), np.int64)
+
+
+def _faiss_index(points: np.ndarray, backend: str, hnsw_m: int, hnsw_ef_search: int,
+                 ivf_lists: int, ivf_probe: int):
+    import faiss
+
+    dim = points.shape[1]
+    if backend == "faiss_flat":
+        index = faiss.IndexFlatL2(dim)
+    elif backend == "faiss_hnsw":
+        index = faiss.IndexHNSWFlat(dim, hnsw_m)
+        index.hnsw.efSearch = hnsw_ef_search
+    elif backend == "faiss_ivf":
+        lists = max(1, min(ivf_lists, len(points) // 39))
+        index = faiss.IndexIVFFlat(faiss.IndexFlatL2(dim), dim, lists)
+        index.train(points)
+        index.nprobe = min(ivf_probe, lists)
+    elif backend == "faiss_gpu":
+        if faiss.get_num_gpus() == 0 or not hasattr(faiss, "StandardGpuResources"):
+            raise RuntimeError("backend 'faiss_gpu': this faiss build sees no GPU "
+                               "(install faiss-gpu-cu12, or use backend 'torch')")
+        resources = faiss.StandardGpuResources()
+        index = faiss.GpuIndexFlatL2(resources, dim)
+    else:  # pragma: no cover - guarded by build_edges
+        raise ValueError(backend)
+    index.add(points)
+    return index
+
+
+def _torch_search(embedding: torch.Tensor, radius: float, k: int,
+                  max_block_bytes: int) -> torch.Tensor:
+    """Exact chunked search on the tensor's own device: cdist block -> topk(k+1)."""
+    n = embedding.shape[0]
+    points = embedding.detach().float()
+    rows_per_block = max(1, int(max_block_bytes // max(1, 4 * n)))
+    tables = []
+    for start in range(0, n, rows_per_block):
+        query = points[start:start + rows_per_block]
+        dist = torch.cdist(query, points)
+        take = min(k + 1, n)
+        values, idx = torch.topk(dist, take, dim=1, largest=False)
+        rows = torch.arange(start, start + len(query), device=points.device)[:, None]
+        valid = (idx != rows) & (values < radius)
+        valid &= torch.cumsum(valid.to(torch.int32), dim=1) <= k
+        tables.append(torch.where(valid, idx, torch.full_like(idx, -1)))
+    if not tables:
+        return torch.zeros((0, k), dtype=torch.int64, device=embedding.device)
+    return torch.cat(tables)
+
+
+def resolve_backend(backend: str, embedding: torch.Tensor | np.ndarray) -> str:
+    """The concrete backend ``auto`` stands for, given where the embedding lives."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown graph backend {backend!r}; expected one of "
+                         f"{', '.join(BACKENDS)}")
+    if backend != "auto":
+        return backend
+    if isinstance(embedding, torch.Tensor) and embedding.is_cuda:
+        import faiss
+
+        if faiss.get_num_gpus() > 0 and hasattr(faiss, "StandardGpuResources"):
+            return "faiss_gpu"
+        return "torch"
+    return "kdtree"
+
+
+def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbours: int,
+                    backend: str = "auto", *, chunk_size: int = 16384, workers: int = -1,
+                    hnsw_m: int = 32, hnsw_ef_search: int = 64, ivf_lists: int = 1024,
+                    ivf_probe: int = 16, max_block_bytes: int = 256 << 20) -> np.ndarray:
+    """The proposal table ``P`` of the module docstring: [N, k'] int64, -1 padded, at most
+    ``max_neighbours`` valid entries per row."""
+    if radius <= 0:
+        raise ValueError(f"radius must be > 0, got {radius}")
+    if max_neighbours < 1:
+        raise ValueError(f"max_neighbours must be >= 1, got {max_neighbours}")
+    if embedding.ndim != 2:
+        raise ValueError(f"embedding must be [N, d], got shape {tuple(embedding.shape)}")
+    backend = resolve_backend(backend, embedding)
+    k = int(max_neighbours)
+    if backend == "torch":
+        tensor = embedding if isinstance(embedding, torch.Tensor) else torch.from_numpy(
+            np.asarray(embedding, np.float32))
+        return _torch_search(tensor, radius, k, max_block_bytes).cpu().numpy()
+    points = _as_float32(embedding)
+    if len(points) == 0:
+        return np.zeros((0, k), np.int64)
+    if backend == "kdtree":
+        return _kdtree_search(points, radius, k, chunk_size, workers)
+    index = _faiss_index(points, backend, hnsw_m, hnsw_ef_search, ivf_lists, ivf_probe)
+    return _faiss_search(index, points, radius, k, chunk_size)
+
+
+def inner_to_outer_rank(pos: torch.Tensor | np.ndarray | None, n: int) -> np.ndarray:
+    """Rank of every hit in the order (r, |z|, index); ``pos`` is [N, 3] = (r, phi, z)."""
+    if pos is None:
+        return np.arange(n)
+    pos = pos.detach().cpu().numpy() if isinstance(pos, torch.Tensor) else np.asarray(pos)
+    if pos.shape[0] != n:
+        raise ValueError(f"pos has {pos.shape[0]} rows but the embedding has {n}")
+    order = np.lexsort((np.arange(n), np.abs(pos[:, 2]), pos[:, 0]))
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    return rank
+
+
+def table_to_edges(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Unique directed pairs [2, E] (inner -> outer by ``rank``) from a proposal table."""
+    n, k = table.shape
+    src = np.repeat(np.arange(n, dtype=np.int64), k)
+    dst = table.reshape(-1)
+    keep = dst >= 0
+    src, dst = src[keep], dst[keep]
+    forward = rank[src] < rank[dst]
+    inner = np.where(forward, src, dst)
+    outer = np.where(forward, dst, src)
+    keys = np.sort(inner * n + outer)  # sort + adjacent compare: faster than np.unique here
+    if len(keys):
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    return np.stack([keys // n, keys % n]).astype(np.int64)
+
+
+def build_edges(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbours: int,
+                backend: str = "auto", *, pos: torch.Tensor | np.ndarray | None = None,
+                **search_options) -> torch.Tensor:
+    """Candidate edges ``[2, E]`` (int64, on the embedding's device) of the module docstring.
+
+    ``pos`` [N, 3] = (r, phi, z) sets the inner -> outer direction; ``search_options`` go to
+    :func:`neighbour_table` (chunk size, HNSW/IVF parameters, ...).
+    """
+    n = embedding.shape[0]
+    table = neighbour_table(embedding, radius, max_neighbours, backend, **search_options)
+    edges = torch.from_numpy(table_to_edges(table, inner_to_outer_rank(pos, n)))
+    if isinstance(embedding, torch.Tensor):
+        edges = edges.to(embedding.device)
+    return edges

@@ -1,0 +1,54 @@
+"""Edge labels and per-stage graph metrics (DESIGN.md "Metrics, defined once").
+
+For candidate edges with labels y (truth-graph edge), y_pid (same particle) and signal
+(truth edge of a signal particle):
+
+    edge efficiency = #(signal edges kept) / #(signal truth edges)
+    purity          = #(y_pid edges kept) / #(edges kept)      (truth-graph purity also given)
+    edges per hit   = #(edges kept) / N
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from trkx.data.truth import edge_truth
+
+
+def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``(y, y_pid, signal)`` of ``edge_index`` using the record's truth (trkx.data.truth)."""
+    for key in ("particle_id", "track_edges", "signal_hit"):
+        if getattr(record, key, None) is None:
+            raise ValueError(f"event record has no {key!r}: edge labels need truth")
+    y, y_pid, signal = edge_truth(edge_index.cpu().numpy(), record.particle_id.numpy(),
+                                  record.track_edges.numpy(), record.signal_hit.numpy(),
+                                  int(record.num_nodes))
+    return torch.from_numpy(y), torch.from_numpy(y_pid), torch.from_numpy(signal)
+
+
+def signal_truth_edges(record: Data) -> int:
+    """Number of distinct truth-graph pairs whose two hits are signal."""
+    edges = record.track_edges.numpy()
+    signal_hit = record.signal_hit.numpy()
+    keep = signal_hit[edges[0]] & signal_hit[edges[1]]
+    lo = np.minimum(edges[0, keep], edges[1, keep])
+    hi = np.maximum(edges[0, keep], edges[1, keep])
+    return int(np.unique(lo * int(record.num_nodes) + hi).size)
+
+
+def graph_metrics(record: Data, keep: torch.Tensor | None = None) -> dict[str, float]:
+    """Efficiency, purity and size of the record's labelled graph (optionally a subset)."""
+    y, y_pid, signal = record.y, record.y_pid, record.signal
+    if keep is not None:
+        y, y_pid, signal = y[keep], y_pid[keep], signal[keep]
+    n_edges = int(y.numel())
+    n_signal = signal_truth_edges(record)
+    return {
+        "edge_efficiency": float(signal.sum()) / max(n_signal, 1),
+        "purity": float(y_pid.sum()) / max(n_edges, 1),
+        "truth_purity": float(y.sum()) / max(n_edges, 1),
+        "edges_per_hit": n_edges / max(int(record.num_nodes), 1),
+        "edges": float(n_edges),
+    }

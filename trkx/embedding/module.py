@@ -1,0 +1,112 @@
+"""``EmbeddingModule``: Lightning training of the embedding (what; the Trainer is the how).
+
+A training step takes one event record, embeds all its hits, draws the pairs of
+:mod:`trkx.embedding.pairs` and minimises the hinge loss. Validation builds the graph at the
+working point (``radius``, ``max_neighbours``) and logs edge efficiency, purity and edges per
+hit (:mod:`trkx.embedding.labels`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch_geometric.data import Data
+
+from trkx.embedding.graph import build_edges
+from trkx.embedding.labels import graph_metrics, label_edges
+from trkx.embedding.model import EmbeddingMLP
+from trkx.embedding.pairs import hard_negative_pairs, hinge_loss, pair_labels, random_pairs
+
+
+def phi_sector(record: Data, sectors: int, generator: np.random.Generator) -> Data:
+    """The hits of one random azimuthal wedge of width 2 pi / sectors, truth graph restricted.
+
+    Training on wedges keeps the local hit density (hence the hard negatives) of a full event
+    at 1/sectors of the cost.
+    """
+    centre = generator.uniform(-np.pi, np.pi)
+    dphi = torch.remainder(record.pos[:, 1] - centre + np.pi, 2 * np.pi) - np.pi
+    keep = dphi.abs() < np.pi / sectors
+    new_index = torch.full((int(record.num_nodes),), -1, dtype=torch.int64)
+    new_index[keep] = torch.arange(int(keep.sum()))
+    edges = new_index[record.track_edges]
+    sub = Data(x=record.x[keep], pos=record.pos[keep], particle_id=record.particle_id[keep],
+               signal_hit=record.signal_hit[keep],
+               track_edges=edges[:, (edges >= 0).all(dim=0)])
+    sub.num_nodes = int(keep.sum())
+    return sub
+
+
+class EmbeddingModule(pl.LightningModule):
+    """Metric-learning embedding of hits; every argument is a config key (configs/embedding)."""
+
+    def __init__(self, in_features: int = 3, hidden: int = 128, layers: int = 3,
+                 embedding_dim: int = 12, layer_norm: bool = True, margin: float = 0.1,
+                 radius: float = 0.1, max_neighbours: int = 20, mining_neighbours: int = 20,
+                 mining_queries: int | None = None, random_pairs_per_hit: float = 2.0,
+                 signal_weight: float = 3.0, learning_rate: float = 1e-3,
+                 weight_decay: float = 0.0, lr_step: int = 0, lr_gamma: float = 0.5,
+                 train_sectors: int = 1, graph_backend: str = "auto", seed: int = 0) -> None:
+        super().__init__()
+        if margin <= 0 or radius <= 0:
+            raise ValueError("margin and radius must be > 0")
+        if train_sectors < 1:
+            raise ValueError(f"train_sectors must be >= 1, got {train_sectors}")
+        self.save_hyperparameters()
+        self.network = EmbeddingMLP(in_features, hidden, layers, embedding_dim, layer_norm)
+        self._rng = np.random.default_rng(seed)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.network(x)
+
+    def pairs(self, record: Data, embedding: torch.Tensor) -> torch.Tensor:
+        """All training pairs of one event: truth graph, random pairs, hard negatives."""
+        hp = self.hparams
+        parts = [record.track_edges.cpu(),
+                 random_pairs(embedding.shape[0], hp.random_pairs_per_hit, self._rng),
+                 hard_negative_pairs(embedding.cpu(), hp.margin, hp.mining_neighbours,
+                                     hp.mining_queries, self._rng)]
+        return torch.cat(parts, dim=1).to(embedding.device)
+
+    def event_loss(self, record: Data) -> torch.Tensor:
+        embedding = self(record.x)
+        pairs = self.pairs(record, embedding)
+        positive, weight = pair_labels(pairs, record.particle_id, record.signal_hit,
+                                       self.hparams.signal_weight)
+        return hinge_loss(embedding, pairs, positive, weight.to(embedding.device),
+                          self.hparams.margin)
+
+    def training_step(self, record: Data, batch_idx: int) -> torch.Tensor:
+        if self.hparams.train_sectors > 1:
+            record = phi_sector(record, self.hparams.train_sectors, self._rng)
+        loss = self.event_loss(record)
+        self.log("train_loss", loss, prog_bar=True, batch_size=1)
+        return loss
+
+    @torch.no_grad()
+    def build_graph(self, record: Data) -> torch.Tensor:
+        """Candidate edges of one event at the working point."""
+        return build_edges(self(record.x), self.hparams.radius, self.hparams.max_neighbours,
+                           self.hparams.graph_backend, pos=record.pos)
+
+    def validation_step(self, record: Data, batch_idx: int) -> None:
+        edges = self.build_graph(record)
+        labelled = record.clone()
+        labelled.edge_index = edges.cpu()
+        labelled.y, labelled.y_pid, labelled.signal = label_edges(record, edges)
+        metrics = graph_metrics(labelled)
+        if self.hparams.train_sectors > 1:  # the loss of a fixed wedge keeps validation cheap
+            record = phi_sector(record, self.hparams.train_sectors, np.random.default_rng(0))
+        self.log("val_loss", self.event_loss(record), batch_size=1)
+        for key in ("edge_efficiency", "purity", "edges_per_hit"):
+            self.log(f"val_{key}", metrics[key], prog_bar=True, batch_size=1)
+
+    def configure_optimizers(self):
+        optimiser = torch.optim.AdamW(self.parameters(), lr=self.hparams.learning_rate,
+                                      weight_decay=self.hparams.weight_decay)
+        if self.hparams.lr_step <= 0:
+            return optimiser
+        schedule = torch.optim.lr_scheduler.StepLR(optimiser, self.hparams.lr_step,
+                                                   self.hparams.lr_gamma)
+        return {"optimizer": optimiser, "lr_scheduler": schedule}

@@ -1,0 +1,69 @@
+"""Edge features of the filter: both hits' features and the edge geometry.
+
+For an edge i -> j with cylindrical positions (r, phi, z) and eta = asinh(z / r):
+
+    dr = r_j - r_i,  dphi = wrap(phi_j - phi_i),  dz = z_j - z_i,  deta = eta_j - eta_i
+    (scaled: dr, dz in metres, dphi / pi).
+
+With cluster-shape features (``dir_eta``, ``dir_phi`` among the hit feature names) the agreement
+between the edge's own direction, eta_e = asinh(dz / |dxy|) and phi_e = atan2(dy, dx), and the
+direction measured by each hit's cluster is added:
+
+    a_eta(h) = dir_eta(h) - eta_e,   a_phi(h) = wrap(dir_phi(h) - phi_e),   h in {i, j}.
+
+Row layout: [x_i, x_j, dr, dphi, dz, deta (, a_eta(i), a_phi(i), a_eta(j), a_phi(j))].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from trkx.data.features import FEATURE_SCALES
+
+GEOMETRY_FEATURES = 4
+CELL_AGREEMENT_FEATURES = 4
+
+
+def has_cell_directions(feature_names: Sequence[str] | None) -> bool:
+    return feature_names is not None and {"dir_eta", "dir_phi"} <= set(feature_names)
+
+
+def edge_feature_count(hit_features: int, cells: bool) -> int:
+    return 2 * hit_features + GEOMETRY_FEATURES + (CELL_AGREEMENT_FEATURES if cells else 0)
+
+
+def _wrap(angle: torch.Tensor) -> torch.Tensor:
+    return torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+
+
+def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
+                  feature_names: Sequence[str] | None = None, hit_features: int | None = None,
+                  ) -> torch.Tensor:
+    """[E, edge_feature_count] float32 features of the edges ``edge_index`` [2, E].
+
+    The leading ``hit_features`` columns of ``x`` (all when None) are the hit part; the cell
+    agreement is added when ``feature_names`` names the cluster directions.
+    """
+    src, dst = edge_index
+    hits = x if hit_features is None else x[:, :hit_features]
+    r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
+    eta = torch.asinh(z / r.clamp_min(1e-6))
+    dphi = _wrap(phi[dst] - phi[src])
+    columns = [hits[src], hits[dst],
+               ((r[dst] - r[src]) / 1000.0)[:, None], (dphi / math.pi)[:, None],
+               ((z[dst] - z[src]) / 1000.0)[:, None], (eta[dst] - eta[src])[:, None]]
+    if has_cell_directions(feature_names):
+        names = list(feature_names)
+        dir_eta = x[:, names.index("dir_eta")] * FEATURE_SCALES["dir_eta"]
+        dir_phi = x[:, names.index("dir_phi")] * FEATURE_SCALES["dir_phi"]
+        dx = r[dst] * torch.cos(phi[dst]) - r[src] * torch.cos(phi[src])
+        dy = r[dst] * torch.sin(phi[dst]) - r[src] * torch.sin(phi[src])
+        edge_eta = torch.asinh((z[dst] - z[src]) / torch.hypot(dx, dy).clamp_min(1e-6))
+        edge_phi = torch.atan2(dy, dx)
+        for hit in (src, dst):
+            columns.append((dir_eta[hit] - edge_eta)[:, None] / FEATURE_SCALES["dir_eta"])
+            columns.append(_wrap(dir_phi[hit] - edge_phi)[:, None] / math.pi)
+    return torch.cat(columns, dim=1).float()

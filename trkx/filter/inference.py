@@ -1,0 +1,56 @@
+"""Filter inference: score every edge in bounded-memory chunks, keep those above the cut.
+
+    score_e = sigmoid(FilterMLP(edge_features(e))),   kept = { e : score_e >= score_cut }.
+
+Edge features are built ``chunk_size`` edges at a time, so memory stays O(chunk_size) beyond the
+graph itself (an event with 2M edges and 30 features would otherwise need ~0.25 GB at once).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch_geometric.data import Data
+
+from trkx.filter.features import edge_features, has_cell_directions
+from trkx.filter.model import FilterMLP
+
+EDGE_FIELDS = ("y", "y_pid", "signal")
+
+
+@torch.no_grad()
+def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_000,
+                ) -> torch.Tensor:
+    """Scores [E] of ``record.edge_index``; ``chunk_size=None`` scores all edges at once."""
+    network.eval()
+    names = getattr(record, "feature_names", None) if network.cell_agreement else None
+    if network.cell_agreement and not has_cell_directions(names):
+        raise ValueError("this filter was trained with cell features (cell_agreement) but the "
+                         "event record has none: build records with use_cells")
+    edge_index = record.edge_index
+    total = edge_index.shape[1]
+    step = total if not chunk_size else int(chunk_size)
+    parts = []
+    for start in range(0, total, max(step, 1)):
+        chunk = edge_index[:, start:start + step]
+        parts.append(torch.sigmoid(network(edge_features(record.x, record.pos, chunk, names,
+                                                         network.hit_features))))
+    return torch.cat(parts) if parts else torch.zeros(0)
+
+
+def apply_cut(record: Data, scores: torch.Tensor, score_cut: float) -> Data:
+    """A copy of ``record`` keeping the edges with score >= ``score_cut``, with ``scores``."""
+    keep = scores >= score_cut
+    out = record.clone()
+    out.edge_index = record.edge_index[:, keep]
+    out.scores = scores[keep]
+    for key in EDGE_FIELDS:
+        value = getattr(record, key, None)
+        if value is not None:
+            setattr(out, key, value[keep])
+    return out
+
+
+def filter_graph(network: FilterMLP, record: Data, score_cut: float = 0.5,
+                 chunk_size: int | None = 500_000) -> Data:
+    """Score (chunked) and cut: the filtered record."""
+    return apply_cut(record, score_edges(network, record, chunk_size), score_cut)

@@ -1,0 +1,94 @@
+"""``FilterModule``: Lightning training of the edge filter.
+
+Each step draws ``edge_batch`` random edges of one event graph (so a 2M-edge event fits in
+memory) and minimises the weighted binary cross-entropy
+
+    L = sum_e w_e BCE(logit_e, t_e) / sum_e w_e,   t_e = y_pid(e) (both hits of one particle),
+    w_e = signal_weight if signal(e), pos_weight if t_e and not signal(e), 1 otherwise.
+
+Validation scores every edge of an event (chunked) and logs, at ``score_cut``, the share of
+signal edges kept (efficiency), the share of fake edges (t_e = 0) removed (rejection) and purity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch_geometric.data import Data
+
+from trkx.filter.features import edge_features
+from trkx.filter.inference import score_edges
+from trkx.filter.model import FilterMLP
+
+
+def filter_metrics(record: Data, scores: torch.Tensor, score_cut: float) -> dict[str, float]:
+    """Efficiency on signal edges, rejection of fake edges, purity and kept edges per hit."""
+    keep = scores >= score_cut
+    signal, true = record.signal.bool(), record.y_pid.bool()
+    return {
+        "signal_efficiency": float((keep & signal).sum()) / max(int(signal.sum()), 1),
+        "fake_rejection": float((~keep & ~true).sum()) / max(int((~true).sum()), 1),
+        "purity": float((keep & true).sum()) / max(int(keep.sum()), 1),
+        "edges_per_hit": float(keep.sum()) / max(int(record.num_nodes), 1),
+    }
+
+
+class FilterModule(pl.LightningModule):
+    """Edge filter; every argument is a config key (configs/filter.yaml)."""
+
+    def __init__(self, hit_features: int = 3, cell_agreement: bool = False, hidden: int = 128,
+                 layers: int = 3, edge_batch: int = 200_000, signal_weight: float = 3.0,
+                 pos_weight: float = 1.0, learning_rate: float = 1e-3,
+                 weight_decay: float = 0.0, score_cut: float = 0.5,
+                 chunk_size: int = 500_000, seed: int = 0) -> None:
+        super().__init__()
+        if edge_batch < 1 or not 0.0 <= score_cut <= 1.0:
+            raise ValueError("edge_batch must be >= 1 and score_cut in [0, 1]")
+        self.save_hyperparameters()
+        self.network = FilterMLP(hit_features, cell_agreement, hidden, layers)
+        self._rng = np.random.default_rng(seed)
+
+    def _names(self, record: Data):
+        names = getattr(record, "feature_names", None)
+        return names if self.hparams.cell_agreement else None
+
+    def edge_loss(self, record: Data, edges: torch.Tensor | None = None) -> torch.Tensor:
+        """The weighted BCE over ``edges`` (indices into the record's edges; None: all)."""
+        edge_index = record.edge_index if edges is None else record.edge_index[:, edges]
+        target = record.y_pid if edges is None else record.y_pid[edges]
+        signal = record.signal if edges is None else record.signal[edges]
+        logits = self.network(edge_features(record.x, record.pos, edge_index,
+                                            self._names(record), self.hparams.hit_features))
+        target, signal = target.float(), signal.bool()
+        weight = torch.ones_like(target)
+        weight = torch.where(target > 0, torch.full_like(target, self.hparams.pos_weight), weight)
+        weight = torch.where(signal, torch.full_like(target, self.hparams.signal_weight), weight)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, target, weight,
+                                                                    reduction="sum")
+        return loss / weight.sum()
+
+    def sample_edges(self, n_edges: int) -> torch.Tensor | None:
+        if n_edges <= self.hparams.edge_batch:
+            return None
+        return torch.from_numpy(self._rng.choice(n_edges, self.hparams.edge_batch,
+                                                 replace=False))
+
+    def training_step(self, record: Data, batch_idx: int) -> torch.Tensor:
+        loss = self.edge_loss(record, self.sample_edges(record.edge_index.shape[1]))
+        self.log("train_loss", loss, prog_bar=True, batch_size=1)
+        return loss
+
+    def scores(self, record: Data) -> torch.Tensor:
+        return score_edges(self.network, record, self.hparams.chunk_size)
+
+    def validation_step(self, record: Data, batch_idx: int) -> None:
+        metrics = filter_metrics(record, self.scores(record), self.hparams.score_cut)
+        self.log("val_loss", self.edge_loss(record, self.sample_edges(
+            record.edge_index.shape[1])), batch_size=1)
+        for key, value in metrics.items():
+            self.log(f"val_{key}", value, prog_bar=True, batch_size=1)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=self.hparams.learning_rate,
+                                 weight_decay=self.hparams.weight_decay)
