@@ -6,7 +6,8 @@ Each stage package ``trkx.<stage>`` provides a module ``trkx.<stage>.cli`` with
     add_infer_arguments(parser), infer(args) -> int,
 
 importing its heavy dependencies inside ``train``/``infer``. Stages whose ``cli`` module does
-not exist yet are simply not offered.
+not exist yet are simply not offered. ``trkx infer`` without a STAGE runs the whole trained
+pipeline (:mod:`trkx.cli.pipeline_infer`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         parser = subparsers.add_parser(
             verb, help=f"{verb} one pipeline stage ({', '.join(modules) or 'none yet'})",
             description=f"{verb.capitalize()} one stage of the pipeline.")
-        stage_parsers = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
+        stage_parsers = parser.add_subparsers(dest="stage", metavar="STAGE",
+                                              required=verb == "train")
+        if verb == "infer":
+            from trkx.cli import pipeline_infer
+
+            pipeline_infer.add_pipeline_arguments(parser)
+            parser.set_defaults(func=pipeline_infer.run)
         for stage, module in modules.items():
             stage_parser = stage_parsers.add_parser(stage, help=f"{verb} the {stage} stage")
             getattr(module, f"add_{verb}_arguments")(stage_parser)

@@ -11,6 +11,11 @@ def load_metrics(evaluate_dir: Path) -> dict:
     return json.loads((evaluate_dir / "metrics.json").read_text())
 
 
+def _number(value: float | None) -> str:
+    """Four decimals, or n/a when a rate has an empty denominator."""
+    return "n/a" if value is None else f"{value:.4f}"
+
+
 def format_run_summary(metrics: dict, seconds: dict[str, float]) -> str:
     """A plain-text table of a pipeline run (what a physicist reads first)."""
     lines = ["", "edges (test events)          efficiency   purity      kept"]
@@ -18,8 +23,8 @@ def format_run_summary(metrics: dict, seconds: dict[str, float]) -> str:
         pooled = stage.get("overall")
         if pooled:
             label = "gnn" if name == "events" else name
-            lines.append(f"  {label:<26s} {pooled['efficiency']:>10.4f} {pooled['purity']:>8.4f}"
-                         f" {pooled['n_kept']:>9,d}")
+            lines.append(f"  {label:<26s} {_number(pooled.get('efficiency')):>10s} "
+                         f"{_number(pooled.get('purity')):>8s} {pooled.get('n_kept', 0):>9,d}")
     overall = metrics["overall"]
     cuts = metrics.get("cuts", {})
     lines += ["", f"tracks ({cuts.get('matching', 'double_majority')} matching, "
@@ -28,7 +33,7 @@ def format_run_summary(metrics: dict, seconds: dict[str, float]) -> str:
                        ("duplicate_rate", "duplicate rate"), ("trackml_score", "TrackML score")]:
         value = overall.get(key)
         error = overall.get(f"{key}_err")
-        text = f"{value:.4f}" if value is not None else "n/a"
+        text = _number(value)
         if error is not None:
             text += f" ± {error:.4f}"
         lines.append(f"  {label:<26s} {text}")

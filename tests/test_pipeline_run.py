@@ -1,0 +1,98 @@
+"""`trkx run` end to end on a tiny configuration, and `trkx infer` on new events."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trkx.cli import main as trkx_main
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def tiny_config(tmp_path: Path) -> Path:
+    """Pile-up 3, four events, one or two epochs per stage, no cell features."""
+    config = {
+        "events": {"simulate": True, "train_events": 2, "val_events": 1, "test_events": 1,
+                   "pileup": 3, "seed": 5, "workers": 1},
+        "stages": {
+            "embedding": {"config": str(CONFIGS / "embedding.yaml"),
+                          "overrides": ["trainer.max_epochs=2", "trainer.max_time=null",
+                                        "trainer.check_val_every_n_epoch=1",
+                                        "data.use_cells=false", "model.in_features=3"]},
+            "filter": {"config": str(CONFIGS / "filter.yaml"),
+                       "overrides": ["trainer.max_epochs=2", "trainer.max_time=null",
+                                     "trainer.check_val_every_n_epoch=1",
+                                     "model.hit_features=3", "model.cell_agreement=false"]},
+            "gnn": {"config": str(CONFIGS / "gnn.yaml"),
+                    "overrides": ["trainer.max_epochs=1", "model.hidden=16",
+                                  "model.n_graph_iters=2"]},
+        },
+        "tracks": {"config": str(CONFIGS / "tracks.yaml"), "overrides": []},
+        "inference": {"bf16": False, "graph_ops": "csr"},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("run")
+    config = tiny_config(base)
+    workdir = base / "work"
+    assert trkx_main(["run", str(config), "--workdir", str(workdir)]) == 0
+    return config, workdir
+
+
+def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
+    _, workdir = tiny_run
+    for name in ("embedding.pt", "filter.pt", "gnn.pt"):
+        assert (workdir / "checkpoints" / name).is_file()
+    metrics = json.loads((workdir / "evaluate" / "metrics.json").read_text())
+    assert 0.0 <= metrics["overall"]["efficiency"] <= 1.0
+    assert list((workdir / "tracks").glob("event*-tracks.csv"))
+    summary = json.loads((workdir / "run_summary.json").read_text())
+    assert set(summary["seconds_per_stage"]) >= {"simulate", "embedding", "filter", "gnn"}
+
+
+def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
+                                     capsys: pytest.CaptureFixture) -> None:
+    config, workdir = tiny_run
+    shutil.rmtree(workdir / "evaluate")
+    capsys.readouterr()
+    assert trkx_main(["run", str(config), "--workdir", str(workdir)]) == 0
+    out = capsys.readouterr().out
+    assert "train-gnn: done before" in out and "simulate-train: done before" in out
+    assert "[" in out and "evaluate: finished" in out
+
+
+def test_infer_on_events_without_cells_or_truth(tiny_run: tuple[Path, Path],
+                                                tmp_path: Path) -> None:
+    config, workdir = tiny_run
+    events = tmp_path / "events"
+    events.mkdir()
+    for path in (workdir / "data" / "test").glob("*-hits.csv.gz"):
+        shutil.copy(path, events / path.name)
+    out = tmp_path / "out"
+    assert trkx_main(["infer", "--config", str(config), "--checkpoints",
+                      str(workdir / "checkpoints"), "--events", str(events),
+                      "--out", str(out)]) == 0
+    timing = json.loads((out / "timing.json").read_text())
+    assert set(timing["mean_seconds"]) >= {"embedding", "filter", "gnn", "tracks"}
+    assert list(out.glob("event*-tracks.csv")) and not (out / "evaluate").exists()
+
+
+def test_bad_config_key_fails_before_any_work(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture) -> None:
+    config = tiny_config(tmp_path)
+    text = config.read_text().replace("test_events", "tset_events")
+    config.write_text(text)
+    assert trkx_main(["run", str(config), "--workdir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'tset_events' (did you mean 'test_events'?)" in err
+    assert not (tmp_path / "w").exists()

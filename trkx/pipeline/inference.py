@@ -1,0 +1,120 @@
+"""Trained pipeline inference on one event: record in, tracks out, time per stage.
+
+    record --embedding--> radius graph --filter--> reduced graph --gnn--> edge scores
+           --track building--> a track id per hit
+
+Every stage is the same pure function the stage CLIs use; this module only loads the trained
+models once (``WORKDIR/checkpoints/{embedding,filter,gnn}.pt``) and times each stage.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
+
+CHECKPOINT_FILES = {"embedding": "embedding.pt", "filter": "filter.pt", "gnn": "gnn.pt"}
+
+
+def checkpoint_paths(directory: str | Path) -> dict[str, Path]:
+    """The three checkpoint files of a trained pipeline (all must exist)."""
+    directory = Path(directory)
+    paths = {stage: directory / name for stage, name in CHECKPOINT_FILES.items()}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{directory}: missing checkpoint(s) {', '.join(missing)} "
+                                "(train them with `trkx run` or `trkx train STAGE`)")
+    return paths
+
+
+@dataclass
+class TrainedPipeline:
+    """Loaded models and working points of every stage."""
+
+    embedding: Any
+    radius: float
+    max_neighbours: int
+    graph_backend: str
+    use_cells: bool
+    filter: Any
+    filter_cut: float
+    filter_chunk: int
+    gnn: Any
+    graph_ops: str
+    bf16: bool
+    builder: Any
+    chooser: Any = field(default=None)
+
+    @classmethod
+    def load(cls, checkpoints: str | Path, stage_configs: dict[str, tuple[Path, list[str]]],
+             graph_ops: str = "auto", bf16: bool = False) -> TrainedPipeline:
+        """Load the models; ``stage_configs[stage] = (yaml path, overrides)`` give the working
+        points (embedding ``graph``, filter ``inference``, tracks ``builder``)."""
+        from trkx.embedding.cli import load_network as load_embedding
+        from trkx.embedding.inference import GraphBuilding
+        from trkx.filter.cli import FilterInference
+        from trkx.filter.cli import load_network as load_filter
+        from trkx.gnn.checkpoint import load_gnn_checkpoint
+        from trkx.gnn.ops_factory import KernelChooser
+        from trkx.tracks.building import TrackBuilder
+
+        paths = checkpoint_paths(checkpoints)
+
+        def stage_section(stage: str, name: str) -> dict:
+            path, overrides = stage_configs[stage]
+            return section(apply_overrides(load_config(path), overrides), name, str(path))
+
+        graph = instantiate(GraphBuilding, stage_section("embedding", "graph"),
+                            f"{stage_configs['embedding'][0]}: graph")
+        embedding, emb_hp, emb_extra = load_embedding(str(paths["embedding"]))
+        filter_options = instantiate(FilterInference, stage_section("filter", "inference"),
+                                     f"{stage_configs['filter'][0]}: inference")
+        filter_net, filter_hp, _ = load_filter(str(paths["filter"]))
+        gnn, _ = load_gnn_checkpoint(paths["gnn"])
+        builder = instantiate(TrackBuilder, stage_section("tracks", "builder"),
+                              f"{stage_configs['tracks'][0]}: builder")
+        if graph_ops not in ("csr", "scatter", "auto"):
+            raise ConfigError(f"graph_ops must be csr, scatter or auto, not {graph_ops!r}")
+        return cls(
+            embedding=embedding,
+            radius=graph.radius if graph.radius is not None else emb_hp["radius"],
+            max_neighbours=(graph.max_neighbours if graph.max_neighbours is not None
+                            else emb_hp["max_neighbours"]),
+            graph_backend=graph.backend, use_cells=bool(emb_extra.get("use_cells", False)),
+            filter=filter_net,
+            filter_cut=(filter_options.score_cut if filter_options.score_cut is not None
+                        else filter_hp["score_cut"]),
+            filter_chunk=filter_options.chunk_size, gnn=gnn, graph_ops=graph_ops, bf16=bf16,
+            builder=builder, chooser=KernelChooser(width=gnn.hidden))
+
+    @torch.no_grad()
+    def run(self, record: Data) -> tuple[dict[str, Data], np.ndarray, dict[str, float]]:
+        """Graphs after each stage, the track id of every hit, and seconds per stage."""
+        from trkx.embedding.inference import embedding_graph
+        from trkx.filter.inference import filter_graph
+        from trkx.gnn.inference import score_edges
+
+        seconds: dict[str, float] = {}
+        start = time.perf_counter()
+        embedded = embedding_graph(self.embedding, record, self.radius, self.max_neighbours,
+                                   self.graph_backend)
+        seconds["embedding"] = time.perf_counter() - start
+        start = time.perf_counter()
+        filtered = filter_graph(self.filter, embedded, self.filter_cut, self.filter_chunk)
+        seconds["filter"] = time.perf_counter() - start
+        start = time.perf_counter()
+        scored = filtered.clone()
+        scored.scores = score_edges(self.gnn, filtered.x, filtered.edge_index.long(),
+                                    self.graph_ops, self.chooser, bf16=self.bf16)
+        seconds["gnn"] = time.perf_counter() - start
+        start = time.perf_counter()
+        labels = self.builder.build(scored)
+        seconds["tracks"] = time.perf_counter() - start
+        return {"embedding": embedded, "filter": filtered, "gnn": scored}, labels, seconds
