@@ -21,7 +21,7 @@ TRKX_DATA ?= $(abspath ../shared/data/trackml)
 export TRKX_DATA
 
 demo: $(VENV)/.installed
-	$(PY) -m trkx demo
+	$(PY) -m trkx run configs/quickstart.yaml --workdir runs/quickstart
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check trkx tests benchmarks
