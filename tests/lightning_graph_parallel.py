@@ -14,16 +14,23 @@ import torch
 from torch.utils.data import DataLoader
 
 import trkx.gnn.distributed.lightning  # noqa: F401  (registers "graph_parallel")
-from tests.test_distributed_train import MODEL, OPTIM  # the same run as the torchrun test
+from tests.test_distributed_train import (  # the same run as the torchrun test
+    CLIP,
+    EPOCHS,
+    LOSS,
+    MODEL,
+    SEED,
+    loss_weights,
+)
 from trkx.data.record import load_record
 from trkx.gnn.local_ops import CsrGraphOps
+from trkx.gnn.metrics import weighted_bce
 from trkx.gnn.model import InteractionGNN
-
-LR, EPOCHS, POS_WEIGHT, SEED = OPTIM["lr"], OPTIM["epochs"], OPTIM["pos_weight"], OPTIM["seed"]
 
 
 class EdgeClassifier(pl.LightningModule):
-    """The module contract: ops from the batch when present, mean edge loss."""
+    """The module contract: ops from the batch when present, a weighted mean edge loss and
+    its normaliser."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -32,12 +39,13 @@ class EdgeClassifier(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         ops = getattr(batch, "graph_ops", None) or CsrGraphOps(batch.edge_index, batch.num_nodes)
-        logits = self.model(batch.x, ops)
-        return torch.nn.functional.binary_cross_entropy_with_logits(
-            logits, batch.y.float(), pos_weight=torch.tensor(POS_WEIGHT))
+        return weighted_bce(self.model(batch.x, ops), batch.y, loss_weights(batch))
+
+    def edge_loss_normaliser(self, batch) -> float:
+        return float(loss_weights(batch).sum())
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=LR, weight_decay=0.0)
+        return torch.optim.AdamW(self.parameters(), lr=LOSS["learning_rate"], weight_decay=0.0)
 
 
 def first(items):
@@ -49,6 +57,7 @@ def main(events_dir: str, out: str, strategy: str) -> None:
     loader = DataLoader(events, batch_size=1, shuffle=False, collate_fn=first)
     module = EdgeClassifier()
     trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=2, max_epochs=EPOCHS,
+                         gradient_clip_val=CLIP,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False)
     trainer.fit(module, loader)

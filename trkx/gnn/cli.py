@@ -64,6 +64,10 @@ def train(args: argparse.Namespace) -> int:
 
     label = str(args.config)
     config = apply_overrides(load_config(args.config), args.overrides)
+    if "distributed" in config:  # graph-parallel training under torchrun: trkx.gnn.distributed
+        from trkx.gnn.distributed.train import train_from_config
+        return train_from_config(config, args.output, label=label, train_dir=args.train_dir,
+                                 seed=args.seed)
     check_sections(config, SECTIONS, label)
     data_config = section(config, "data", label)
     if args.train_dir:

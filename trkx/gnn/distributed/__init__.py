@@ -11,6 +11,8 @@ Modules (one concept each):
 - :mod:`.sparse1d`   ``sparse-1d`` (halo rows only, one ``all_to_all_single`` per exchange);
 - :mod:`.onefive`    ``1.5d`` (CAGNET 1.5D with replication c);
 - :mod:`.volume`     the analytic communication volume of each algorithm;
+- :mod:`.projection` alpha-beta projection of a step to many ranks from the exact plans;
+- :mod:`.geometric_graph` a realistic layer-neighbour detector graph (benchmarks, tests);
 - :mod:`.factory`    ``build_graph_ops(algorithm, ...)``;
 - :mod:`.bookkeeping` loss scaling and gradient reduction (distributed = single-process function);
 - :mod:`.train`      the ``torchrun`` training entry; :mod:`.lightning` the Lightning strategy.

@@ -1,20 +1,22 @@
 """Distributed GNN training: ``torchrun --nproc-per-node P -m trkx train gnn --config C``.
 
-The config (``configs/gnn_distributed.yaml``) has the sections
+The config is ``configs/gnn.yaml``'s format plus a ``distributed`` section
+(``configs/gnn_distributed.yaml``):
 
-    model:        InteractionGNN keyword arguments
-    data:         DataConfig  (folder of event records with x, pos, edge_index and a target)
-    optimizer:    OptimConfig (AdamW, epochs, positive-class weight, seed)
-    distributed:  GraphParallel keyword arguments (algorithm, partitioner, replication, timeout)
-    output:       OutputConfig (checkpoint path)
+    data:         DistributedData   (train_dir, pattern, max_events)
+    model:        InteractionGNN    (node_features read from the records when omitted)
+    module:       LossConfig        (GNNModule's optimiser and edge-weight settings)
+    trainer:      LoopConfig        (max_epochs, gradient_clip_val, seed)
+    distributed:  GraphParallel     (algorithm, partitioner, replication, timeout_s)
 
 Every rank reads each event record, keeps its block (:class:`~.factory.GraphParallel`), runs
-the same ``InteractionGNN`` on it through the distributed ``GraphOps``, and minimises its share
-``L_r`` of the single-process loss (:mod:`.bookkeeping`); parameter gradients are summed over
-all ranks, so each optimiser step is the single-process step. Rank 0 logs the global loss and
-the bytes the rank moved per iteration, and writes the checkpoint atomically.
+the same ``InteractionGNN`` on it through the distributed ``GraphOps`` and minimises its share
+of the single-process loss ``sum_k w_k BCE_k / sum_k w_k`` (GNNModule's weighted BCE;
+:mod:`.bookkeeping`); gradients are summed over the ranks, then clipped, so each optimiser step
+is the single-process step. Rank 0 logs the global loss and its traffic per step and writes
+``OUTPUT/gnn.pt`` in the format of :mod:`trkx.gnn.checkpoint` (so ``trkx infer gnn`` reads it).
 A failing rank makes the others raise after ``distributed.timeout_s`` (collective timeout);
-under torchrun the agent also stops the whole group.
+under torchrun the elastic agent also stops the whole group.
 """
 
 from __future__ import annotations
@@ -23,94 +25,131 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SECTIONS = ("model", "data", "optimizer", "distributed", "output")
+SECTIONS = ("data", "model", "module", "trainer", "distributed")
+# Lightning Trainer keys of configs/gnn.yaml that the torchrun loop does not need
+LIGHTNING_ONLY = frozenset({"accelerator", "devices", "log_every_n_steps", "num_nodes",
+                            "strategy", "enable_progress_bar", "default_root_dir"})
 log = logging.getLogger("trkx.gnn.distributed")
 
 
 @dataclass(frozen=True)
-class DataConfig:
-    """Event records (``save_record`` files, ``*.pt``) with ``x``, ``pos``, ``edge_index`` and
-    the edge target ``target`` (default ``y``)."""
+class DistributedData:
+    """Filter-stage event records (``x``, ``pos``, ``edge_index``, ``y``, ``signal``)."""
 
-    input_dir: str
-    target: str = "y"
+    train_dir: str | None = None
+    pattern: str = "*.pt"
     max_events: int | None = None
 
 
 @dataclass(frozen=True)
-class OptimConfig:
-    lr: float = 1e-3
+class LossConfig:
+    """The optimiser and loss settings of :class:`trkx.gnn.module.GNNModule` (``graph_ops``,
+    ``lr_step_size``, ``lr_gamma``, ``edge_cut`` are accepted for config compatibility)."""
+
+    learning_rate: float = 1e-3
     weight_decay: float = 0.0
-    epochs: int = 1
-    pos_weight: float = 1.0
-    seed: int = 0
+    signal_weight: float = 2.0
+    true_weight: float = 1.0
+    fake_weight: float = 1.0
+    lr_step_size: int = 0
+    lr_gamma: float = 0.5
+    graph_ops: str = "auto"
+    edge_cut: float = 0.5
 
 
 @dataclass(frozen=True)
-class OutputConfig:
-    checkpoint: str | None = None
+class LoopConfig:
+    max_epochs: int = 1
+    gradient_clip_val: float | None = None
+    seed: int = 0
 
 
-def train_from_config(config: dict[str, Any], label: str = "config") -> int:
-    """Run distributed training as the config says; returns a process exit code."""
+def train_from_config(config: dict[str, Any], output: str | os.PathLike,
+                      label: str = "config", train_dir: str | None = None,
+                      seed: int | None = None) -> int:
+    """Run distributed training as ``config`` says, writing ``output/gnn.pt``; exit code."""
     import torch
     import torch.distributed as dist
     from tqdm import tqdm
 
-    from trkx.config import check_sections, instantiate, section
+    from trkx.config import ConfigError, check_sections, instantiate, section
     from trkx.data.record import load_record
+    from trkx.gnn.checkpoint import save_gnn_checkpoint
+    from trkx.gnn.metrics import edge_weights
     from trkx.gnn.model import InteractionGNN
+    from trkx.gnn.records import check_graph_record, node_features_of, record_paths
 
     from .bookkeeping import all_reduce_gradients, rank_loss, reported_loss
     from .factory import GraphParallel, init_process_group
 
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     check_sections(config, SECTIONS, label)
-    data_cfg = instantiate(DataConfig, section(config, "data", label), f"{label}: data")
-    optim = instantiate(OptimConfig, section(config, "optimizer", label), f"{label}: optimizer")
-    output = instantiate(OutputConfig, section(config, "output", label), f"{label}: output")
+    data_section = section(config, "data", label)
+    if train_dir:
+        data_section["train_dir"] = train_dir
+    data_section.pop("val_dir", None)          # validation runs single-process (trkx infer)
+    data_cfg = instantiate(DistributedData, data_section, f"{label}: data")
+    if not data_cfg.train_dir:
+        raise ConfigError(f"{label}: data.train_dir is not set (set it or pass --train-dir)")
+    loss_cfg = instantiate(LossConfig, section(config, "module", label), f"{label}: module")
+    loop_section = section(config, "trainer", label)
+    loop_cfg = instantiate(LoopConfig, {k: v for k, v in loop_section.items()
+                                        if k not in LIGHTNING_ONLY}, f"{label}: trainer")
     dist_cfg = section(config, "distributed", label)
+    paths = record_paths(data_cfg.train_dir, data_cfg.pattern)[:data_cfg.max_events]
+    model_cfg = section(config, "model", label)
+    model_cfg.setdefault("node_features", node_features_of(paths[0]))
+
     init_process_group(timeout_s=float(dist_cfg.get("timeout_s", 300.0)))
     try:
         parallel = instantiate(GraphParallel, dist_cfg, f"{label}: distributed")
         rank = dist.get_rank()
         device = _device()
-        torch.manual_seed(optim.seed)
-        model = instantiate(InteractionGNN, section(config, "model", label),
-                            f"{label}: model").to(device)
+        torch.manual_seed(loop_cfg.seed if seed is None else seed)
+        model = instantiate(InteractionGNN, model_cfg, f"{label}: model").to(device)
         for p in model.parameters():             # identical start on every rank
             dist.broadcast(p.data, src=0)
-        opt = torch.optim.AdamW(model.parameters(), lr=optim.lr,
-                                weight_decay=optim.weight_decay)
-        paths = _record_paths(data_cfg)
+        opt = torch.optim.AdamW(model.parameters(), lr=loss_cfg.learning_rate,
+                                weight_decay=loss_cfg.weight_decay)
+        sched = (torch.optim.lr_scheduler.StepLR(opt, loss_cfg.lr_step_size, loss_cfg.lr_gamma)
+                 if loss_cfg.lr_step_size > 0 else None)
         if rank == 0:
             log.info("%s; algorithm %s, partitioner %s; %d events", parallel.layout.describe(),
                      parallel.algorithm, parallel.partitioner, len(paths))
         parts: dict[Path, Any] = {}
-        for epoch in range(optim.epochs):
+        for epoch in range(loop_cfg.max_epochs):
             for path in tqdm(paths, desc=f"epoch {epoch}", disable=rank != 0):
                 data = load_record(path)
+                check_graph_record(data, str(path))
+                if "pos" not in data:
+                    raise KeyError(f"{path}: event record has no 'pos' (needed to partition)")
                 if path not in parts:
                     parts[path] = parallel.shard(data.edge_index, data.num_nodes, data.pos)
                 part = parts[path]
-                target = _target(data, data_cfg.target, path)
+                weights = edge_weights(data.y, data.signal, loss_cfg.signal_weight,
+                                       loss_cfg.true_weight, loss_cfg.fake_weight)
                 x = data.x[part.nodes].to(device)
-                y = target[part.edges].to(device, torch.float32)
+                y = data.y[part.edges].to(device)
                 parallel.stats.reset()
                 start = time.perf_counter()
                 logits = model(x, part.ops)
                 terms = torch.nn.functional.binary_cross_entropy_with_logits(
-                    logits, y, reduction="none",
-                    pos_weight=torch.tensor(optim.pos_weight, device=device))
-                loss = rank_loss(terms, data.edge_index.shape[1], parallel.replication)
+                    logits, y.to(logits.dtype), reduction="none")
+                local_w = weights[part.edges].to(device, terms.dtype)
+                loss = rank_loss(local_w * terms, weights.sum().clamp_min(1e-12),
+                                 parallel.replication)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 all_reduce_gradients(model.parameters())
+                if loop_cfg.gradient_clip_val:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                   loop_cfg.gradient_clip_val)
                 opt.step()
                 value = reported_loss(loss)
                 traffic = parallel.stats.total()
@@ -120,10 +159,12 @@ def train_from_config(config: dict[str, Any], label: str = "config") -> int:
                              time.perf_counter() - start, traffic.bytes_sent,
                              traffic.bytes_received, traffic.messages_sent,
                              traffic.messages_received)
-        if rank == 0 and output.checkpoint:
-            _save_atomic({"model": model.state_dict(), "config": config,
-                          "optimizer": asdict(optim)}, Path(output.checkpoint))
-            log.info("checkpoint written to %s", output.checkpoint)
+            if sched is not None:
+                sched.step()
+        if rank == 0:
+            module_cfg = section(config, "module", label)
+            written = save_gnn_checkpoint(Path(output) / "gnn.pt", model, model_cfg, module_cfg)
+            log.info("wrote %s", written)
         dist.barrier()
         return 0
     finally:
@@ -139,47 +180,18 @@ def _device():
     return torch.device("cpu")
 
 
-def _record_paths(cfg: DataConfig) -> list[Path]:
-    folder = Path(cfg.input_dir)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"data.input_dir {folder}: no such folder")
-    paths = sorted(folder.glob("*.pt"))
-    if cfg.max_events is not None:
-        paths = paths[:cfg.max_events]
-    if not paths:
-        raise FileNotFoundError(f"data.input_dir {folder}: no event records (*.pt)")
-    return paths
-
-
-def _target(data, key: str, path: Path):
-    for needed in ("edge_index", "pos", key):
-        if needed not in data:
-            raise KeyError(f"{path}: event record has no {needed!r} (needed for GNN training)")
-    return getattr(data, key)
-
-
-def _save_atomic(payload: dict, path: Path) -> None:
-    import torch
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m trkx.gnn.distributed.train --config C [KEY=VALUE ...]`` (under torchrun)."""
+    """``python -m trkx.gnn.distributed.train --config C --output O [KEY=VALUE ...]``."""
     from trkx.config import apply_overrides, load_config
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", required=True)
+    parser.add_argument("--output", required=True, help="folder for gnn.pt")
+    parser.add_argument("--train-dir")
     parser.add_argument("overrides", nargs="*", help="section.key=value")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     config = apply_overrides(load_config(args.config), args.overrides)
-    return train_from_config(config, label=args.config)
+    return train_from_config(config, args.output, label=args.config, train_dir=args.train_dir)
 
 
 if __name__ == "__main__":
