@@ -62,8 +62,14 @@ class GNNModule(pl.LightningModule):
 
     def forward(self, data: Data) -> Tensor:
         """Edge logits [E] of one event graph."""
-        ops = build_graph_ops(data.edge_index, data.num_nodes, self.graph_ops, self.chooser)
+        # A graph-parallel strategy hands each rank its block with distributed ops attached.
+        ops = getattr(data, "graph_ops", None) or build_graph_ops(
+            data.edge_index, data.num_nodes, self.graph_ops, self.chooser)
         return self.model(data.x, ops)
+
+    def edge_loss_normaliser(self, data: Data) -> float:
+        """Denominator of the weighted BCE (GraphParallelStrategy rescales the loss by it)."""
+        return float(self._weights(data).sum())
 
     def _weights(self, data: Data) -> Tensor:
         return edge_weights(data.y, data.signal, self.signal_weight, self.true_weight,
