@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=str(REPO / "configs" / "filter.yaml"))
     parser.add_argument("--checkpoint", default=None, help="trained filter")
     parser.add_argument("--embedding-checkpoint", required=True)
+    parser.add_argument("--embedding-config", default=str(REPO / "configs" / "embedding.yaml"),
+                        help="its 'graph' section sets the embedding working point")
     parser.add_argument("--test-events", default=str(REPO / "data" / "sim" / "test"))
     parser.add_argument("--score-cut", type=float, default=None)
     parser.add_argument("--out", default=str(REPO / "runs" / "bench" / "filter"))
@@ -61,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     network, hp, extra = filter_cli.load_network(checkpoint)
     cut = args.score_cut if args.score_cut is not None else hp["score_cut"]
     embedder, ehp, _ = embedding_cli.load_network(args.embedding_checkpoint)
+    from trkx.config import load_config
+
+    graph_options = load_config(args.embedding_config).get("graph") or {}
+    radius = next(v for v in (graph_options.get("radius"), ehp["radius"]) if v is not None)
+    k = next(v for v in (graph_options.get("max_neighbours"), ehp["max_neighbours"])
+             if v is not None)
+    print(f"embedding working point: radius {radius}, max_neighbours {k}")
     print(f"filter training: {extra.get('train_events')} events, config {json.dumps(hp)}")
 
     records = load_records(args.test_events, use_cells=bool(hp["cell_agreement"]))
@@ -68,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     stages: dict[str, list[dict]] = {"embedding": [], "filter": []}
     seconds, all_scores, all_signal, all_fake = [], [], [], []
     for record in records:
-        graph = embedding_graph(embedder, record, ehp["radius"], ehp["max_neighbours"],
-                                "kdtree")
+        graph = embedding_graph(embedder, record, radius, k, "kdtree")
         start = time.perf_counter()
         scores = score_edges(network, graph, hp["chunk_size"])
         filtered = apply_cut(graph, scores, cut)

@@ -171,8 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         stage_cli.train(argparse.Namespace(config=args.config, overrides=args.overrides,
                                            checkpoint=checkpoint))
     network, hp, extra = stage_cli.load_network(checkpoint)
-    radius = args.radius if args.radius is not None else hp["radius"]
-    k = args.max_neighbours if args.max_neighbours is not None else hp["max_neighbours"]
+    from trkx.config import apply_overrides, load_config
+
+    graph = apply_overrides(load_config(args.config), args.overrides).get("graph") or {}
+    # Working point: command line, else the config's inference section, else the model's.
+    radius = next(v for v in (args.radius, graph.get("radius"), hp["radius"]) if v is not None)
+    k = next(v for v in (args.max_neighbours, graph.get("max_neighbours"), hp["max_neighbours"])
+             if v is not None)
     use_cells = bool(extra.get("use_cells", False))
     print(f"training: {extra.get('train_events')} events, config {json.dumps(hp)}")
     print(f"working point: radius {radius}, max_neighbours {k}")
