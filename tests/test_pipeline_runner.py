@@ -58,3 +58,16 @@ def test_failing_step_stops_the_run(tmp_path: Path) -> None:
     with pytest.raises(StepFailed, match="step bad failed"):
         run_steps([bad], tmp_path, trkx_main, log=lambda _: None)
     assert not is_done(bad, tmp_path)
+
+
+def test_edited_config_reruns(tmp_path: Path) -> None:
+    config = tmp_path / "stage.yaml"
+    config.write_text("a: 1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x").write_text("")
+    step = Step("s", "s", ("info", "--config", str(config)), out)
+    run_steps([step], tmp_path, lambda argv: 0, log=lambda _: None)
+    assert is_done(step, tmp_path)
+    config.write_text("a: 2\n")
+    assert not is_done(step, tmp_path)

@@ -2,14 +2,16 @@
 
 A step is one ``trkx`` command line (e.g. ``trkx train embedding ...``) with the folder or file
 it produces. When a step succeeds the runner writes a marker
-``WORKDIR/.trkx/steps/NAME.json`` (atomically) holding the command line and its duration. A
-later run skips a step when its marker exists, records the same command line, and its output
-is still present; anything else (an interrupted step, a changed config, a deleted output)
-runs again, so an interrupted ``trkx run`` resumes where it stopped.
+``WORKDIR/.trkx/steps/NAME.json`` (atomically) holding the command line, a fingerprint of the
+YAML configs it names, and its duration. A later run skips a step when its marker exists,
+records the same command line and config contents, and its output is still present; anything
+else (an interrupted step, an edited config, a deleted output) runs again, so an interrupted
+``trkx run`` resumes where it stopped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -54,6 +56,17 @@ def _write_json_atomic(path: Path, payload: dict) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
+def config_fingerprint(step: Step) -> str:
+    """SHA-256 over the contents of the YAML files the command line names."""
+    digest = hashlib.sha256()
+    for arg in step.argv:
+        path = Path(arg)
+        if path.suffix in (".yaml", ".yml") and path.is_file():
+            digest.update(arg.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def is_done(step: Step, workdir: Path) -> dict | None:
     """The marker of a finished, still valid step, else None."""
     marker = step.marker(workdir)
@@ -64,6 +77,8 @@ def is_done(step: Step, workdir: Path) -> dict | None:
     except (OSError, json.JSONDecodeError):
         return None
     if payload.get("argv") != list(step.argv):
+        return None
+    if payload.get("configs") != config_fingerprint(step):
         return None
     if step.output.is_dir() and not any(step.output.iterdir()):
         return None
@@ -89,8 +104,9 @@ def run_steps(steps: Sequence[Step], workdir: Path,
         if status != 0:
             raise StepFailed(f"step {step.name} failed (exit status {status}): "
                              f"trkx {' '.join(step.argv)}")
-        _write_json_atomic(step.marker(workdir), {"argv": list(step.argv), "seconds": seconds,
-                                                  "finished": time.time()})
+        _write_json_atomic(step.marker(workdir), {
+            "argv": list(step.argv), "configs": config_fingerprint(step), "seconds": seconds,
+            "finished": time.time()})
         log(f"{header}: finished in {seconds:.1f} s")
         results.append(StepResult(step, seconds, skipped=False))
     return results
