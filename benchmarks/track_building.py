@@ -84,8 +84,8 @@ def print_table(name: str, stats: dict, rows: list[dict]) -> None:
     print(f"\n{name}: {stats['n_hits']:,d} hits, {stats['n_edges']:,d} edges, "
           f"purity {stats['edge_purity_at_0.5']:.3f} and truth-edge efficiency "
           f"{stats['truth_edges_at_0.5']:.3f} at score 0.5")
-    print(f"{'method':<12s} {'orient':<6s} {'cut':>4s} {'layer':>5s} {'ratio':>5s} {'eff':>6s} {'fake':>6s} {'dup':>6s} "
-          f"{'score':>6s} {'tracks':>7s} {'build s':>8s}")
+    print(f"{'method':<12s} {'orient':<6s} {'cut':>4s} {'layer':>5s} {'ratio':>5s} {'eff':>6s} "
+          f"{'fake':>6s} {'dup':>6s} {'score':>6s} {'tracks':>7s} {'build s':>8s}")
     for row in rows:
         layer = "-" if row["max_layer_hits"] is None else str(row["max_layer_hits"])
         ratio = "-" if row["sibling_ratio"] is None else f"{row['sibling_ratio']:.1f}"

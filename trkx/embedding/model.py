@@ -12,7 +12,8 @@ and with the direction from the origin made explicit:
     h_0 = [enc(x_pos), x_rest],   h_{l+1} = tanh(LayerNorm(W_l h_l + b_l))   (l < L),
     e = W_L h_L + b_L,   e <- e / |e|                      (e in S^{d-1}, d = embedding_dim).
 
-The input is the leading ``in_features`` columns of the hit features. On the unit sphere distances lie in [0, 2], so one radius means the same thing for every model.
+The input is the leading ``in_features`` columns of the hit features. On the unit sphere
+distances lie in [0, 2], so one radius means the same thing for every model.
 """
 
 from __future__ import annotations

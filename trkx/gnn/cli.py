@@ -137,8 +137,8 @@ def infer(args: argparse.Namespace) -> int:
         data = load_record(path)
         check_graph_record(data, str(path), INFERENCE_KEYS)
         if data.x.shape[1] != model.node_features:
-            raise TrackMLFormatError(f"{path}: 'x' has {data.x.shape[1]} features, the model expects "
-                             f"{model.node_features}")
+            raise TrackMLFormatError(f"{path}: 'x' has {data.x.shape[1]} features, the model "
+                                     f"expects {model.node_features}")
         data.scores = score_edges(model, data.x, data.edge_index.long(), graph_ops, chooser,
                                   bf16=args.bf16)
         save_record(data, output / path.name)

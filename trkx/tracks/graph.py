@@ -13,7 +13,8 @@ path. Two orientations:
   falls for a particle produced at z > 0 heading to z < 0).
 
 A pair given twice keeps its highest score. Hits are ranked inner to outer by ``r`` (without
-``pos``, by index); the walkthrough starts its walks in that order. When the record has ``volume_id`` and ``layer_id``, the layer key ``volume_id * 1000 +
+``pos``, by index); the walkthrough starts its walks in that order. When the record has
+``volume_id`` and ``layer_id``, the layer key ``volume_id * 1000 +
 layer_id`` of each hit travels along (the walkthrough uses it for overlap double hits).
 """
 

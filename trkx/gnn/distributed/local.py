@@ -7,7 +7,8 @@ An :class:`Incidence` is an ``R x C`` 0/1 matrix ``A`` with exactly one 1 per ro
     A^T E  = CSR(A^T) @ E                  (column sums, CSR SpMM: the fast scatter on CPU)
 
 Sums of bfloat16/float16 rows are computed and returned in float32 (no low-precision CSR
-kernel on CPU). ``A^T`` is stored once in CSR form (rows sorted by column of ``A``) per dtype and device.
+kernel on CPU). ``A^T`` is stored once in CSR form (rows sorted by column of ``A``) per dtype
+and device.
 """
 
 from __future__ import annotations
