@@ -5,15 +5,13 @@ and atomic writes (temporary file in the destination folder, then ``os.replace``
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from trkx.atomic import atomic_write
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
 from trkx.data.errors import TrackMLFormatError
 
@@ -23,19 +21,6 @@ EVENT_NUMBER = re.compile(r"event(\d+)")
 
 def tracks_file_name(event_id: int) -> str:
     return f"event{int(event_id):09d}-tracks.csv"
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return path
 
 
 def config_section(config_path: str | None, overrides: list[str], name: str, target, label):

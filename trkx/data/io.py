@@ -23,6 +23,7 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
+from trkx.atomic import default_file_mode
 from trkx.data.errors import EventFileNotFoundError, TrackMLFormatError
 from trkx.data.schema import PARTS, SCHEMAS
 from trkx.data.validate import validate_event, validate_part
@@ -207,13 +208,6 @@ def write_event(prefix: str | os.PathLike, *, compress: bool = True,
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
     return [final for _, final in staged]
-
-
-def default_file_mode() -> int:
-    """0o666 less the process umask: what ``open()`` would give a new file (mkstemp gives 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def frames_equal(left: pd.DataFrame, right: pd.DataFrame, rtol: float = 1e-6) -> bool:

@@ -17,10 +17,10 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
+from trkx.atomic import load_tensors, save_tensors
 from trkx.data.detector import Detector
 from trkx.data.errors import TrackMLFormatError
 from trkx.data.features import cylindrical, hit_features
-from trkx.data.io import default_file_mode
 from trkx.data.truth import SignalCuts, hit_truth, signal_hits, truth_graph, vertex_distance
 
 
@@ -62,8 +62,6 @@ def build_event_record(hits: pd.DataFrame, cells: pd.DataFrame | None = None,
 
 def save_record(data: Data, path: str | os.PathLike) -> Path:
     """Write a record atomically as a dict of tensors (plus the feature-name list)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload: dict[str, object] = {}
     for key, value in data.to_dict().items():
         if isinstance(value, torch.Tensor):
@@ -72,27 +70,13 @@ def save_record(data: Data, path: str | os.PathLike) -> Path:
             payload[key] = list(value)
         elif key == "num_nodes":
             payload[key] = int(value)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, default_file_mode())
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return path
+    return save_tensors(payload, path)
 
 
 def load_record(path: str | os.PathLike) -> Data:
     """Read a record written by :func:`save_record` (``weights_only=True``: no pickled code)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such event record")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises several types for corrupt or unsafe files
-        raise TrackMLFormatError(f"{path}: not a readable event record ({exc})") from exc
-    if not isinstance(payload, dict) or "x" not in payload:
+    payload = load_tensors(path, "event record")
+    if "x" not in payload:
         raise TrackMLFormatError(f"{path}: not an event record (expected a dict with 'x')")
     num_nodes = payload.pop("num_nodes", None)
     data = Data(**payload)

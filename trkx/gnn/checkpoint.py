@@ -9,13 +9,11 @@ File content (``torch.save`` of a plain dict, read with ``weights_only=True``)::
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from trkx.atomic import load_tensors, save_tensors
 from trkx.data.errors import TrackMLFormatError
 from trkx.gnn.model import InteractionGNN
 
@@ -31,26 +29,13 @@ def save_gnn_checkpoint(path: str | os.PathLike, model: InteractionGNN,
     payload = {"format": FORMAT, "model": dict(model_config), "module": dict(module_config),
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                "metrics": {k: float(v) for k, v in (metrics or {}).items()}}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return path
+    return save_tensors(payload, path)
 
 
 def load_gnn_checkpoint(path: str | os.PathLike) -> tuple[InteractionGNN, dict[str, Any]]:
     """The model (eval mode) and the ``module`` config section of a saved checkpoint."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such GNN checkpoint")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises several types for corrupt or unsafe files
-        raise TrackMLFormatError(f"{path}: not a readable GNN checkpoint ({exc})") from exc
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    payload = load_tensors(path, "GNN checkpoint")
+    if payload.get("format") != FORMAT:
         raise TrackMLFormatError(f"{path}: not a GNN checkpoint (expected format {FORMAT!r}; "
                                  "use the gnn.pt written by `trkx train gnn`)")
     model = InteractionGNN(**payload["model"])
