@@ -27,6 +27,16 @@ def stage_config(args: argparse.Namespace, sections: Iterable[str]) -> dict[str,
     return config
 
 
+def checkpoint_path(args: argparse.Namespace, config: dict[str, Any]) -> str:
+    """``--checkpoint``, else the config's ``checkpoint`` key (a clear error when neither)."""
+    from trkx.config import ConfigError
+
+    path = args.checkpoint or config.get("checkpoint")
+    if not path:
+        raise ConfigError(f"{args.config}: no 'checkpoint' key and no --checkpoint given")
+    return str(path)
+
+
 def make_trainer(options: dict[str, Any], label: str):
     """A Lightning Trainer from the config's ``trainer`` section (one-to-one kwargs)."""
     import pytorch_lightning as pl

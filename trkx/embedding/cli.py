@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from trkx.stage_tools import add_config_arguments, output_path, stage_config
+from trkx.stage_tools import add_config_arguments, checkpoint_path, output_path, stage_config
 
 SECTIONS = ("model", "data", "trainer", "graph", "checkpoint")
 DEFAULT_CONFIG = "configs/embedding.yaml"
@@ -33,13 +33,6 @@ def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nevents", type=int, default=None)
 
 
-def _checkpoint_path(args: argparse.Namespace, config: dict) -> str:
-    path = args.checkpoint or config.get("checkpoint")
-    if not path:
-        raise SystemExit(f"{args.config}: no 'checkpoint' key and no --checkpoint given")
-    return str(path)
-
-
 def train(args: argparse.Namespace) -> int:
     import torch
 
@@ -53,7 +46,7 @@ def train(args: argparse.Namespace) -> int:
     model_options = section(config, "model", label)
     data = instantiate(EventRecords, section(config, "data", label), f"{label}: data")
     module = instantiate(EmbeddingModule, model_options, f"{label}: model")
-    checkpoint = _checkpoint_path(args, config)
+    checkpoint = checkpoint_path(args, config)
     from trkx.stage_tools import make_trainer
 
     trainer = make_trainer(section(config, "trainer", label), label)
@@ -96,7 +89,7 @@ def infer(args: argparse.Namespace) -> int:
     config = stage_config(args, SECTIONS)
     label = str(args.config)
     graph = instantiate(GraphBuilding, section(config, "graph", label), f"{label}: graph")
-    network, hp, extra = load_network(_checkpoint_path(args, config))
+    network, hp, extra = load_network(checkpoint_path(args, config))
     data_options = section(config, "data", label)
     # Records keep every feature the config asks for (the filter uses cell features), the
     # network reads its leading columns.

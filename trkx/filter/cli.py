@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from trkx.stage_tools import add_config_arguments, output_path, stage_config
+from trkx.stage_tools import add_config_arguments, checkpoint_path, output_path, stage_config
 
 SECTIONS = ("model", "data", "trainer", "inference", "checkpoint")
 DEFAULT_CONFIG = "configs/filter.yaml"
@@ -47,13 +47,6 @@ def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nevents", type=int, default=None)
 
 
-def _checkpoint_path(args: argparse.Namespace, config: dict) -> str:
-    path = args.checkpoint or config.get("checkpoint")
-    if not path:
-        raise SystemExit(f"{args.config}: no 'checkpoint' key and no --checkpoint given")
-    return str(path)
-
-
 def train(args: argparse.Namespace) -> int:
     import torch
 
@@ -67,7 +60,7 @@ def train(args: argparse.Namespace) -> int:
     label = str(args.config)
     data = instantiate(EventRecords, section(config, "data", label), f"{label}: data")
     module = instantiate(FilterModule, section(config, "model", label), f"{label}: model")
-    checkpoint = _checkpoint_path(args, config)
+    checkpoint = checkpoint_path(args, config)
     trainer = make_trainer(section(config, "trainer", label), label)
     torch.manual_seed(module.hparams.seed)
     trainer.fit(module, datamodule=data)
@@ -106,7 +99,7 @@ def infer(args: argparse.Namespace) -> int:
     label = str(args.config)
     options = instantiate(FilterInference, section(config, "inference", label),
                           f"{label}: inference")
-    network, hp, _ = load_network(_checkpoint_path(args, config))
+    network, hp, _ = load_network(checkpoint_path(args, config))
     cut = options.score_cut if options.score_cut is not None else hp["score_cut"]
     records = load_records(args.events, args.nevents)
     for record in tqdm(records, desc="filter"):
