@@ -22,7 +22,7 @@ from torch.autograd import Function
 
 from .comm import CommStats, broadcast, reduce_sum
 from .local import Incidence
-from .shard import GraphShard
+from .shard import GraphShard, ShardGraphOps
 
 
 class SourceBlocks:
@@ -65,7 +65,7 @@ class SourceBlocks:
         return inc.apply_transposed(e.index_select(0, rows.to(e.device)))
 
 
-class Oblivious1dGraphOps:
+class Oblivious1dGraphOps(ShardGraphOps):
     """:class:`~trkx.gnn.graph_ops.GraphOps` of one rank for ``oblivious-1d``."""
 
     def __init__(self, shard: GraphShard, group: dist.ProcessGroup | None,
@@ -74,20 +74,6 @@ class Oblivious1dGraphOps:
         self.stats = stats if stats is not None else CommStats()
         self.sources = SourceBlocks(shard, range(shard.num_blocks))
         self.dst = Incidence(shard.dst_local, shard.num_nodes)
-
-    @property
-    def num_nodes(self) -> int:
-        return self.shard.num_nodes
-
-    @property
-    def num_edges(self) -> int:
-        return self.shard.num_edges
-
-    def gather(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return _ObliviousGather.apply(x, self)
-
-    def aggregate(self, e: Tensor) -> tuple[Tensor, Tensor]:
-        return _ObliviousAggregate.apply(e, self)
 
     def block_buffer(self, q: int, mine: Tensor) -> Tensor:
         if q == self.shard.block:
@@ -143,3 +129,7 @@ class _ObliviousAggregate(Function):
 
 
 __all__ = ["Oblivious1dGraphOps", "SourceBlocks"]
+
+
+Oblivious1dGraphOps._gather_fn = _ObliviousGather
+Oblivious1dGraphOps._aggregate_fn = _ObliviousAggregate

@@ -37,10 +37,10 @@ from .comm import CommStats, all_reduce_sum, broadcast, reduce_sum
 from .layout import ProcessLayout
 from .local import Incidence
 from .oblivious import SourceBlocks
-from .shard import GraphShard
+from .shard import GraphShard, ShardGraphOps
 
 
-class OneFiveDGraphOps:
+class OneFiveDGraphOps(ShardGraphOps):
     """:class:`~trkx.gnn.graph_ops.GraphOps` of rank ``(i, j)`` for ``1.5d``."""
 
     def __init__(self, shard: GraphShard, layout: ProcessLayout,
@@ -61,23 +61,9 @@ class OneFiveDGraphOps:
         self.dst = Incidence(shard.dst_local, shard.num_nodes)
 
     @property
-    def num_nodes(self) -> int:
-        return self.shard.num_nodes
-
-    @property
-    def num_edges(self) -> int:
-        return self.shard.num_edges
-
-    @property
     def num_sources(self) -> int:
         """``|U_i|``: distinct sources of this block's edges (rows of the row all_reduce)."""
         return self.to_edges.num_cols
-
-    def gather(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return _OneFiveGather.apply(x, self)
-
-    def aggregate(self, e: Tensor) -> tuple[Tensor, Tensor]:
-        return _OneFiveAggregate.apply(e, self)
 
     def _column_root(self, q: int) -> int:
         return self.layout.rank_of(q, self.layout.replica)
@@ -157,3 +143,7 @@ class _OneFiveAggregate(Function):
         g_u = g_in.new_zeros(ops.num_sources, g_in.shape[1])
         ops.broadcast_chunk(g, g_u, "aggregate.backward", accumulate=False)
         return ops.dst.apply(g_in) + ops.to_edges.apply(g_u), None
+
+
+OneFiveDGraphOps._gather_fn = _OneFiveGather
+OneFiveDGraphOps._aggregate_fn = _OneFiveAggregate

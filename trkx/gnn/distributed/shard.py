@@ -76,3 +76,29 @@ class GraphShard:
         source lies in ``source_block``: the block ``S_{p,q}`` of the source incidence."""
         rows = torch.nonzero(self.source_blocks() == source_block).flatten()
         return rows, self.local_index[self.src[rows]]
+
+
+class ShardGraphOps:
+    """What every distributed ``GraphOps`` shares: local sizes from its ``shard`` and the two
+    fused operators dispatched to the algorithm's autograd functions (``_gather_fn``,
+    ``_aggregate_fn``, set by each subclass)."""
+
+    shard: GraphShard
+    _gather_fn: type
+    _aggregate_fn: type
+
+    @property
+    def num_nodes(self) -> int:
+        return self.shard.num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        return self.shard.num_edges
+
+    def gather(self, x):
+        """``(S X, D X)`` for this rank's edges (see ``trkx.gnn.graph_ops``)."""
+        return self._gather_fn.apply(x, self)
+
+    def aggregate(self, e):
+        """``(D^T E, S^T E)`` for this rank's nodes (see ``trkx.gnn.graph_ops``)."""
+        return self._aggregate_fn.apply(e, self)

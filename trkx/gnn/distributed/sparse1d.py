@@ -29,7 +29,7 @@ from torch.autograd import Function
 
 from .comm import CommStats, all_to_all_rows
 from .local import Incidence
-from .shard import GraphShard
+from .shard import GraphShard, ShardGraphOps
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class HaloPlan:
         return self.halo_nodes.numel()
 
 
-class Sparse1dGraphOps:
+class Sparse1dGraphOps(ShardGraphOps):
     """:class:`~trkx.gnn.graph_ops.GraphOps` of one rank for the ``sparse-1d`` algorithm."""
 
     def __init__(self, shard: GraphShard, plan: HaloPlan, group: dist.ProcessGroup | None,
@@ -86,20 +86,6 @@ class Sparse1dGraphOps:
     def build(cls, edge_index: Tensor, shard: GraphShard, group: dist.ProcessGroup | None,
               stats: CommStats | None = None) -> Sparse1dGraphOps:
         return cls(shard, HaloPlan.build(edge_index, shard), group, stats)
-
-    @property
-    def num_nodes(self) -> int:
-        return self.shard.num_nodes
-
-    @property
-    def num_edges(self) -> int:
-        return self.shard.num_edges
-
-    def gather(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return _SparseGather.apply(x, self)
-
-    def aggregate(self, e: Tensor) -> tuple[Tensor, Tensor]:
-        return _SparseAggregate.apply(e, self)
 
     # the two exchanges, shared by forward and backward passes
     def fetch_halo(self, x: Tensor, op: str) -> tuple[Tensor, dist.Work | None]:
@@ -155,3 +141,7 @@ class _SparseAggregate(Function):
         g_e = ops.dst.apply(g_in)
         work.wait()
         return g_e + ops.src.apply(torch.cat([g_out, halo])), None
+
+
+Sparse1dGraphOps._gather_fn = _SparseGather
+Sparse1dGraphOps._aggregate_fn = _SparseAggregate
