@@ -1,7 +1,7 @@
 """Distributed GNN benchmark: traffic per algorithm/partitioner/P, memory, step time, projection.
 
 Graph: a real TrackML event's hits (``kaggle_hits``, ~110k hits) joined by the layer-neighbour
-rule of :mod:`trkx.gnn.distributed.geometric_graph` (nearby hits on adjacent layers, k=6,
+rule of ``benchmarks/geometric_graph.py`` (nearby hits on adjacent layers, k=6,
 |d eta|, |d phi| < 0.06): a realistic geometric stand-in until filtered simulated MU=200 graphs
 exist. Everything runs on gloo/CPU; traffic is counted by the ranks (``CommStats``).
 
@@ -29,8 +29,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.distributed_projection import project
 from trkx.gnn.distributed.partition import make_partition
-from trkx.gnn.distributed.projection import project
 
 ALGORITHMS = ("oblivious-1d", "sparse-1d", "1.5d")
 PARTITIONERS = ("contiguous", "sector", "balanced")
@@ -68,8 +68,8 @@ def release_free_heap() -> None:
 def build_graph(hits_file: Path, k: int, window: float) -> dict:
     import pandas as pd
 
+    from benchmarks.geometric_graph import layer_neighbour_graph
     from trkx.data.features import cylindrical
-    from trkx.gnn.distributed.geometric_graph import layer_neighbour_graph
     hits = pd.read_csv(hits_file)
     r, phi, z, _ = cylindrical(hits.x.to_numpy(), hits.y.to_numpy(), hits.z.to_numpy())
     pos = torch.from_numpy(np.stack([r, phi, z], 1).astype(np.float32))

@@ -13,7 +13,6 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-import trkx.gnn.distributed.lightning  # noqa: F401  (registers "graph_parallel")
 from tests.test_distributed_train import (  # the same run as the torchrun test
     CLIP,
     EPOCHS,
@@ -23,6 +22,7 @@ from tests.test_distributed_train import (  # the same run as the torchrun test
     loss_weights,
 )
 from trkx.data.record import load_record
+from trkx.gnn.distributed.lightning import register_graph_parallel_strategy
 from trkx.gnn.local_ops import CsrGraphOps
 from trkx.gnn.metrics import weighted_bce
 from trkx.gnn.model import InteractionGNN
@@ -53,6 +53,7 @@ def first(items):
 
 
 def main(events_dir: str, out: str, strategy: str) -> None:
+    register_graph_parallel_strategy()
     events = [load_record(p) for p in sorted(Path(events_dir).glob("*.pt"))]
     loader = DataLoader(events, batch_size=1, shuffle=False, collate_fn=first)
     module = EdgeClassifier()

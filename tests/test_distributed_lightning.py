@@ -24,7 +24,7 @@ def test_lightning_graph_parallel_matches_single_process(tmp_path):
     env = {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     result = subprocess.run([sys.executable, str(REPO / "tests" / "lightning_graph_parallel.py"),
-                             str(tmp_path / "events"), str(out), "graph_parallel_balanced"],
+                             str(tmp_path / "events"), str(out), "graph_parallel"],
                             check=False, cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

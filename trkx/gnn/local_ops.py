@@ -61,41 +61,67 @@ def transposed_incidence_csr(index: Tensor, num_nodes: int, dtype: torch.dtype) 
                                        check_invariants=False)
 
 
-class _CsrMatrices:
-    """``S^T`` and ``D^T`` in CSR for each dtype asked for (built on first use, then kept)."""
+class Incidence:
+    """A one-hot-per-row ``R x C`` incidence matrix ``A`` (``A[k, index[k]] = 1``) and its two
+    products:
 
-    def __init__(self, src: Tensor, dst: Tensor, num_nodes: int) -> None:
-        self.src, self.dst, self.num_nodes = src, dst, num_nodes
-        self._cache: dict[torch.dtype, tuple[Tensor, Tensor]] = {}
+        A X    = X[index]                 (row gather, ``index_select``)
+        A^T E  = CSR(A^T) @ E             (column sums, CSR SpMM: the fast scatter on CPU)
 
-    def get(self, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        if dtype not in self._cache:
-            self._cache[dtype] = (transposed_incidence_csr(self.src, self.num_nodes, dtype),
-                                  transposed_incidence_csr(self.dst, self.num_nodes, dtype))
-        return self._cache[dtype]
+    ``A^T`` is built once per dtype and device (:func:`transposed_incidence_csr`). Sums of
+    bfloat16/float16 rows are computed and returned in float32 (no low-precision CSR kernel
+    on CPU; also the more accurate choice), with autocast off. Used whole-graph by
+    :class:`CsrGraphOps` (``S`` and ``D``) and per rank by ``trkx.gnn.distributed``.
 
+    Args:
+        index: [R] column of the 1 in every row.
+        num_cols: C.
+        validate: check that every index lies in ``[0, C)`` (callers that checked already
+            skip the device synchronisation).
+    """
 
-def _spmm(matrix_of: _CsrMatrices, which: int, dense: Tensor) -> Tensor:
-    """``M @ dense`` for ``M = (S^T, D^T)[which]`` in a dtype MKL supports."""
-    compute = dense.dtype if dense.dtype in _SPMM_DTYPES else torch.float32
-    with torch.autocast(dense.device.type, enabled=False):  # autocast would cast it to bf16
-        return torch.sparse.mm(matrix_of.get(compute)[which], dense.to(compute).contiguous())
+    def __init__(self, index: Tensor, num_cols: int, validate: bool = True) -> None:
+        if validate and index.numel() and (int(index.min()) < 0
+                                           or int(index.max()) >= num_cols):
+            raise ValueError(f"incidence index outside [0, {num_cols})")
+        self.index = index.to(torch.int64).contiguous()
+        self.num_cols = int(num_cols)
+        self._transposed: dict[tuple[torch.dtype, torch.device], Tensor] = {}
+
+    @property
+    def num_rows(self) -> int:
+        return self.index.numel()
+
+    def apply(self, x: Tensor) -> Tensor:
+        """``A X``: rows ``x[index]``. [R, f]."""
+        return x.index_select(0, self.index.to(x.device))
+
+    def apply_transposed(self, e: Tensor) -> Tensor:
+        """``A^T E``: for every column the sum of the rows of ``e`` pointing to it. [C, f]."""
+        compute = e.dtype if e.dtype in _SPMM_DTYPES else torch.float32
+        if self.num_rows == 0 or self.num_cols == 0:
+            return e.new_zeros(self.num_cols, e.shape[1], dtype=compute)
+        key = (compute, e.device)
+        if key not in self._transposed:
+            self._transposed[key] = transposed_incidence_csr(self.index.to(e.device),
+                                                             self.num_cols, compute)
+        with torch.autocast(e.device.type, enabled=False):  # autocast would cast it to bf16
+            return torch.sparse.mm(self._transposed[key], e.to(compute).contiguous())
 
 
 class _CsrGather(torch.autograd.Function):
     """``(S X, D X)``; backward ``dX = S^T G_src + D^T G_dst`` (two CSR SpMMs)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, matrices: _CsrMatrices) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        ctx.matrices = matrices
+    def forward(ctx, x: Tensor, ops: CsrGraphOps) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        ctx.ops = ops
         ctx.x_dtype = x.dtype
-        return x.index_select(0, matrices.src), x.index_select(0, matrices.dst)
+        return ops.src.apply(x), ops.dst.apply(x)
 
     @staticmethod
     def backward(ctx, grad_src: Tensor, grad_dst: Tensor):  # type: ignore[override]
-        m = ctx.matrices
-        grad = _spmm(m, 0, grad_src)
-        grad = grad.add_(_spmm(m, 1, grad_dst))
+        ops = ctx.ops
+        grad = ops.src.apply_transposed(grad_src).add_(ops.dst.apply_transposed(grad_dst))
         return grad.to(ctx.x_dtype), None
 
 
@@ -103,20 +129,34 @@ class _CsrAggregate(torch.autograd.Function):
     """``(D^T E, S^T E)`` (two CSR SpMMs); backward ``dE = D G_in + S G_out`` (row selections)."""
 
     @staticmethod
-    def forward(ctx, e: Tensor, matrices: _CsrMatrices) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        ctx.matrices = matrices
+    def forward(ctx, e: Tensor, ops: CsrGraphOps) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        ctx.ops = ops
         ctx.e_dtype = e.dtype
-        return _spmm(matrices, 1, e), _spmm(matrices, 0, e)
+        return ops.dst.apply_transposed(e), ops.src.apply_transposed(e)
 
     @staticmethod
     def backward(ctx, grad_in: Tensor, grad_out: Tensor):  # type: ignore[override]
-        m = ctx.matrices
-        grad = grad_in.index_select(0, m.dst)
-        grad = grad.add_(grad_out.index_select(0, m.src))
+        ops = ctx.ops
+        grad = ops.dst.apply(grad_in).add_(ops.src.apply(grad_out))
         return grad.to(ctx.e_dtype), None
 
 
-class CsrGraphOps:
+class _EdgeListOps:
+    """Sizes shared by the single-process GraphOps: ``num_nodes`` N and ``num_edges`` E."""
+
+    _num_nodes: int
+    _num_edges: int
+
+    @property
+    def num_nodes(self) -> int:
+        return self._num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        return self._num_edges
+
+
+class CsrGraphOps(_EdgeListOps):
     """GraphOps with CSR ``torch.sparse.mm`` for every sum (the fast path on CPU).
 
     Args:
@@ -128,29 +168,21 @@ class CsrGraphOps:
 
     def __init__(self, edge_index: Tensor, num_nodes: int) -> None:
         check_edge_index(edge_index, num_nodes)
-        src, dst = edge_index[0].long().contiguous(), edge_index[1].long().contiguous()
         self._num_nodes = int(num_nodes)
-        self._num_edges = int(src.numel())
-        self._matrices = _CsrMatrices(src, dst, self._num_nodes)
-
-    @property
-    def num_nodes(self) -> int:
-        return self._num_nodes
-
-    @property
-    def num_edges(self) -> int:
-        return self._num_edges
+        self._num_edges = int(edge_index.shape[1])
+        self.src = Incidence(edge_index[0], self._num_nodes, validate=False)   # S
+        self.dst = Incidence(edge_index[1], self._num_nodes, validate=False)   # D
 
     def gather(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(S X, D X)``."""
-        return _CsrGather.apply(x, self._matrices)
+        return _CsrGather.apply(x, self)
 
     def aggregate(self, e: Tensor) -> tuple[Tensor, Tensor]:
         """``(D^T E, S^T E)``."""
-        return _CsrAggregate.apply(e, self._matrices)
+        return _CsrAggregate.apply(e, self)
 
 
-class ScatterGraphOps:
+class ScatterGraphOps(_EdgeListOps):
     """GraphOps with ``index_select`` / ``index_add_`` (scatter-sum) and torch autograd.
 
     Args:
@@ -165,14 +197,7 @@ class ScatterGraphOps:
         self._src = edge_index[0].long().contiguous()
         self._dst = edge_index[1].long().contiguous()
         self._num_nodes = int(num_nodes)
-
-    @property
-    def num_nodes(self) -> int:
-        return self._num_nodes
-
-    @property
-    def num_edges(self) -> int:
-        return int(self._src.numel())
+        self._num_edges = int(self._src.numel())
 
     def gather(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(S X, D X) = (X[s], X[d])``."""

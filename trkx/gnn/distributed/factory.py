@@ -47,7 +47,7 @@ class GraphPart:
 class GraphParallel:
     """Process layout, process groups and communication counters of a distributed GNN run."""
 
-    def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "sector",
+    def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "balanced",
                  replication: int = 1, timeout_s: float = 300.0) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose one of "

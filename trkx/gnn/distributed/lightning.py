@@ -1,8 +1,8 @@
 """Lightning integration: graph-parallel training by changing one Trainer config line.
 
     trainer:
-      strategy: graph_parallel          # was: ddp   (sparse-1d, sector partition)
-      # or graph_parallel_oblivious, graph_parallel_balanced, graph_parallel_1.5d_c2
+      strategy: graph_parallel          # was: ddp   (sparse-1d, edge-balanced partition)
+      # or graph_parallel_oblivious, graph_parallel_sector, graph_parallel_1.5d_c2
 
 :class:`GraphParallelStrategy` is Lightning's DDP strategy (same launchers, gloo on CPU, NCCL
 on CUDA, DDP's gradient averaging) plus three things:
@@ -19,8 +19,9 @@ on CUDA, DDP's gradient averaging) plus three things:
 
 The module's contract: build its ops as ``getattr(batch, "graph_ops", None) or local_ops``,
 return the (weighted) mean edge loss of the batch it is given, and, for a weighted mean,
-define ``edge_loss_normaliser(batch) -> float`` (its ``sum_k w_k``). Importing this module
-registers the strategy names.
+define ``edge_loss_normaliser(batch) -> float`` (its ``sum_k w_k``). The strategy names are
+registered by :func:`register_graph_parallel_strategy` (importing this module registers
+nothing; the gnn CLI calls the hook when it imports the GNN).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class GraphParallelStrategy(DDPStrategy):
 
     strategy_name = "graph_parallel"
 
-    def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "sector",
+    def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "balanced",
                  replication: int = 1, graph_timeout_s: float = 300.0, **ddp_kwargs: Any) -> None:
         super().__init__(**ddp_kwargs)
         self.graph_settings = {"algorithm": algorithm, "partitioner": partitioner,
@@ -105,16 +106,21 @@ class GraphParallelStrategy(DDPStrategy):
         return output * factor
 
 
-def _register() -> None:
-    variants = {"graph_parallel": {},
-                "graph_parallel_oblivious": {"algorithm": "oblivious-1d"},
-                "graph_parallel_balanced": {"partitioner": "balanced"},
-                "graph_parallel_1.5d_c2": {"algorithm": "1.5d", "replication": 2}}
-    for name, settings in variants.items():
+STRATEGY_VARIANTS: dict[str, dict[str, Any]] = {
+    "graph_parallel": {},
+    "graph_parallel_oblivious": {"algorithm": "oblivious-1d"},
+    "graph_parallel_sector": {"partitioner": "sector"},
+    "graph_parallel_1.5d_c2": {"algorithm": "1.5d", "replication": 2},
+}
+
+
+def register_graph_parallel_strategy() -> tuple[str, ...]:
+    """Register the strategy names of :data:`STRATEGY_VARIANTS` with Lightning's
+    ``StrategyRegistry`` (idempotent) so that ``Trainer(strategy="graph_parallel")`` works;
+    returns the names."""
+    for name, settings in STRATEGY_VARIANTS.items():
         if name not in StrategyRegistry:
             StrategyRegistry.register(name, GraphParallelStrategy,
                                       description=f"graph-parallel GNN training {settings}",
                                       **settings)
-
-
-_register()
+    return tuple(STRATEGY_VARIANTS)

@@ -33,10 +33,11 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
 
+from trkx.gnn.local_ops import Incidence
+
+from .blocks import BlockExchange, SourceBlocks
 from .comm import CommStats, all_reduce_sum, broadcast, reduce_sum
 from .layout import ProcessLayout
-from .local import Incidence
-from .oblivious import SourceBlocks
 from .shard import GraphShard, ShardGraphOps
 
 
@@ -52,12 +53,14 @@ class OneFiveDGraphOps(ShardGraphOps):
         self.shard, self.layout = shard, layout
         self.row_group, self.column_group = row_group, column_group
         self.row_ranks = layout.row_ranks(layout.block)
-        self.column_ranks = layout.column_ranks(layout.replica)
-        self.chunk = layout.chunk(layout.replica)
         self.stats = stats if stats is not None else CommStats()
         unique_sources, source_of_edge = torch.unique(shard.src, return_inverse=True)
         self.to_edges = Incidence(source_of_edge, unique_sources.numel())   # S'_i
-        self.sources = SourceBlocks.of_nodes(unique_sources, shard, self.chunk)  # R_iq
+        chunk = layout.chunk(layout.replica)
+        self.blocks = BlockExchange(                                           # R_iq, q in chunk
+            shard, SourceBlocks.of_nodes(unique_sources, shard, chunk),
+            {q: layout.rank_of(q, layout.replica) for q in chunk},
+            layout.column_ranks(layout.replica), column_group, self.stats)
         self.dst = Incidence(shard.dst_local, shard.num_nodes)
 
     @property
@@ -65,34 +68,9 @@ class OneFiveDGraphOps(ShardGraphOps):
         """``|U_i|``: distinct sources of this block's edges (rows of the row all_reduce)."""
         return self.to_edges.num_cols
 
-    def _column_root(self, q: int) -> int:
-        return self.layout.rank_of(q, self.layout.replica)
-
     def _row_root(self) -> int:
         i = self.layout.block
         return self.layout.rank_of(i, self.layout.chunk_owner(i))
-
-    def _block_buffer(self, q: int, mine: Tensor) -> Tensor:
-        if q == self.layout.block:
-            return mine.contiguous()
-        return mine.new_empty(self.shard.block_sizes[q], mine.shape[1])
-
-    def broadcast_chunk(self, x: Tensor, out: Tensor, op: str, accumulate: bool) -> None:
-        for q in self.chunk:
-            buf = self._block_buffer(q, x)
-            broadcast(self.stats, op, buf, self._column_root(q), self.column_ranks,
-                      self.column_group)
-            (self.sources.add_rows if accumulate else self.sources.set_rows)(out, q, buf)
-
-    def reduce_chunk(self, e: Tensor, op: str) -> Tensor | None:
-        mine = None
-        for q in self.chunk:
-            partial = self.sources.transposed(q, e).contiguous()
-            reduce_sum(self.stats, op, partial, self._column_root(q), self.column_ranks,
-                       self.column_group)
-            if q == self.layout.block:
-                mine = partial
-        return mine
 
     def row_all_reduce(self, t: Tensor, op: str) -> Tensor:
         t = t.contiguous().clone()
@@ -115,7 +93,7 @@ class _OneFiveGather(Function):
     def forward(ctx, x: Tensor, ops: OneFiveDGraphOps) -> tuple[Tensor, Tensor]:
         ctx.ops = ops
         partial = x.new_zeros(ops.num_sources, x.shape[1])
-        ops.broadcast_chunk(x, partial, "gather.forward", accumulate=False)
+        ops.blocks.spread(x, partial, "gather.forward", accumulate=False)
         x_u = ops.row_all_reduce(partial, "gather.forward")
         return ops.to_edges.apply(x_u), ops.dst.apply(x)
 
@@ -124,7 +102,7 @@ class _OneFiveGather(Function):
         ops: OneFiveDGraphOps = ctx.ops
         g = ops.row_all_reduce(ops.to_edges.apply_transposed(g_src), "gather.backward")
         g_x = ops.dst.apply_transposed(g_dst)
-        mine = ops.reduce_chunk(g, "gather.backward")
+        mine = ops.blocks.collect(g, "gather.backward")
         return (g_x if mine is None else g_x + mine), None
 
 
@@ -132,7 +110,7 @@ class _OneFiveAggregate(Function):
     @staticmethod
     def forward(ctx, e: Tensor, ops: OneFiveDGraphOps) -> tuple[Tensor, Tensor]:
         ctx.ops = ops
-        mine = ops.reduce_chunk(ops.to_edges.apply_transposed(e), "aggregate.forward")
+        mine = ops.blocks.collect(ops.to_edges.apply_transposed(e), "aggregate.forward")
         m_out = ops.row_broadcast(mine, e, "aggregate.forward")
         return ops.dst.apply_transposed(e), m_out
 
@@ -141,7 +119,7 @@ class _OneFiveAggregate(Function):
         ops: OneFiveDGraphOps = ctx.ops
         g = ops.row_reduce(g_out, "aggregate.backward")
         g_u = g_in.new_zeros(ops.num_sources, g_in.shape[1])
-        ops.broadcast_chunk(g, g_u, "aggregate.backward", accumulate=False)
+        ops.blocks.spread(g, g_u, "aggregate.backward", accumulate=False)
         return ops.dst.apply(g_in) + ops.to_edges.apply(g_u), None
 
 

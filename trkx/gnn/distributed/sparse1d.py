@@ -27,8 +27,9 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
 
+from trkx.gnn.local_ops import Incidence
+
 from .comm import CommStats, all_to_all_rows
-from .local import Incidence
 from .shard import GraphShard, ShardGraphOps
 
 

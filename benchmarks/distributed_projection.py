@@ -2,8 +2,8 @@
 
 For world size ``P`` the traffic of one GNN iteration (one gather and one aggregate, forward
 and backward) is computed without running P processes: the sparse-1d halo from the ``sector``
-partition at P, and the oblivious-1d / 1.5d counts of :mod:`.volume` (the tests check that both
-equal what the ranks measure). A step then costs
+partition at P, and the oblivious-1d / 1.5d counts of :mod:`trkx.gnn.distributed.volume` (the
+tests check that both equal what the ranks measure). A step then costs
 
     T(P) = compute_1 / P + iterations * (alpha * latency_steps + bytes / beta)
 
@@ -19,9 +19,9 @@ import math
 import numpy as np
 import torch
 
-from .layout import ProcessLayout
-from .partition import halo_sizes, make_partition
-from .volume import oblivious, onefive
+from trkx.gnn.distributed.layout import ProcessLayout
+from trkx.gnn.distributed.partition import halo_sizes, make_partition
+from trkx.gnn.distributed.volume import oblivious, onefive
 
 BYTES_FP32 = 4
 
