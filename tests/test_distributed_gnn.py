@@ -15,7 +15,7 @@ from torch import nn
 
 from tests.distributed_worker import BYTE_CHECK_WIDTH, CONFIGS, make_graph, make_models, worker
 from trkx.gnn.distributed.layout import ProcessLayout
-from trkx.gnn.distributed.volume import oblivious, onefive
+from trkx.gnn.distributed.volume import oblivious, onefive, sparse1d
 from trkx.gnn.local_ops import CsrGraphOps
 
 TOLERANCE = 1e-10
@@ -126,6 +126,7 @@ def test_measured_bytes_equal_analytic_count(world_size, algorithm, partitioner,
     blocks = world_size // c
     sizes = torch.bincount(owner, minlength=blocks).tolist()
     need = halo_counts(graph[2], owner, world_size) if algorithm == "sparse-1d" else None
+    analytic = sparse1d(graph[2], owner, world_size, row_bytes) if need else None
     for rank, result in enumerate(ranks):
         stats = result[key]["stats"]
         if algorithm == "oblivious-1d":
@@ -146,6 +147,9 @@ def test_measured_bytes_equal_analytic_count(world_size, algorithm, partitioner,
             expected = {"gather.forward": fetch, "aggregate.backward": fetch,
                         "gather.backward": give, "aggregate.forward": give}
             assert fetched < (sum(sizes) - sizes[rank]) * row_bytes
+            for op, counts in expected.items():      # the analytic volume trkx partition uses
+                assert {k: v for k, v in vars(analytic[rank][op]).items()
+                        if k != "collectives"} == counts, (rank, op)
         for op, counts in expected.items():
             for field, value in counts.items():
                 if field != "collectives":

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from tests.distributed_worker import make_graph
+from trkx.gnn.distributed.graph_partition import move_gains, refine
 from trkx.gnn.distributed.layout import ProcessLayout
 from trkx.gnn.distributed.partition import (
     balanced,
-    block_work,
     contiguous,
+    edge_imbalance,
+    edges_per_block,
     halo_sizes,
     make_partition,
     sector,
@@ -46,8 +49,72 @@ def test_partitioners_cover_nodes_and_sector_cuts_halo(parts):
     assert int(sizes.max() - sizes.min()) <= 1
     halo = {name: int(halo_sizes(edge_index, o, parts).sum()) for name, o in owners.items()}
     assert halo["sector"] < halo["contiguous"]
-    work = block_work(edge_index, owners["balanced"], parts)
-    assert work.max() / work.mean() <= 1.05, work
+    # equal owned edges up to one node's in-degree
+    edges = edges_per_block(edge_index, owners["balanced"], parts)
+    max_in_degree = int(torch.bincount(edge_index[1]).max())
+    assert edges.max() - edges.min() <= max_in_degree, edges
+
+
+def skewed_graph():
+    """The test graph with hits in random order and a dense region (every edge into the
+    first layer's phi > 2 hits doubled as a second layer-1 hop), so equal node counts do not
+    give equal edge counts."""
+    pos, _x, edge_index, _y = make_graph(num_layers=8, per_layer=60)
+    n = pos.shape[0]
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(2))
+    pos, edge_index = pos[perm], torch.argsort(perm)[edge_index]
+    dense = pos[edge_index[1], 1] > 1.5
+    edge_index = torch.cat([edge_index, edge_index[:, dense].flip(0)], 1)
+    return pos, edge_index
+
+
+@pytest.mark.parametrize("parts", [4, 8])
+def test_balanced_equalises_edges_where_sector_does_not(parts):
+    pos, edge_index = skewed_graph()
+    n = pos.shape[0]
+    sector_imbalance = edge_imbalance(edge_index, sector(pos, parts, edge_index), parts)
+    balanced_imbalance = edge_imbalance(edge_index, balanced(pos, edge_index, parts), parts)
+    assert sector_imbalance > 1.15
+    assert balanced_imbalance < 1.05
+    assert torch.equal(make_partition("balanced", parts, edge_index, pos, n),
+                       balanced(pos, edge_index, parts))
+
+
+def test_move_gains_counts_neighbours_per_block():
+    # path 0-1-2-3 plus 1-3 (undirected CSR); blocks {0, 1} and {2, 3}
+    indptr = np.array([0, 1, 4, 6, 8])
+    neighbours = np.array([1, 0, 2, 3, 1, 3, 1, 2])
+    nodes, target, gain = move_gains(indptr, neighbours, np.array([0, 0, 1, 1]), 2)
+    # node 1: 1 neighbour in its block, 2 in block 1 -> gain 1; node 2: 1 vs 1 -> 0;
+    # node 3: 1 vs 1 -> 0
+    assert nodes.tolist() == [1, 2, 3]
+    assert target.tolist() == [1, 0, 0]
+    assert gain.tolist() == [1, 0, 0]
+
+
+@pytest.mark.parametrize("parts", [4, 8])
+def test_refined_cuts_halo_and_keeps_edge_balance(parts):
+    pos, edge_index = skewed_graph()
+    n = pos.shape[0]
+    start = balanced(pos, edge_index, parts)
+    refined = refine(edge_index, start, parts, tolerance=0.03)
+    assert halo_sizes(edge_index, refined, parts).sum() < 0.95 * halo_sizes(
+        edge_index, start, parts).sum()
+    assert edge_imbalance(edge_index, refined, parts) <= max(
+        1.03, edge_imbalance(edge_index, start, parts)) + 1e-12
+    assert torch.equal(make_partition("refined", parts, edge_index, pos, n), refined)
+
+
+@pytest.mark.parametrize("parts", [4, 8])
+def test_metis_balances_edges_and_cuts_less_than_sector(parts):
+    pytest.importorskip("pymetis")
+    pos, edge_index = skewed_graph()
+    n = pos.shape[0]
+    owner = make_partition("metis", parts, edge_index, None, n)
+    assert sorted(owner.unique().tolist()) == list(range(parts))
+    assert edge_imbalance(edge_index, owner, parts) < 1.08
+    assert halo_sizes(edge_index, owner, parts).sum() < halo_sizes(
+        edge_index, sector(pos, parts, edge_index), parts).sum()
 
 
 def test_shard_owns_edges_of_its_destinations():

@@ -3,7 +3,9 @@
 Modules (one concept each):
 
 - :mod:`.layout`     the process grid: P ranks, replication c, row and column groups;
-- :mod:`.partition`  node partitioners ``contiguous``, ``sector``, ``balanced``;
+- :mod:`.partition`  node partitioners ``contiguous``, ``sector``, ``balanced`` (edge-balanced);
+- :mod:`.graph_partition` graph partitioners: greedy refinement of the cut, METIS (``pymetis``);
+- :mod:`.figures`    what a partition costs: edge balance and analytic traffic per algorithm;
 - :mod:`.shard`      a rank's part of the graph (own nodes, own edges = edges into own nodes);
 - :mod:`.blocks`     whole-block broadcasts / reduces (shared by oblivious-1d and 1.5d);
 - :mod:`.comm`       counted collectives: bytes and messages per rank per operation;
@@ -22,4 +24,4 @@ registered by :func:`.lightning.register_graph_parallel_strategy`).
 """
 
 ALGORITHMS: tuple[str, ...] = ("oblivious-1d", "sparse-1d", "1.5d")
-PARTITIONERS: tuple[str, ...] = ("contiguous", "sector", "balanced")
+PARTITIONERS: tuple[str, ...] = ("contiguous", "sector", "balanced", "refined", "metis")

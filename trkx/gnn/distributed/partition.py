@@ -3,17 +3,19 @@
 A partition is an ``owner`` vector (``[N]`` int64, values in ``[0, B)``). For block ``p`` let
 ``V_p = {v : owner[v] = p}``, ``E_p = {k : owner[d_k] = p}`` (the edges it owns) and the *halo*
 ``H_p = {s_k : k in E_p, owner[s_k] != p}`` (distinct remote sources it must receive). The
-sparsity-aware algorithm moves ``sum_p |H_p|`` rows per exchange; the work of a block is
-estimated as ``W_p = |E_p| + |V_p| + |H_p|`` (edge network rows, node network rows, halo rows
-gathered and received).
+sparsity-aware algorithm moves ``sum_p |H_p|`` rows per exchange. The edge networks dominate a
+step (``E ~ 5-10 N`` rows through the widest MLPs), so a block's work is its owned edge count
+``|E_p| = sum_{v in V_p} d_in(v)`` and the figure to balance is ``max_p |E_p| / mean_p |E_p|``.
 
 - ``contiguous``: node ``v`` goes to block ``floor(v B / N)`` (input order, no geometry);
 - ``sector``: ``n_eta x n_phi = B`` detector sectors, eta bands then phi sectors cut at node
   quantiles (equal node counts); the factorisation of ``B`` with the smallest total halo wins
   when the edges are given (tracks are local in both eta and phi, so both cuts cost halo);
-- ``balanced``: the sector ordering (eta band, then phi) cut into ``B`` contiguous pieces of
-  equal estimated work ``W_p``, refined by re-weighting until the largest block is within a few
-  percent of the mean (equal *work*, not equal node counts).
+- ``balanced`` (the default): the sector ordering (eta band, then phi) cut into ``B`` contiguous
+  pieces of equal owned edges: node ``v`` weighs ``d_in(v) + 1/1000`` and piece ``p`` takes the
+  nodes whose weight midpoint lies in ``[p, p + 1) W / B``, so ``|E_p|`` differs from ``E / B``
+  by at most one node's in-degree;
+- ``refined`` and ``metis`` (:mod:`.graph_partition`): the graph itself decides the cut.
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ def halo_sizes(edge_index: Tensor, owner: Tensor, num_parts: int) -> np.ndarray:
     return np.bincount(keys // own.size, minlength=num_parts)
 
 
-def block_work(edge_index: Tensor, owner: Tensor, num_parts: int) -> np.ndarray:
-    """Estimated work ``W_p = |E_p| + |V_p| + |H_p|`` of every block."""
-    own = owner.numpy()
-    edges = np.bincount(own[edge_index[1].numpy()], minlength=num_parts)
-    nodes = np.bincount(own, minlength=num_parts)
-    return edges + nodes + halo_sizes(edge_index, owner, num_parts)
+def edges_per_block(edge_index: Tensor, owner: Tensor, num_parts: int) -> np.ndarray:
+    """``|E_p|`` for every block: the edges whose destination it owns."""
+    return np.bincount(owner.numpy()[edge_index[1].numpy()], minlength=num_parts)
+
+
+def edge_imbalance(edge_index: Tensor, owner: Tensor, num_parts: int) -> float:
+    """``max_p |E_p| / mean_p |E_p|`` (1.0 is perfect balance)."""
+    edges = edges_per_block(edge_index, owner, num_parts)
+    return float(edges.max() / max(edges.mean(), 1e-300))
 
 
 def contiguous(num_nodes: int, num_parts: int) -> Tensor:
@@ -69,26 +74,16 @@ def sector(pos: Tensor, num_parts: int, edge_index: Tensor | None = None) -> Ten
     return best
 
 
-def balanced(pos: Tensor, edge_index: Tensor, num_parts: int, iterations: int = 8,
-             tolerance: float = 0.02) -> Tensor:
-    """Contiguous pieces of the sector ordering with equal estimated work ``W_p``."""
+NODE_WEIGHT = 1e-3   # a node without in-edges still has a place in the ordering
+
+
+def balanced(pos: Tensor, edge_index: Tensor, num_parts: int) -> Tensor:
+    """Contiguous pieces of the sector ordering with equal owned edges (module docstring)."""
     num_nodes = pos.shape[0]
     _check_parts(num_nodes, num_parts)
     order = _sector_order(pos, sector(pos, num_parts, edge_index), num_parts)
-    in_degree = np.bincount(edge_index[1].numpy(), minlength=num_nodes).astype(np.float64)
-    weight = in_degree + 1.0
-    best, best_imbalance = None, None
-    for _ in range(iterations):
-        owner = _cut_by_weight(order, weight, num_parts)
-        work = block_work(edge_index, owner, num_parts).astype(np.float64)
-        imbalance = work.max() / work.mean()
-        if best_imbalance is None or imbalance < best_imbalance:
-            best, best_imbalance = owner, imbalance
-        if imbalance <= 1.0 + tolerance:
-            break
-        # halo is not a per-node quantity: scale each block's nodes by how far it is off target
-        weight = weight * (work / work.mean())[owner.numpy()]
-    return best
+    weight = np.bincount(edge_index[1].numpy(), minlength=num_nodes) + NODE_WEIGHT
+    return _cut_by_weight(order, weight, num_parts)
 
 
 def _sector_grid(pos: Tensor, n_eta: int, n_phi: int) -> Tensor:
@@ -133,13 +128,21 @@ def _check_parts(num_nodes: int, num_parts: int) -> None:
 
 def make_partition(name: str, num_parts: int, edge_index: Tensor, pos: Tensor | None,
                    num_nodes: int) -> Tensor:
-    """The owner vector of partitioner ``name`` (``contiguous``, ``sector``, ``balanced``)."""
+    """The owner vector of partitioner ``name`` (one of ``trkx.gnn.distributed.PARTITIONERS``)."""
     if name == "contiguous":
         return contiguous(num_nodes, num_parts)
+    if name not in ("sector", "balanced", "refined", "metis"):
+        raise ValueError(f"unknown partitioner {name!r}; choose contiguous, sector, balanced, "
+                         "refined or metis")
+    if name == "metis":
+        from .graph_partition import metis
+        return metis(edge_index, num_nodes, num_parts)
     if pos is None:
         raise ValueError(f"partitioner {name!r} needs node positions pos = (r, phi, z)")
     if name == "sector":
         return sector(pos, num_parts, edge_index)
-    if name == "balanced":
-        return balanced(pos, edge_index, num_parts)
-    raise ValueError(f"unknown partitioner {name!r}; choose contiguous, sector or balanced")
+    owner = balanced(pos, edge_index, num_parts)
+    if name == "refined":
+        from .graph_partition import refine
+        owner = refine(edge_index, owner, num_parts)
+    return owner

@@ -6,7 +6,7 @@ per feature row, one exchange costs (``B`` blocks, replication ``c``, ``P = B c`
 | algorithm | gather.forward received | aggregate.forward received |
 |---|---|---|
 | oblivious-1d | ``(N - n_p) r`` (broadcasts) | ``(P - 1) n_p r`` (reduce to owner) |
-| sparse-1d | ``|H_p| r`` (halo) | rows other blocks' halos hold of ``V_p`` |
+| sparse-1d | ``|H_p| r`` (halo) | ``|R_p| r``: rows of ``V_p`` in other blocks' halos |
 | 1.5d | ``sum_{q in chunk, q != i} n_q r + 2 (c-1)/c |U_i| r`` | see :func:`onefive` |
 
 Backward passes are the transposes (broadcast <-> reduce). CAGNET's per-process words for an
@@ -15,6 +15,9 @@ row all_reduce runs over the distinct sources ``U_i`` of a block's edges, ``~ n 
 """
 
 from __future__ import annotations
+
+import numpy as np
+from torch import Tensor
 
 from .comm import OpCounter
 from .layout import ProcessLayout
@@ -40,6 +43,33 @@ def oblivious(block_sizes: list[int], block: int, row_bytes: int) -> dict[str, O
          ms=P - 1, mr=P - 1)
     return {"gather.forward": spread, "aggregate.backward": _copy(spread),
             "gather.backward": collect, "aggregate.forward": _copy(collect)}
+
+
+def sparse1d(edge_index: Tensor, owner: Tensor, num_blocks: int,
+             row_bytes: int) -> list[dict[str, OpCounter]]:
+    """Per-op traffic of every block in ``sparse-1d``: a gather fetches the halo ``H_p``
+    (``|H_p|`` rows from the blocks owning them, one message per non-empty source block) and
+    returns ``|R_p|`` rows; an aggregate does the reverse (partial sums back to the owners)."""
+    src, dst = edge_index[0].numpy().astype(np.int64), edge_index[1].numpy().astype(np.int64)
+    own = owner.numpy().astype(np.int64)
+    cross = own[src] != own[dst]
+    pairs = np.unique(own[dst[cross]] * own.size + src[cross])     # (needing block, source)
+    needer, holder = pairs // own.size, own[pairs % own.size]
+    fetched = np.bincount(needer, minlength=num_blocks)
+    returned = np.bincount(holder, minlength=num_blocks)
+    links = np.unique(needer * num_blocks + holder)                 # (needer, holder) pairs
+    msgs_in = np.bincount(links // num_blocks, minlength=num_blocks)
+    msgs_out = np.bincount(links % num_blocks, minlength=num_blocks)
+    out = []
+    for p in range(num_blocks):
+        fetch, give = OpCounter(), OpCounter()
+        _add(fetch, sent=int(returned[p]) * row_bytes, received=int(fetched[p]) * row_bytes,
+             ms=int(msgs_out[p]), mr=int(msgs_in[p]))
+        _add(give, sent=int(fetched[p]) * row_bytes, received=int(returned[p]) * row_bytes,
+             ms=int(msgs_in[p]), mr=int(msgs_out[p]))
+        out.append({"gather.forward": fetch, "aggregate.backward": _copy(fetch),
+                    "gather.backward": give, "aggregate.forward": _copy(give)})
+    return out
 
 
 def onefive(block_sizes: list[int], layout: ProcessLayout, num_sources: int,
