@@ -1,7 +1,9 @@
-"""Script for the Lightning test: Trainer(strategy="graph_parallel") on 2 CPU processes.
+"""Script for the Lightning tests: ``GNNModule`` + ``Trainer(strategy=...)`` on CPU (float64).
 
-Run as ``python tests/lightning_graph_parallel.py EVENTS_DIR OUT.pt`` (Lightning re-launches the
-script once per extra rank); rank 0 writes the trained state_dict.
+Run as ``python tests/lightning_graph_parallel.py TRAIN_DIR VAL_DIR OUT_DIR STRATEGY DEVICES``
+(Lightning re-launches the script once per extra rank). Every rank writes
+``OUT_DIR/rank{r}.pt``: the (DDP-reduced) parameter gradients before every optimiser step, the
+trained weights and the validation metrics Lightning reports.
 """
 
 from __future__ import annotations
@@ -13,58 +15,41 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from tests.test_distributed_train import (  # the same run as the torchrun test
-    CLIP,
-    EPOCHS,
-    LOSS,
-    MODEL,
-    SEED,
-    loss_weights,
-)
-from trkx.data.record import load_record
+from tests.distributed_reference import CLIP, EPOCHS, LOSS, load_events, make_model
 from trkx.gnn.distributed.lightning import register_graph_parallel_strategy
-from trkx.gnn.local_ops import CsrGraphOps
-from trkx.gnn.metrics import weighted_bce
-from trkx.gnn.model import InteractionGNN
+from trkx.gnn.module import GNNModule
 
 
-class EdgeClassifier(pl.LightningModule):
-    """The module contract: ops from the batch when present, a weighted mean edge loss and
-    its normaliser."""
+class GradientRecorder(pl.Callback):
+    """The gradients the optimiser is about to use (after DDP's reduction, before clipping)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(SEED)
-        self.model = InteractionGNN(**MODEL)
+        self.steps: list[dict[str, torch.Tensor]] = []
 
-    def training_step(self, batch, batch_idx):
-        ops = getattr(batch, "graph_ops", None) or CsrGraphOps(batch.edge_index, batch.num_nodes)
-        return weighted_bce(self.model(batch.x, ops), batch.y, loss_weights(batch))
-
-    def edge_loss_normaliser(self, batch) -> float:
-        return float(loss_weights(batch).sum())
-
-    def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=LOSS["learning_rate"], weight_decay=0.0)
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        self.steps.append({name: p.grad.detach().clone()
+                           for name, p in pl_module.model.named_parameters()})
 
 
 def first(items):
     return items[0]
 
 
-def main(events_dir: str, out: str, strategy: str) -> None:
+def main(train_dir: str, val_dir: str, out_dir: str, strategy: str, devices: str) -> None:
     register_graph_parallel_strategy()
-    events = [load_record(p) for p in sorted(Path(events_dir).glob("*.pt"))]
-    loader = DataLoader(events, batch_size=1, shuffle=False, collate_fn=first)
-    module = EdgeClassifier()
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=2, max_epochs=EPOCHS,
-                         gradient_clip_val=CLIP,
+    module = GNNModule(make_model(), graph_ops="csr", **LOSS)
+    recorder = GradientRecorder()
+    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=int(devices),
+                         max_epochs=EPOCHS, gradient_clip_val=CLIP, num_sanity_val_steps=0,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)
-    trainer.fit(module, loader)
-    if trainer.global_rank == 0:
-        torch.save(module.model.state_dict(), out)
+                         enable_model_summary=False, callbacks=[recorder])
+    train = DataLoader(load_events(train_dir), batch_size=1, shuffle=False, collate_fn=first)
+    val = DataLoader(load_events(val_dir), batch_size=1, shuffle=False, collate_fn=first)
+    trainer.fit(module, train, val)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val_")}
+    torch.save({"grads": recorder.steps, "state": module.model.state_dict(),
+                "metrics": metrics}, Path(out_dir) / f"rank{trainer.global_rank}.pt")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:6])

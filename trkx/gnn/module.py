@@ -83,8 +83,10 @@ class GNNModule(pl.LightningModule):
     def validation_step(self, data: Data, batch_idx: int) -> None:
         logits = self(data)
         weights = self._weights(data)
-        self.log("val_loss", weighted_bce(logits, data.y, weights), batch_size=1,
-                 prog_bar=True)
+        loss = weighted_bce(logits, data.y, weights)
+        whole_event = getattr(self.trainer.strategy, "event_mean", None)  # graph_parallel
+        self.log("val_loss", loss if whole_event is None else whole_event(loss, data),
+                 batch_size=1, prog_bar=True)
         self._val_outputs.append((torch.sigmoid(logits.float()).detach().cpu(),
                                   data.y.cpu(), data.signal.cpu(), weights.cpu()))
 
@@ -93,6 +95,9 @@ class GNNModule(pl.LightningModule):
             return
         scores, y, signal, weights = (torch.cat(parts) for parts in zip(*self._val_outputs))
         self._val_outputs.clear()
+        gather = getattr(self.trainer.strategy, "gather_edge_rows", None)  # graph_parallel
+        if gather is not None:    # every rank holds its edges only: pool the whole events
+            scores, y, signal, weights = gather(scores, y, signal, weights)
         metrics = edge_metrics(scores, y, signal, weights, self.edge_cut)
         self.last_val_metrics = metrics
         self.log_dict(metrics.as_dict("val_"), prog_bar=True)

@@ -26,6 +26,8 @@ from .partition import make_partition
 from .shard import GraphShard
 from .sparse1d import Sparse1dGraphOps
 
+DEFAULT_TIMEOUT_S = 60.0   # a stopped or dead rank makes the others raise after this long
+
 
 @dataclass
 class GraphPart:
@@ -48,7 +50,7 @@ class GraphParallel:
     """Process layout, process groups and communication counters of a distributed GNN run."""
 
     def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "balanced",
-                 replication: int = 1, timeout_s: float = 300.0) -> None:
+                 replication: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose one of "
                              f"{', '.join(ALGORITHMS)}")
@@ -102,7 +104,7 @@ class GraphParallel:
                                 self.stats)
 
 
-def init_process_group(timeout_s: float = 300.0, backend: str | None = None) -> None:
+def init_process_group(timeout_s: float = DEFAULT_TIMEOUT_S, backend: str | None = None) -> None:
     """``init_process_group`` from the torchrun environment: NCCL on CUDA, gloo on CPU, and a
     timeout so that a failed rank makes the others raise instead of hang."""
     if dist.is_initialized():

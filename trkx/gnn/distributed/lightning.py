@@ -27,13 +27,16 @@ nothing; the gnn CLI calls the hook when it imports the GNN).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
+from torch import Tensor
 from torch_geometric.data import Data
 
-from .factory import GraphParallel
+from .factory import DEFAULT_TIMEOUT_S, GraphParallel
 
 
 def edge_count(batch: Data) -> float:
@@ -74,10 +77,12 @@ class GraphParallelStrategy(DDPStrategy):
     strategy_name = "graph_parallel"
 
     def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "balanced",
-                 replication: int = 1, graph_timeout_s: float = 300.0, **ddp_kwargs: Any) -> None:
+                 replication: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 **ddp_kwargs: Any) -> None:
+        ddp_kwargs.setdefault("timeout", timedelta(seconds=timeout_s))
         super().__init__(**ddp_kwargs)
         self.graph_settings = {"algorithm": algorithm, "partitioner": partitioner,
-                               "replication": replication, "timeout_s": graph_timeout_s}
+                               "replication": replication, "timeout_s": timeout_s}
         self.parallel: GraphParallel | None = None
 
     def setup_distributed(self) -> None:
@@ -105,6 +110,25 @@ class GraphParallelStrategy(DDPStrategy):
             return {**output, "loss": output["loss"] * factor}
         return output * factor
 
+    def event_mean(self, value: Tensor, batch: Data) -> Tensor:
+        """The whole-event value of a (weighted) mean over this rank's edges:
+        ``sum_r value_r W_r / (c W)``, all-reduced (every rank returns it; no gradient)."""
+        factor = getattr(batch, "loss_rescale", None)
+        if factor is None or not dist.is_initialized():
+            return value
+        share = value.detach() * (factor / self.parallel.layout.world_size)
+        dist.all_reduce(share, op=dist.ReduceOp.SUM)
+        return share
+
+    def gather_edge_rows(self, *tensors: Tensor) -> tuple[Tensor, ...]:
+        """Every edge's rows once: the concatenation over the blocks of this rank's
+        ``tensors`` (rows = its edges, any order), replica 0 of every block contributing
+        (``1.5d`` replicas hold the same edges). Same result on every rank."""
+        if not dist.is_initialized():
+            return tensors
+        contributes = self.parallel is None or self.parallel.layout.replica == 0
+        return tuple(_all_gather_rows(t if contributes else t[:0]) for t in tensors)
+
 
 STRATEGY_VARIANTS: dict[str, dict[str, Any]] = {
     "graph_parallel": {},
@@ -124,3 +148,23 @@ def register_graph_parallel_strategy() -> tuple[str, ...]:
                                       description=f"graph-parallel GNN training {settings}",
                                       **settings)
     return tuple(STRATEGY_VARIANTS)
+
+
+def _all_gather_rows(tensor: Tensor) -> Tensor:
+    """Rows of ``tensor`` of every rank, concatenated in rank order (uneven row counts)."""
+    world = dist.get_world_size()
+    flag = tensor.dtype == torch.bool          # NCCL has no bool all_gather
+    home = tensor.device
+    device = (torch.device("cuda", torch.cuda.current_device())
+              if dist.get_backend() == "nccl" else home)   # NCCL gathers device tensors
+    local = (tensor.to(torch.uint8) if flag else tensor).to(device)
+    count = torch.tensor([local.shape[0]], device=local.device)
+    counts = [torch.zeros_like(count) for _ in range(world)]
+    dist.all_gather(counts, count)
+    longest = int(max(int(c) for c in counts))
+    padded = local.new_zeros((longest,) + tuple(local.shape[1:]))
+    padded[:local.shape[0]] = local
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded.contiguous())
+    out = torch.cat([part[:int(c)] for part, c in zip(parts, counts)]).to(home)
+    return out.bool() if flag else out
