@@ -122,15 +122,18 @@ def test_cli_round_trip(tiny_event: Data, tmp_path: Path) -> None:
         save_record(record, graphs / f"event{event_id:09d}.pt")
     config = Path(__file__).resolve().parents[1] / "configs" / "filter.yaml"
     checkpoint = tmp_path / "filter.pt"
+    sets = [f"data.train_dir={graphs}", "data.train_events=1", "data.val_events=1",
+            "trainer.max_steps=2", "trainer.progress_bar=false", "trainer.logger=none",
+            "trainer.max_time=null", "trainer.val_every_n_epochs=1",
+            "trainer.min_signal_efficiency=0", "model.hit_features=11", "model.hidden=16",
+            "model.layers=1"]
     code = main(["train", "filter", "--config", str(config), "--checkpoint", str(checkpoint),
-                 f"data.events={graphs}", "data.train_events=1", "data.val_events=1",
-                 "trainer.max_epochs=2", "trainer.enable_progress_bar=false",
-                 "model.hit_features=11", "model.hidden=16", "model.layers=1"])
-    assert code in (0, None) and checkpoint.is_file()
+                 *(item for s in sets for item in ("--set", s))])
+    assert code == 0 and checkpoint.is_file()
     out = tmp_path / "filtered"
     code = main(["infer", "filter", "--config", str(config), "--checkpoint", str(checkpoint),
-                 "--events", str(graphs), "--out", str(out), "inference.score_cut=0.3"])
-    assert code in (0, None)
+                 "--events", str(graphs), "--out", str(out), "--set", "inference.score_cut=0.3"])
+    assert code == 0
     written = sorted(out.glob("*.pt"))
     assert [p.name for p in written] == ["event000000001.pt", "event000000002.pt"]
     record = load_record(written[0])

@@ -84,17 +84,18 @@ def test_cli_train_then_infer(sample_prefix: Path, tmp_path: Path) -> None:
     save_record(graph_record(sample_prefix, (1.6, 3.2), 1.0, seed=9), val_dir / "event9.pt")
     config = Path(__file__).resolve().parents[1] / "configs" / "gnn.yaml"
     run = tmp_path / "run"
-    status = main(["train", "gnn", "--config", str(config), "--output", str(run),
-                   "--train-dir", str(train_dir), "--val-dir", str(val_dir),
-                   "model.hidden=16", "model.n_graph_iters=2", "trainer.max_epochs=6",
-                   "trainer.enable_progress_bar=false", "trainer.logger=false",
-                   "trainer.enable_checkpointing=false", "module.learning_rate=0.005"])
+    sets = [f"data.train_dir={train_dir}", f"data.val_dir={val_dir}", "model.hidden=16",
+            "model.n_graph_iters=2", "trainer.max_steps=18", "trainer.progress_bar=false",
+            "trainer.logger=none", "trainer.monitor=val_auc", "trainer.monitor_mode=max",
+            "module.learning_rate=0.005"]
+    status = main(["train", "gnn", "--config", str(config), "--checkpoint", str(run / "gnn.pt"),
+                   *(item for s in sets for item in ("--set", s))])
     assert status == 0 and (run / "gnn.pt").is_file()
     payload = torch.load(run / "gnn.pt", weights_only=True)
     assert payload["metrics"]["val_auc"] > 0.8  # well above chance after 18 steps
 
-    assert main(["infer", "gnn", "--checkpoint", str(run / "gnn.pt"), "--input-dir",
-                 str(val_dir), "--output-dir", str(out_dir), "--graph-ops", "scatter"]) == 0
+    assert main(["infer", "gnn", "--checkpoint", str(run / "gnn.pt"), "--events",
+                 str(val_dir), "--out", str(out_dir), "--set", "inference.graph_ops=scatter"]) == 0
     scored, original = load_record(out_dir / "event9.pt"), load_record(val_dir / "event9.pt")
     assert torch.equal(scored.edge_index, original.edge_index)
     assert scored.scores.shape == original.y.shape and scored.scores.dtype == torch.float32
@@ -107,12 +108,13 @@ def test_cli_names_bad_config_keys_and_records(sample_prefix: Path, tmp_path: Pa
                                                capsys: pytest.CaptureFixture[str]) -> None:
     config = Path(__file__).resolve().parents[1] / "configs" / "gnn.yaml"
     save_record(graph_record(sample_prefix, (0.0, 1.0), 1.0, seed=0), tmp_path / "d" / "a.pt")
-    assert main(["train", "gnn", "--config", str(config), "--output", str(tmp_path / "r"),
-                 "--train-dir", str(tmp_path / "d"), "model.hiden=8"]) == 2
+    assert main(["train", "gnn", "--config", str(config), "--checkpoint", str(tmp_path / "r.pt"),
+                 "--set", f"data.train_dir={tmp_path / 'd'}", "--set", "model.hiden=8"]) == 2
     assert "unknown key 'hiden' (did you mean 'hidden'?)" in capsys.readouterr().err
     broken = load_record(tmp_path / "d" / "a.pt")
     del broken.signal
     save_record(broken, tmp_path / "e" / "b.pt")
-    assert main(["train", "gnn", "--config", str(config), "--output", str(tmp_path / "r"),
-                 "--train-dir", str(tmp_path / "e"), "trainer.max_epochs=1"]) == 2
+    assert main(["train", "gnn", "--config", str(config), "--checkpoint", str(tmp_path / "r.pt"),
+                 "--set", f"data.train_dir={tmp_path / 'e'}", "--set", "data.val_events=0",
+                 "--set", "trainer.max_steps=1"]) == 2
     assert "b.pt: record has no 'signal'" in capsys.readouterr().err

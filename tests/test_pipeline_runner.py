@@ -12,7 +12,7 @@ from trkx.pipeline.runner import Step, StepFailed, is_done, run_steps
 
 def simulate_step(workdir: Path, name: str, first_id: int) -> Step:
     out = workdir / name
-    return Step(name, "simulate", ("simulate", "--out", str(out), "--events", "1", "--seed", "3",
+    return Step(name, "simulate", ("simulate", "--out", str(out), "--n-events", "1", "--seed", "3",
                                    "--pileup", "1", "--first-event-id", str(first_id)), out)
 
 
@@ -53,7 +53,7 @@ def test_changed_command_or_missing_output_reruns(tmp_path: Path) -> None:
 
 
 def test_failing_step_stops_the_run(tmp_path: Path) -> None:
-    bad = Step("bad", "simulate", ("simulate", "--out", str(tmp_path / "x"), "--events", "1",
+    bad = Step("bad", "simulate", ("simulate", "--out", str(tmp_path / "x"), "--n-events", "1",
                                    "--particles-from", str(tmp_path / "missing")), tmp_path / "x")
     with pytest.raises(StepFailed, match="step bad failed"):
         run_steps([bad], tmp_path, trkx_main, log=lambda _: None)

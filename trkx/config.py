@@ -2,8 +2,10 @@
 
 A config file is a mapping read with ``yaml.safe_load``. Each section maps onto the keyword
 arguments of one class or function; :func:`instantiate` checks every key against the callable's
-signature *before any work starts* and names an unknown or missing key (with a spelling hint).
-Command-line overrides ``key=value`` or ``section.key=value`` are parsed as YAML scalars.
+signature *before any work starts* and names an unknown or missing key (with a spelling hint),
+or a value whose type does not fit the parameter's annotation (else its default's type): a
+string where an int is expected fails naming the key, not deep inside the code. Command-line
+overrides ``key=value`` or ``section.key=value`` are parsed as YAML scalars.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import types
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -69,8 +73,10 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
-def check_keys(target: Callable[..., Any], mapping: Mapping[str, Any], label: str) -> None:
-    """Raise :class:`ConfigError` for keys ``target`` does not accept or required ones missing."""
+def check_keys(target: Callable[..., Any], mapping: Mapping[str, Any], label: str,
+               provided: Iterable[str] = ()) -> None:
+    """Raise :class:`ConfigError` for keys ``target`` does not accept, required ones missing or
+    values of the wrong type; ``provided`` names arguments the code supplies (not config)."""
     signature = inspect.signature(target)
     params = {name: p for name, p in signature.parameters.items()
               if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
@@ -82,9 +88,77 @@ def check_keys(target: Callable[..., Any], mapping: Mapping[str, Any], label: st
             raise ConfigError(f"{label}: unknown key {key!r}{hint}; valid keys: "
                               f"{', '.join(params)}")
     missing = [name for name, p in params.items()
-               if p.default is inspect.Parameter.empty and name not in mapping]
+               if p.default is inspect.Parameter.empty and name not in mapping
+               and name not in provided]
     if missing:
         raise ConfigError(f"{label}: missing required key(s) {', '.join(missing)}")
+    hints = _type_hints(target)
+    for key, value in mapping.items():
+        if key not in params:
+            continue
+        hint = hints.get(key, _default_type(params[key].default))
+        if hint is not None and not value_fits(value, hint):
+            raise ConfigError(f"{label}: key {key!r} must be {describe_type(hint)}, got "
+                              f"{value!r} ({type(value).__name__})")
+
+
+def _type_hints(target: Callable[..., Any]) -> dict[str, Any]:
+    """Resolved annotations of ``target``'s parameters ({} when they cannot be resolved)."""
+    function = target.__init__ if inspect.isclass(target) else target
+    try:
+        return typing.get_type_hints(function)
+    except Exception:  # unresolvable forward references: fall back to the defaults' types
+        return {}
+
+
+def _default_type(default: Any) -> Any:
+    if isinstance(default, (bool, int, float, str)):
+        return type(default)
+    return None
+
+
+def value_fits(value: Any, hint: Any) -> bool:
+    """Whether a config value (YAML scalar, list or mapping) fits the annotation ``hint``."""
+    if hint is Any or hint is inspect.Parameter.empty:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(value_fits(value, arg) for arg in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint in (Path, os.PathLike):
+        return isinstance(value, (str, os.PathLike))
+    if origin in (list, tuple, typing.Sequence, Iterable):
+        return isinstance(value, (list, tuple))
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        return isinstance(value, dict)
+    if inspect.isclass(hint):
+        return isinstance(value, hint)
+    return True
+
+
+def describe_type(hint: Any) -> str:
+    """``an int``, ``a float or null`` ... for error messages."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe_type(arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    names = {bool: "true/false", int: "an int", float: "a number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    name = getattr(origin or hint, "__name__", str(hint))
+    return f"a {name}"
 
 
 def instantiate(target: Callable[..., T], mapping: Mapping[str, Any] | None, label: str) -> T:

@@ -1,55 +1,213 @@
-"""What every stage CLI shares: its config, its Lightning Trainer, its output folder.
+"""The one command shape of the learned stages, shared by embedding, filter and gnn:
 
-Heavy imports (torch, Lightning) happen inside the functions so ``trkx --help`` stays fast.
+    trkx train STAGE --config FILE [--set KEY=VALUE ...] [--checkpoint FILE] [--no-resume]
+    trkx infer STAGE [--config FILE] --checkpoint FILE --events DIR --out DIR
+                     [--n-events N] [--set KEY=VALUE ...]
+
+Each stage module ``trkx.<stage>.cli`` provides ``SECTIONS``, ``DEFAULT_CONFIG``,
+``check_config(config, label)``, ``train(config, label, checkpoint)`` and
+``infer(config, label, checkpoint, events, out, n_events)``; this module parses the arguments,
+builds the config (file, then ``--set``), checks every key before any work and writes outputs.
+``checkpoint`` is the config key of the model file for all three stages (``--checkpoint``
+overrides it); ``trkx infer STAGE`` without ``--config`` uses the config stored in the checkpoint.
+Older spellings are accepted, hidden, with a deprecation line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+import re
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from trkx.config import apply_overrides, check_sections, load_config
+from trkx.config import ConfigError, apply_overrides, check_sections, load_config
+
+RECORD_FILE = re.compile(r"^event\d{9}\.pt$")
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
-    parser.add_argument("--config", default=default_config,
-                        help=f"stage YAML config (default: {default_config})")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="config overrides, e.g. model.hidden=64 trainer.max_epochs=2")
+def warn_deprecated(old: str, new: str) -> None:
+    print(f"trkx: warning: {old} is deprecated, use {new}", file=sys.stderr)
 
 
-def stage_config(args: argparse.Namespace, sections: Iterable[str]) -> dict[str, Any]:
-    """The config file with the command-line overrides applied, sections checked."""
-    config = apply_overrides(load_config(args.config), args.overrides)
-    check_sections(config, sections, str(args.config))
+class DeprecatedOverride(argparse.Action):
+    """A hidden old flag that becomes ``--set KEY=VALUE`` (``template`` formats the value)."""
+
+    def __init__(self, option_strings, dest, template: str = "", new: str = "", **kwargs):
+        self.template, self.new = template, new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        warn_deprecated(option_string, self.new)
+        value = values if not isinstance(values, list) else " ".join(values)
+        namespace.overrides = [*(namespace.overrides or []), self.template.format(value)]
+
+
+class DeprecatedRename(argparse.Action):
+    """A hidden old flag that stores into the new flag's ``dest``."""
+
+    def __init__(self, option_strings, dest, new: str = "", **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        warn_deprecated(option_string, self.new)
+        setattr(namespace, self.dest, values)
+
+
+def add_set_argument(parser: argparse.ArgumentParser, example: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) and the hidden positional ``KEY=VALUE`` of old."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help=f"config override (repeatable), e.g. {example}")
+    parser.add_argument("legacy_overrides", nargs="*", help=argparse.SUPPRESS)
+
+
+def overrides_of(args: argparse.Namespace) -> list[str]:
+    """``--set`` values then the deprecated positional ones (with a deprecation line)."""
+    legacy = list(getattr(args, "legacy_overrides", []) or [])
+    if legacy:
+        warn_deprecated("positional KEY=VALUE", "--set KEY=VALUE")
+    return [*(args.overrides or []), *legacy]
+
+
+def add_train_arguments(parser: argparse.ArgumentParser, stage: str, default: str) -> None:
+    parser.add_argument("--config", default=default, metavar="FILE",
+                        help=f"stage YAML (default: {default})")
+    add_set_argument(parser, "trainer.max_steps=500")
+    parser.add_argument("--checkpoint", default=None, metavar="FILE",
+                        help="where to write the trained model (default: the config's "
+                             "'checkpoint' key); it trains in FILE's folder, NAME.run/")
+    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
+                        help="continue an interrupted run from its last.ckpt (default: "
+                             "trainer.resume)")
+    if stage == "gnn":
+        parser.add_argument("--output", action=DeprecatedOverride, new="--checkpoint FILE",
+                            template="checkpoint={}/gnn.pt")
+        parser.add_argument("--train-dir", action=DeprecatedOverride,
+                            new="--set data.train_dir=DIR", template="data.train_dir={}")
+        parser.add_argument("--val-dir", action=DeprecatedOverride,
+                            new="--set data.val_dir=DIR", template="data.val_dir={}")
+        parser.add_argument("--seed", action=DeprecatedOverride,
+                            new="--set trainer.seed=S", template="trainer.seed={}")
+
+
+def add_infer_arguments(parser: argparse.ArgumentParser, stage: str) -> None:
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="stage YAML (default: the config stored in the checkpoint)")
+    parser.add_argument("--checkpoint", default=None, metavar="FILE",
+                        help="trained model (default: the config's 'checkpoint' key)")
+    parser.add_argument("--events", type=Path, default=None, metavar="DIR",
+                        help="input folder of events (required)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="output folder of records (required)")
+    parser.add_argument("--n-events", type=int, default=None, metavar="N",
+                        help="only the first N events")
+    add_set_argument(parser, "inference.chunk_size=100000")
+    parser.add_argument("--nevents", dest="n_events", type=int, action=DeprecatedRename,
+                        new="--n-events")
+    if stage == "gnn":
+        parser.add_argument("--input-dir", dest="events", type=Path, action=DeprecatedRename,
+                            new="--events")
+        parser.add_argument("--output-dir", dest="out", type=Path, action=DeprecatedRename,
+                            new="--out")
+        parser.add_argument("--graph-ops", action=DeprecatedOverride,
+                            new="--set inference.graph_ops=NAME",
+                            template="inference.graph_ops={}")
+        parser.add_argument("--bf16", nargs=0, action=DeprecatedOverride,
+                            new="--set inference.bf16=true", template="inference.bf16=true")
+
+
+def stage_config(path: str | Path, overrides: Iterable[str], stage: Any) -> dict[str, Any]:
+    """The config file with overrides applied, sections and keys checked."""
+    label = str(path)
+    config = apply_overrides(load_config(path), overrides)
+    check_sections(config, stage.SECTIONS, label)
+    stage.check_config(config, label)
     return config
 
 
-def checkpoint_path(args: argparse.Namespace, config: dict[str, Any]) -> str:
-    """``--checkpoint``, else the config's ``checkpoint`` key (a clear error when neither)."""
-    from trkx.config import ConfigError
-
-    path = args.checkpoint or config.get("checkpoint")
-    if not path:
+def run_train(stage: Any, args: argparse.Namespace) -> int:
+    overrides = overrides_of(args)
+    if args.checkpoint:
+        overrides.append(f"checkpoint={args.checkpoint}")
+    if args.resume is not None:
+        overrides.append(f"trainer.resume={str(args.resume).lower()}")
+    config = stage_config(args.config, overrides, stage)
+    checkpoint = config.get("checkpoint")
+    if not checkpoint:
         raise ConfigError(f"{args.config}: no 'checkpoint' key and no --checkpoint given")
-    return str(path)
+    result = stage.train(config, str(args.config), Path(str(checkpoint)))
+    if result is None or isinstance(result, int):  # the torchrun entry reports for itself
+        return int(result or 0)
+    print(f"{stage.NAME}: trained to step {result.global_step} -> {result.checkpoint}")
+    for key, value in sorted({**result.metrics, **result.working_point}.items()):
+        print(f"  {key} = {value:.4f}")
+    return 0
 
 
-def make_trainer(options: dict[str, Any], label: str):
-    """A Lightning Trainer from the config's ``trainer`` section (one-to-one kwargs)."""
-    import pytorch_lightning as pl
+def run_infer(stage: Any, args: argparse.Namespace) -> int:
+    from trkx.checkpoint import load_checkpoint
 
-    from trkx.config import instantiate
-
-    options = dict(options)
-    options.setdefault("logger", False)
-    options.setdefault("enable_checkpointing", False)
-    options.setdefault("enable_model_summary", False)
-    return instantiate(pl.Trainer, options, f"{label}: trainer")
+    missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
+    if missing:
+        raise ConfigError(f"trkx infer {stage.NAME}: {' and '.join(missing)} required")
+    overrides = overrides_of(args)
+    checkpoint = args.checkpoint
+    if args.config:
+        config = stage_config(args.config, overrides, stage)
+        checkpoint = checkpoint or config.get("checkpoint")
+        label = str(args.config)
+    if not checkpoint:
+        raise ConfigError(f"trkx infer {stage.NAME}: give --checkpoint FILE (or a --config "
+                          "with a 'checkpoint' key)")
+    if not args.config:
+        label = f"{checkpoint} (stored config)"
+        stored = load_checkpoint(checkpoint, stage.NAME).config
+        config = apply_overrides(stored, overrides)
+        check_sections(config, stage.SECTIONS, label)
+        stage.check_config(config, label)
+    if not args.events.is_dir():
+        raise FileNotFoundError(f"{args.events}: no such events folder (--events)")
+    if args.out.resolve() == args.events.resolve():
+        raise ConfigError(f"{args.out}: the output folder must differ from --events")
+    return int(stage.infer(config, label, Path(str(checkpoint)), args.events, args.out,
+                           args.n_events) or 0)
 
 
 def output_path(event_id: int, out_dir: str | Path) -> Path:
     """Where the record of one event goes."""
     return Path(out_dir) / f"event{int(event_id):09d}.pt"
+
+
+def remove_stale(out_dir: Path, written: Iterable[Path], pattern: re.Pattern = RECORD_FILE,
+                 ) -> int:
+    """Delete output files of earlier runs in ``out_dir`` (names matching ``pattern``) that
+    this run did not write, so a reused folder holds only this run's outputs."""
+    keep = {Path(p).resolve() for p in written}
+    stale = [p for p in Path(out_dir).iterdir()
+             if pattern.match(p.name) and p.resolve() not in keep]
+    for path in stale:
+        path.unlink()
+    if stale:
+        print(f"{out_dir}: removed {len(stale)} file(s) of an earlier run")
+    return len(stale)
+
+
+def write_records(records: Iterable[Any], out: Path, transform: Callable[[Any], Any],
+                  describe: Callable[[Any, Any], str],
+                  name: Callable[[Any], str] | None = None) -> list[Path]:
+    """``transform`` every record, save it as ``out/eventNNNNNNNNN.pt`` (or ``out/name(r)``),
+    print ``describe``, then remove the outputs of earlier runs."""
+    from trkx.data.record import save_record
+
+    written = []
+    for record in records:
+        result = transform(record)
+        target = (Path(out) / name(record) if name is not None
+                  else output_path(int(record.event_id), out))
+        path = save_record(result, target)
+        written.append(path)
+        print(f"{path}: {describe(record, result)}")
+    remove_stale(out, written)
+    return written

@@ -3,13 +3,16 @@
 Every module of this package that defines ``register(subparsers)`` is a subcommand: it adds its
 parser and sets ``func(args) -> int`` as the handler. Modules import heavy dependencies (torch,
 Lightning, FAISS) inside their handlers, so ``trkx --help`` and ``trkx info`` stay fast. Errors in
-user input (bad files, bad configs) print one clear line and exit with status 2.
+user input (bad files, bad configs, bad checkpoints) print one clear line and exit with status
+2; ``--debug`` (or ``TRKX_DEBUG=1``) shows the traceback instead. Ctrl-C prints one line and exits
+with 130; a closed output pipe (``trkx run --dry-run | head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -17,6 +20,13 @@ from collections.abc import Sequence
 from trkx.config import ConfigError
 from trkx.data.errors import TrackMLFormatError
 from trkx.pipeline.runner import StepFailed
+from trkx.training.fit import StageFailed
+
+#: Exceptions that mean a user mistake: one line, exit status 2.
+USER_ERRORS = (TrackMLFormatError, ConfigError, FileNotFoundError, NotADirectoryError,
+               StepFailed, StageFailed)
+INTERRUPTED = 130
+BROKEN_PIPE = 141
 
 
 def command_modules() -> list:
@@ -35,15 +45,46 @@ def build_parser() -> argparse.ArgumentParser:
         description="GNN track reconstruction for TrackML-format events (Exa.TrkX recipe).",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of errors (also: TRKX_DEBUG=1)")
     for module in command_modules():
         module.register(subparsers)
+    _add_debug(parser)
     return parser
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after the command too (``trkx train gnn ... --debug``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if "--debug" not in sub._option_string_actions:
+                    sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                     help="show the traceback of errors")
+                _add_debug(sub)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split("\n")).strip() or type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    debug = bool(getattr(args, "debug", False)) or os.environ.get("TRKX_DEBUG") == "1"
     try:
         return int(args.func(args) or 0)
-    except (TrackMLFormatError, ConfigError, FileNotFoundError, StepFailed) as exc:
-        print(f"trkx {args.command}: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"trkx {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): silence the flush at exit, no traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE
+    except USER_ERRORS as exc:
+        if debug:
+            raise
+        print(f"trkx {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2

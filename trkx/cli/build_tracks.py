@@ -30,9 +30,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from trkx.cli._tracks_io import atomic_write, config_section, record_files, tracks_file_name
+    from trkx.cli._tracks_io import (
+        TRACKS_FILE,
+        atomic_write,
+        config_section,
+        record_files,
+        tracks_file_name,
+    )
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import load_record
+    from trkx.stage_tools import remove_stale
     from trkx.tracks.building import TrackBuilder, tracks_frame
 
     builder = config_section(args.config, args.overrides, "builder", TrackBuilder,
@@ -42,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"{args.events}: no event records (*.pt)")
     start = time.perf_counter()
     n_tracks = 0
+    written = []
     for file_event_id, path in tqdm(records, desc="build tracks", unit="event"):
         record = load_record(path)
         stored = getattr(record, "event_id", None)
@@ -53,9 +61,10 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise TrackMLFormatError(f"{path}: {exc}") from exc
         table = tracks_frame(record.hit_id, labels, event_id)
-        atomic_write(args.out / tracks_file_name(event_id),
-                     lambda tmp, t=table: t.to_csv(tmp, index=False))
+        written.append(atomic_write(args.out / tracks_file_name(event_id),
+                                    lambda tmp, t=table: t.to_csv(tmp, index=False)))
         n_tracks += int(labels.max()) + 1 if len(labels) else 0
+    remove_stale(args.out, written, TRACKS_FILE)
     print(f"{len(records)} event(s), {n_tracks:,d} tracks ({builder.method}) written to "
           f"{args.out} in {time.perf_counter() - start:.2f} s")
     return 0

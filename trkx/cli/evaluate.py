@@ -11,7 +11,11 @@ event record ``eventNNNNNNNNN*.pt`` (with per-hit truth), else the TrackML files
 - ``particles.csv`` and ``tracks.csv``: the per-particle and per-track tables behind them;
 - PNG plots: efficiency vs pT and vs eta, fake rate vs eta, duplicate rate vs eta, track length.
 
-Cuts and matching come from the ``metrics`` section of ``--config`` and ``--set``.
+Cuts and matching come from the ``metrics`` section of ``--config`` and ``--set``. Edge
+efficiency/purity of the evaluated records count the edges with ``score >= --edge-cut`` (default:
+the track builder's cut of ``--config``, the cut its tracks were built with); the records of
+``--stage embedding=DIR`` and ``--stage filter=DIR`` hold only the edges their stage kept, so
+every edge of them counts.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import math
 import time
 from pathlib import Path
 
+STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
 PLOTS = ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta", "duplicate_rate_vs_eta",
          "track_length")
 
@@ -38,10 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", default=None, help="YAML config (configs/tracks.yaml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override, e.g. metrics.matching=atlas")
-    parser.add_argument("--edge-cut", type=float, default=0.5,
-                        help="score cut for edge efficiency/purity (default 0.5)")
+    parser.add_argument("--edge-cut", type=float, default=None,
+                        help="score cut for edge efficiency/purity (default: the builder's "
+                             "cut of --config)")
     parser.add_argument("--stage", action="append", default=[], metavar="NAME=DIR",
-                        help="also report edge efficiency/purity of the records in DIR")
+                        help="also report edge efficiency/purity of the records in DIR "
+                             f"(NAME: {', '.join(STAGE_NAMES)})")
     parser.set_defaults(func=run)
 
 
@@ -90,6 +97,26 @@ def stage_edge_metrics(name: str, folder: Path, cut: float) -> dict:
             "events": per_event}
 
 
+def parse_stages(items: list[str]) -> list[tuple[str, Path]]:
+    """``NAME=DIR`` arguments of ``--stage``, checked (known NAME, existing DIR)."""
+    from trkx.config import ConfigError
+
+    stages = []
+    for item in items:
+        name, _, folder = item.partition("=")
+        if name not in STAGE_NAMES or not folder:
+            raise ConfigError(f"--stage {item!r}: expected NAME=DIR with NAME one of "
+                              f"{', '.join(STAGE_NAMES)}")
+        if not Path(folder).is_dir():
+            raise FileNotFoundError(f"--stage {item!r}: no such folder {folder}")
+        stages.append((name, Path(folder)))
+    return stages
+
+
+def _rate(value) -> str:
+    return "    n/a" if value is None or value != value else f"{value:>7.4f}"
+
+
 def format_table(overall: dict, events: list[dict]) -> str:
     """The short stdout summary."""
     def pct(name: str) -> str:
@@ -107,8 +134,9 @@ def format_table(overall: dict, events: list[dict]) -> str:
     if len(events) > 1:
         lines.append(f"  {'event':>10s} {'eff':>7s} {'fake':>7s} {'dup':>7s} {'score':>7s}")
         for e in events:
-            lines.append(f"  {e['event_id']:>10d} {e['efficiency']:>7.4f} {e['fake_rate']:>7.4f} "
-                         f"{e['duplicate_rate']:>7.4f} {e['trackml_score']:>7.4f}")
+            lines.append(f"  {e['event_id']:>10d} {_rate(e['efficiency'])} "
+                         f"{_rate(e['fake_rate'])} {_rate(e['duplicate_rate'])} "
+                         f"{_rate(e['trackml_score'])}")
     return "\n".join(lines)
 
 
@@ -125,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from trkx.data.errors import TrackMLFormatError
     from trkx.tracks.binned import standard_rates
+    from trkx.tracks.building import TrackBuilder
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.metrics import (
         MetricCuts,
@@ -137,11 +166,11 @@ def run(args: argparse.Namespace) -> int:
 
     cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
                           args.config or "--set")
-    stages = []
-    for item in args.stage:
-        if "=" not in item:
-            raise FileNotFoundError(f"--stage {item!r}: expected NAME=DIR")
-        stages.append(item.split("=", 1))
+    builder = config_section(args.config, args.overrides, "builder", TrackBuilder,
+                             args.config or "--set")
+    edge_cut = args.edge_cut if args.edge_cut is not None else (
+        builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut)
+    stages = parse_stages(args.stage)
     start = time.perf_counter()
     evaluations, record_edges = [], []
     for event_id, path in tqdm(sorted(track_files(args.tracks).items()), desc="evaluate",
@@ -152,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         except TrackMLFormatError as exc:
             raise TrackMLFormatError(f"{path}: {exc}") from exc
         if record is not None:
-            metrics = edge_metrics(record, args.edge_cut)
+            metrics = edge_metrics(record, edge_cut)
             if metrics is not None:
                 record_edges.append({"event_id": event_id, **metrics})
 
@@ -167,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
     if record_edges:
         edges["events"] = {"overall": pool_edge_metrics(record_edges), "events": record_edges}
     for name, folder in stages:
-        edges[name] = stage_edge_metrics(name, Path(folder), args.edge_cut)
+        cut = edge_cut if name == "gnn" else 0.0  # earlier stages' records: all edges kept
+        edges[name] = stage_edge_metrics(name, folder, cut)
 
     out = args.out
     report = {"cuts": cuts_dict(cuts), "overall": overall, "events": events,

@@ -1,4 +1,4 @@
-"""``trkx infer --config PIPELINE.yaml --checkpoints DIR --events DIR --out DIR``.
+"""``trkx infer --config PIPELINE.yaml --checkpoints DIR --events DIR --out DIR [--set ...]``.
 
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event and
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from trkx.config import ConfigError
+from trkx.stage_tools import DeprecatedRename
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,9 +24,12 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                        help="folder with embedding.pt, filter.pt, gnn.pt (WORKDIR/checkpoints)")
     group.add_argument("--events", type=Path, help="folder of TrackML events")
     group.add_argument("--out", type=Path, help="folder for tracks, timing.json, evaluation")
-    group.add_argument("--nevents", type=int, default=None, help="only the first N events")
+    group.add_argument("--n-events", type=int, default=None, metavar="N",
+                       help="only the first N events")
+    group.add_argument("--nevents", dest="n_events", type=int, action=DeprecatedRename,
+                       new="--n-events")
     group.add_argument("--set", dest="overrides", action="append", default=[],
-                       metavar="KEY=VALUE", help="pipeline config override")
+                       metavar="KEY=VALUE", help="pipeline config override (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,13 +41,14 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from trkx.cli import main as trkx_main
-    from trkx.cli._tracks_io import atomic_write, tracks_file_name
+    from trkx.cli._tracks_io import TRACKS_FILE, atomic_write, tracks_file_name
     from trkx.data.detector import load_detector
     from trkx.data.errors import EventFileNotFoundError
     from trkx.data.io import find_part_file
     from trkx.embedding.events import event_prefixes, event_record
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import TrainedPipeline
+    from trkx.stage_tools import remove_stale
     from trkx.tracks.building import tracks_frame
 
     config = load_pipeline_config(args.config, args.overrides)
@@ -54,21 +59,22 @@ def run(args: argparse.Namespace) -> int:
                                     config.inference.graph_ops, config.inference.bf16)
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder")
-    prefixes = event_prefixes(args.events)[: args.nevents]
+    prefixes = event_prefixes(args.events)[: args.n_events]
     if not prefixes:
         raise FileNotFoundError(f"{args.events}: no TrackML events (event*-hits.csv[.gz])")
     detector = load_detector()
     timing: dict[str, dict[str, float]] = {}
+    written = []
     with_truth = True
     for prefix in tqdm(prefixes, desc="trkx infer", unit="event"):
         start = time.perf_counter()
-        record = event_record(prefix, detector, pipeline.use_cells, 1.0)
+        record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min)
         load_seconds = time.perf_counter() - start
         _, labels, seconds = pipeline.run(record)
         event_id = int(record.event_id)
         table = tracks_frame(record.hit_id, labels, event_id)
-        atomic_write(args.out / tracks_file_name(event_id),
-                     lambda tmp, t=table: t.to_csv(tmp, index=False))
+        written.append(atomic_write(args.out / tracks_file_name(event_id),
+                                    lambda tmp, t=table: t.to_csv(tmp, index=False)))
         timing[str(event_id)] = {"load": load_seconds, **seconds,
                                  "total": load_seconds + sum(seconds.values()),
                                  "n_hits": int(record.num_nodes)}
@@ -76,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             find_part_file(prefix, "truth")
         except EventFileNotFoundError:
             with_truth = False
+    remove_stale(args.out, written, TRACKS_FILE)
     stages = ["load", "embedding", "filter", "gnn", "tracks", "total"]
     mean = {s: sum(t[s] for t in timing.values()) / len(timing) for s in stages}
     text = json.dumps({"events": timing, "mean_seconds": mean}, indent=2)

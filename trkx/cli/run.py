@@ -3,8 +3,9 @@
 Simulates (or takes) train/validation/test events, trains the embedding, filter and GNN, runs
 each stage's inference, builds tracks for the test events and evaluates them, then prints a
 table (edge efficiency/purity per stage, track efficiency, fake and duplicate rates, TrackML
-score, time per stage). Each step is skipped when its outputs are already there and valid, so
-an interrupted run continues where it stopped.
+score, time per stage). Each step is skipped when its outputs are already there and valid (same
+command, same configs, nothing upstream rerun), so an interrupted run continues where it
+stopped. Every stage config (with its overrides) is checked before the first step runs.
 """
 
 from __future__ import annotations
@@ -24,23 +25,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override, e.g. events.test_events=10")
     parser.add_argument("--dry-run", action="store_true",
-                        help="print the steps and whether each is done, run nothing")
+                        help="check every config, print the steps and whether each is done, "
+                             "run nothing")
     parser.set_defaults(func=run)
+
+
+def validate_steps(steps, config) -> None:
+    """Check the config of every stage step (file + overrides) and of the track steps."""
+    from trkx import stage_tools
+    from trkx.cli import build_parser
+    from trkx.cli._tracks_io import config_section
+    from trkx.tracks.building import TrackBuilder
+    from trkx.tracks.metrics import MetricCuts
+
+    parser = build_parser()
+    for step in steps:
+        if step.argv[0] in ("train", "infer"):
+            args = parser.parse_args(list(step.argv))
+            stage_tools.stage_config(args.config, stage_tools.overrides_of(args),
+                                     args.func.args[0])
+    tracks = str(config.stage_config_path(config.tracks))
+    config_section(tracks, config.tracks.overrides, "builder", TrackBuilder, tracks)
+    config_section(tracks, config.tracks.overrides, "metrics", MetricCuts, tracks)
 
 
 def run(args: argparse.Namespace) -> int:
     from trkx.cli import main as trkx_main
     from trkx.pipeline.config import load_pipeline_config
-    from trkx.pipeline.runner import is_done, run_steps, seconds_per_stage
+    from trkx.pipeline.runner import plan_states, run_steps, seconds_per_stage
     from trkx.pipeline.steps import plan_steps
     from trkx.pipeline.summary import format_run_summary, load_metrics
 
     config = load_pipeline_config(args.config, args.overrides)
     workdir = args.workdir
     steps = plan_steps(config, workdir)
+    validate_steps(steps, config)
     if args.dry_run:
+        states = plan_states(steps, workdir)
         for step in steps:
-            state = "done" if is_done(step, workdir) else "to do"
+            state = "done" if states[step.name] is not None else "to do"
             print(f"{state:>6s}  {step.name:<22s} trkx {' '.join(step.argv)}")
         return 0
     workdir.mkdir(parents=True, exist_ok=True)

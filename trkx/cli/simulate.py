@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from trkx.stage_tools import DeprecatedRename
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -14,8 +16,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "from real particle tables (--particles-from), whose event and particle ids "
                     "are kept. Writes OUT/eventNNNNNNNNN-{hits,cells,particles,truth}.csv.gz.")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    parser.add_argument("--events", type=int, default=None, metavar="N",
+    parser.add_argument("--n-events", type=int, default=None, metavar="N",
                         help="number of events (default with --particles-from: all tables)")
+    parser.add_argument("--events", "--nevents", dest="n_events", type=int,
+                        action=DeprecatedRename, new="--n-events")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed")
     parser.add_argument("--pileup", type=float, default=200.0, metavar="MU",
                         help="mean pile-up of generated events (default 200, like TrackML)")
@@ -34,20 +38,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from trkx.config import ConfigError
     from trkx.data.simulate.event import SimulationConfig
     from trkx.data.simulate.runner import plan_jobs, run_jobs
 
-    if args.particles_from is None and args.events is None:
-        raise SystemExit("trkx simulate: error: --events N is required without --particles-from")
+    if args.particles_from is None and args.n_events is None:
+        raise ConfigError("--n-events N is required without --particles-from")
     if args.pileup <= 0:
-        raise SystemExit("trkx simulate: error: --pileup must be > 0")
+        raise ConfigError(f"--pileup must be > 0, got {args.pileup}")
     if not 0.0 <= args.noise < 1.0:
-        raise SystemExit("trkx simulate: error: --noise must be in [0, 1)")
+        raise ConfigError(f"--noise must be in [0, 1), got {args.noise}")
     try:
-        jobs = plan_jobs(args.events, args.seed, args.pileup, args.first_event_id,
+        jobs = plan_jobs(args.n_events, args.seed, args.pileup, args.first_event_id,
                          args.particles_from)
     except ValueError as exc:
-        raise SystemExit(f"trkx simulate: error: {exc}") from exc
+        raise ConfigError(str(exc)) from exc
     config = SimulationConfig(noise_fraction=args.noise)
     for _ in tqdm(run_jobs(jobs, args.out, max(1, args.workers), config), total=len(jobs),
                   desc="simulate", unit="event"):

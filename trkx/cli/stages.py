@@ -1,40 +1,34 @@
-"""``trkx train STAGE`` and ``trkx infer STAGE``: dispatch to the pipeline stages.
+"""``trkx train STAGE`` and ``trkx infer STAGE``: one command shape for every learned stage.
 
-Each stage package ``trkx.<stage>`` provides a module ``trkx.<stage>.cli`` with
-
-    add_train_arguments(parser), train(args) -> int,
-    add_infer_arguments(parser), infer(args) -> int,
-
-importing its heavy dependencies inside ``train``/``infer``. Stages whose ``cli`` module does
-not exist yet are simply not offered. ``trkx infer`` without a STAGE runs the whole trained
-pipeline (:mod:`trkx.cli.pipeline_infer`).
+Each stage package ``trkx.<stage>`` provides ``trkx.<stage>.cli`` (see
+:mod:`trkx.stage_tools` for what it defines); the arguments are the same for all of them.
+``trkx infer`` without a STAGE runs the whole trained pipeline (:mod:`trkx.cli.pipeline_infer`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
 
 
-def _stage_modules() -> dict[str, object]:
-    modules = {}
-    for stage in STAGES:
-        try:
-            modules[stage] = importlib.import_module(f"trkx.{stage}.cli")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"trkx.{stage}.cli":
-                raise
-    return modules
+def stage_module(stage: str):
+    return importlib.import_module(f"trkx.{stage}.cli")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    modules = _stage_modules()
+    from trkx import stage_tools
+
     for verb in ("train", "infer"):
         parser = subparsers.add_parser(
-            verb, help=f"{verb} one pipeline stage ({', '.join(modules) or 'none yet'})",
-            description=f"{verb.capitalize()} one stage of the pipeline.")
+            verb, help=f"{verb} one pipeline stage ({', '.join(STAGES)})",
+            description=f"{verb.capitalize()} one stage of the pipeline: "
+                        + ("trkx train STAGE --config FILE [--set KEY=VALUE ...]"
+                           if verb == "train" else
+                           "trkx infer STAGE --config FILE --checkpoint FILE --events DIR "
+                           "--out DIR [--set KEY=VALUE ...]"))
         stage_parsers = parser.add_subparsers(dest="stage", metavar="STAGE",
                                               required=verb == "train")
         if verb == "infer":
@@ -42,7 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
             pipeline_infer.add_pipeline_arguments(parser)
             parser.set_defaults(func=pipeline_infer.run)
-        for stage, module in modules.items():
+        for stage in STAGES:
+            module = stage_module(stage)
             stage_parser = stage_parsers.add_parser(stage, help=f"{verb} the {stage} stage")
-            getattr(module, f"add_{verb}_arguments")(stage_parser)
-            stage_parser.set_defaults(func=getattr(module, verb))
+            if verb == "train":
+                stage_tools.add_train_arguments(stage_parser, stage, module.DEFAULT_CONFIG)
+                stage_parser.set_defaults(func=functools.partial(stage_tools.run_train, module))
+            else:
+                stage_tools.add_infer_arguments(stage_parser, stage)
+                stage_parser.set_defaults(func=functools.partial(stage_tools.run_infer, module))

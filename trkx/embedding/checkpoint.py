@@ -1,31 +1,26 @@
-"""Stage checkpoints as plain tensors + hyperparameters (loadable with weights_only=True)."""
+"""The trained embedding on disk (format: :mod:`trkx.checkpoint`) and its loader."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-import torch
+from trkx.checkpoint import Checkpoint, build_network, load_checkpoint
 
-from trkx.atomic import load_tensors, save_tensors
-
-
-def save_checkpoint(path: str | os.PathLike, stage: str, hparams: dict[str, Any],
-                    state_dict: dict[str, torch.Tensor], extra: dict[str, Any] | None = None,
-                    ) -> Path:
-    """Atomically write ``{stage, hparams, state_dict, extra}``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"stage": stage, "hparams": dict(hparams),
-               "state_dict": {k: v.detach().cpu() for k, v in state_dict.items()},
-               "extra": dict(extra or {})}
-    return save_tensors(payload, path)
+#: EmbeddingModule hyperparameters that are EmbeddingMLP constructor arguments.
+NETWORK_KEYS: tuple[str, ...] = ("in_features", "hidden", "layers", "embedding_dim",
+                                 "layer_norm")
 
 
-def load_checkpoint(path: str | os.PathLike, stage: str) -> dict[str, Any]:
-    payload = load_tensors(path, "trkx checkpoint")
-    if payload.get("stage") != stage:
-        found = payload.get("stage") if isinstance(payload, dict) else None
-        raise ValueError(f"{path}: not a {stage} checkpoint (stage {found!r})")
-    return payload
+def network_constructor(hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """The EmbeddingMLP keyword arguments of an EmbeddingModule's hyperparameters."""
+    return {key: hparams[key] for key in NETWORK_KEYS}
+
+
+def load_model(path: str | os.PathLike):
+    """``(EmbeddingMLP in eval mode, Checkpoint)`` of an embedding checkpoint."""
+    from trkx.embedding.model import EmbeddingMLP
+
+    checkpoint: Checkpoint = load_checkpoint(path, "embedding")
+    return build_network(checkpoint, EmbeddingMLP), checkpoint

@@ -1,110 +1,124 @@
-"""``trkx train embedding`` and ``trkx infer embedding``.
+"""``trkx train embedding`` and ``trkx infer embedding`` (the shape: :mod:`trkx.stage_tools`).
 
-    trkx train embedding --config configs/embedding.yaml [KEY=VALUE ...]
-    trkx infer embedding --config configs/embedding.yaml --events DIR --out DIR
-
-Config sections (each maps one-to-one onto constructor arguments): ``model`` ->
-EmbeddingModule, ``data`` -> EventRecords, ``trainer`` -> pytorch_lightning.Trainer,
-``graph`` -> GraphBuilding; ``checkpoint`` is the model file written by train and read by
-infer (``--checkpoint`` overrides it).
+Config sections, one-to-one onto constructors: ``model`` -> EmbeddingModule, ``data`` ->
+trkx.training.data.EmbeddingData, ``trainer`` -> trkx.training.TrainerOptions, ``graph`` ->
+GraphBuilding (null values: the checkpoint's working point); ``checkpoint``: the model file.
 """
 
 from __future__ import annotations
 
-import argparse
+from pathlib import Path
+from typing import Any
 
-from trkx.stage_tools import add_config_arguments, checkpoint_path, output_path, stage_config
-
+NAME = "embedding"
 SECTIONS = ("model", "data", "trainer", "graph", "checkpoint")
 DEFAULT_CONFIG = "configs/embedding.yaml"
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_arguments(parser, DEFAULT_CONFIG)
-    parser.add_argument("--checkpoint", default=None, help="where to write the trained model")
-
-
-def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_arguments(parser, DEFAULT_CONFIG)
-    parser.add_argument("--checkpoint", default=None, help="trained model (default: config)")
-    parser.add_argument("--events", required=True,
-                        help="folder of TrackML events or of event records (*.pt)")
-    parser.add_argument("--out", required=True, help="folder for the output event records")
-    parser.add_argument("--nevents", type=int, default=None)
-
-
-def train(args: argparse.Namespace) -> int:
-    import torch
-
-    from trkx.config import instantiate, section
-    from trkx.embedding.checkpoint import save_checkpoint
-    from trkx.embedding.events import EventRecords
+def check_config(config: dict[str, Any], label: str) -> None:
+    """Every key and value type of every section, before any work."""
+    from trkx.config import check_keys, instantiate, section
+    from trkx.embedding.inference import GraphBuilding
     from trkx.embedding.module import EmbeddingModule
+    from trkx.training import TrainerOptions
+    from trkx.training.data import EmbeddingData
 
-    config = stage_config(args, SECTIONS)
-    label = str(args.config)
-    model_options = section(config, "model", label)
-    data = instantiate(EventRecords, section(config, "data", label), f"{label}: data")
-    module = instantiate(EmbeddingModule, model_options, f"{label}: model")
-    checkpoint = checkpoint_path(args, config)
-    from trkx.stage_tools import make_trainer
-
-    trainer = make_trainer(section(config, "trainer", label), label)
-    torch.manual_seed(module.hparams.seed)
-    trainer.fit(module, datamodule=data)
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    save_checkpoint(checkpoint, "embedding", dict(module.hparams),
-                    module.network.state_dict(),
-                    {"train_events": data.train_events, "use_cells": data.use_cells,
-                     "metrics": metrics})
-    print(f"embedding: trained on {data.train_events} events -> {checkpoint}")
-    for key, value in sorted(metrics.items()):
-        print(f"  {key} = {value:.4f}")
-    return 0
+    check_keys(EmbeddingModule, section(config, "model", label), f"{label}: model")
+    instantiate(EmbeddingData, section(config, "data", label), f"{label}: data")
+    instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
+    instantiate(GraphBuilding, section(config, "graph", label), f"{label}: graph")
 
 
-def load_network(path: str):
-    """(EmbeddingMLP, hparams, extra) from an embedding checkpoint."""
-    from trkx.embedding.checkpoint import load_checkpoint
-    from trkx.embedding.model import EmbeddingMLP
+def count_events(folder: str) -> int:
+    """Event records (``*.pt``) in ``folder``, else TrackML events."""
+    from trkx.embedding.events import event_prefixes, record_files
 
-    payload = load_checkpoint(path, "embedding")
-    hp = payload["hparams"]
-    network = EmbeddingMLP(hp["in_features"], hp["hidden"], hp["layers"], hp["embedding_dim"],
-                           hp["layer_norm"])
-    network.load_state_dict(payload["state_dict"])
-    network.eval()
-    return network, hp, payload["extra"]
+    if not Path(folder).is_dir():
+        raise FileNotFoundError(f"{folder}: no such events folder")
+    return len(record_files(folder)) or len(event_prefixes(folder))
 
 
-def infer(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+def train(config: dict[str, Any], label: str, checkpoint: Path):
+    from torch.utils.data import DataLoader
 
     from trkx.config import instantiate, section
-    from trkx.data.record import save_record
+    from trkx.embedding.checkpoint import network_constructor
+    from trkx.embedding.events import load_records
+    from trkx.embedding.module import EmbeddingModule
+    from trkx.training import TrainerOptions, fit_stage
+    from trkx.training.data import EmbeddingData, split_events
+
+    data = instantiate(EmbeddingData, section(config, "data", label), f"{label}: data")
+    options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
+    train_slice, val_slice = split_events(data, count_events, label)
+    load = {"use_cells": data.use_cells, "signal_pt_min": data.signal_pt_min}
+    train_records = load_records(train_slice.folder, train_slice.count, train_slice.first,
+                                 **load)
+    val_records = (load_records(val_slice.folder, val_slice.count, val_slice.first, **load)
+                   if val_slice else None)
+    model = section(config, "model", label)
+    return fit_stage(
+        NAME, lambda: instantiate(EmbeddingModule, model, f"{label}: model"),
+        network=lambda m: m.network, constructor=lambda m: network_constructor(m.hparams),
+        options=options, checkpoint=checkpoint, config=config,
+        train_loader=DataLoader(train_records, batch_size=None, shuffle=True),
+        val_loader=DataLoader(val_records, batch_size=None) if val_records else None,
+        efficiency_key="val_edge_efficiency",
+        default_working_point=lambda m: {"radius": m.hparams.radius,
+                                         "max_neighbours": m.hparams.max_neighbours})
+
+
+def check_cells(events: Path, use_cells: bool, checkpoint: Path) -> None:
+    """A model trained with cell features needs events with cells (or records with them)."""
+    from trkx.embedding.events import event_prefixes, record_files
+
+    if not use_cells or record_files(events):
+        return
+    for prefix in event_prefixes(events):
+        if not list(Path(prefix).parent.glob(f"{Path(prefix).name}-cells.csv*")):
+            raise FileNotFoundError(
+                f"{prefix}-cells.csv[.gz]: missing, but {checkpoint} was trained with cell "
+                "features (data.use_cells: true); give events with cells or a model trained "
+                "with --set data.use_cells=false")
+
+
+def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
+          n_events: int | None) -> int:
+    from trkx.config import instantiate, section
+    from trkx.data.errors import TrackMLFormatError
+    from trkx.embedding.checkpoint import load_model
     from trkx.embedding.events import load_records
     from trkx.embedding.inference import GraphBuilding, embedding_graph
     from trkx.embedding.labels import graph_metrics
+    from trkx.stage_tools import write_records
+    from trkx.training.data import EmbeddingData
 
-    config = stage_config(args, SECTIONS)
-    label = str(args.config)
+    network, stored = load_model(checkpoint)
     graph = instantiate(GraphBuilding, section(config, "graph", label), f"{label}: graph")
-    network, hp, extra = load_network(checkpoint_path(args, config))
-    data_options = section(config, "data", label)
-    # Records keep every feature the config asks for (the filter uses cell features), the
-    # network reads its leading columns.
-    records = load_records(args.events, args.nevents,
-                           use_cells=data_options.get("use_cells", extra.get("use_cells", False)),
-                           signal_pt_min=data_options.get("signal_pt_min", 1.0))
-    radius = graph.radius if graph.radius is not None else hp["radius"]
-    k = graph.max_neighbours if graph.max_neighbours is not None else hp["max_neighbours"]
-    for record in tqdm(records, desc="embedding graphs"):
-        out = embedding_graph(network, record, radius, k, graph.backend)
-        path = save_record(out, output_path(int(record.event_id), args.out))
-        line = f"{path}: {out.edge_index.shape[1]:,d} edges"
-        if getattr(out, "signal", None) is not None:
-            m = graph_metrics(out)
+    trained = instantiate(EmbeddingData, stored.config.get("data") or {}, f"{checkpoint}: data")
+    here = instantiate(EmbeddingData, section(config, "data", label), f"{label}: data")
+    check_cells(events, trained.use_cells, checkpoint)
+    # Records keep every feature the model was trained with (the filter uses cell features).
+    records = load_records(events, n_events, use_cells=trained.use_cells,
+                           signal_pt_min=here.signal_pt_min)
+    needed = int(stored.constructor["in_features"])
+    for record in records:
+        if record.x.shape[1] < needed:
+            raise TrackMLFormatError(f"{events}: event {int(record.event_id)} has "
+                                     f"{record.x.shape[1]} hit features, {checkpoint} needs "
+                                     f"{needed} (cell features: use_cells)")
+    point = stored.working_point
+    radius = graph.radius if graph.radius is not None else point["radius"]
+    k = graph.max_neighbours if graph.max_neighbours is not None else point["max_neighbours"]
+
+    def describe(_, out_record) -> str:
+        line = f"{out_record.edge_index.shape[1]:,d} edges"
+        if getattr(out_record, "signal", None) is not None:
+            m = graph_metrics(out_record)
             line += (f", efficiency {m['edge_efficiency']:.4f}, purity {m['purity']:.4f}, "
                      f"{m['edges_per_hit']:.1f} edges/hit")
-        print(line)
+        return line
+
+    write_records(records, out, lambda r: embedding_graph(network, r, radius, int(k),
+                                                          graph.backend), describe)
     return 0

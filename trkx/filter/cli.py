@@ -1,119 +1,122 @@
-"""``trkx train filter`` and ``trkx infer filter``.
-
-    trkx train filter --config configs/filter.yaml [KEY=VALUE ...]
-    trkx infer filter --config configs/filter.yaml --events DIR --out DIR
+"""``trkx train filter`` and ``trkx infer filter`` (the shape: :mod:`trkx.stage_tools`).
 
 Input events are the embedding stage's records (``*.pt`` with ``edge_index`` and labels).
-Config sections (one-to-one onto constructor arguments): ``model`` -> FilterModule, ``data`` ->
-trkx.embedding.events.EventRecords, ``trainer`` -> pytorch_lightning.Trainer,
-``inference`` -> FilterInference; ``checkpoint`` is the model file.
+Config sections, one-to-one onto constructors: ``model`` -> FilterModule, ``data`` ->
+trkx.training.data.StageData, ``trainer`` -> trkx.training.TrainerOptions, ``inference`` ->
+trkx.filter.checkpoint.FilterInference; ``checkpoint``: the model file.
 """
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from trkx.stage_tools import add_config_arguments, checkpoint_path, output_path, stage_config
-
+NAME = "filter"
 SECTIONS = ("model", "data", "trainer", "inference", "checkpoint")
 DEFAULT_CONFIG = "configs/filter.yaml"
+EDGE_KEYS: tuple[str, ...] = ("edge_index", "y", "y_pid", "signal")
 
 
-@dataclass(frozen=True)
-class FilterInference:
-    """Config section ``inference``: the score cut (None: the model's) and the chunk size."""
-
-    score_cut: float | None = None
-    chunk_size: int = 500_000
-
-    def __post_init__(self) -> None:
-        if self.score_cut is not None and not 0.0 <= self.score_cut <= 1.0:
-            raise ValueError(f"score_cut must be in [0, 1], got {self.score_cut}")
-        if self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
-
-
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_arguments(parser, DEFAULT_CONFIG)
-    parser.add_argument("--checkpoint", default=None, help="where to write the trained model")
-
-
-def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_arguments(parser, DEFAULT_CONFIG)
-    parser.add_argument("--checkpoint", default=None, help="trained model (default: config)")
-    parser.add_argument("--events", required=True, help="folder of embedding-stage records")
-    parser.add_argument("--out", required=True, help="folder for the filtered records")
-    parser.add_argument("--nevents", type=int, default=None)
-
-
-def train(args: argparse.Namespace) -> int:
-    import torch
-
-    from trkx.config import instantiate, section
-    from trkx.embedding.checkpoint import save_checkpoint
-    from trkx.embedding.events import EventRecords
+def check_config(config: dict[str, Any], label: str) -> None:
+    from trkx.config import check_keys, instantiate, section
+    from trkx.filter.checkpoint import FilterInference
     from trkx.filter.module import FilterModule
-    from trkx.stage_tools import make_trainer
+    from trkx.training import TrainerOptions
+    from trkx.training.data import StageData
 
-    config = stage_config(args, SECTIONS)
-    label = str(args.config)
-    data = instantiate(EventRecords, section(config, "data", label), f"{label}: data")
-    module = instantiate(FilterModule, section(config, "model", label), f"{label}: model")
-    checkpoint = checkpoint_path(args, config)
-    trainer = make_trainer(section(config, "trainer", label), label)
-    torch.manual_seed(module.hparams.seed)
-    trainer.fit(module, datamodule=data)
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    save_checkpoint(checkpoint, "filter", dict(module.hparams), module.network.state_dict(),
-                    {"train_events": data.train_events, "metrics": metrics})
-    print(f"filter: trained on {data.train_events} events -> {checkpoint}")
-    for key, value in sorted(metrics.items()):
-        print(f"  {key} = {value:.4f}")
-    return 0
+    check_keys(FilterModule, section(config, "model", label), f"{label}: model")
+    instantiate(StageData, section(config, "data", label), f"{label}: data")
+    instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
+    instantiate(FilterInference, section(config, "inference", label), f"{label}: inference")
 
 
-def load_network(path: str):
-    """(FilterMLP, hparams, extra) from a filter checkpoint."""
-    from trkx.embedding.checkpoint import load_checkpoint
-    from trkx.filter.model import FilterMLP
+def count_events(folder: str) -> int:
+    from trkx.embedding.events import record_files
 
-    payload = load_checkpoint(path, "filter")
-    hp = payload["hparams"]
-    network = FilterMLP(hp["hit_features"], hp["cell_agreement"], hp["hidden"], hp["layers"])
-    network.load_state_dict(payload["state_dict"])
-    network.eval()
-    return network, hp, payload["extra"]
+    if not Path(folder).is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder of event records")
+    return len(record_files(folder))
 
 
-def infer(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+def check_edges(records, folder: str, key: str, keys: tuple[str, ...] = EDGE_KEYS) -> None:
+    """The filter trains (and runs) on the embedding stage's (labelled) graphs."""
+    from trkx.data.errors import TrackMLFormatError
+
+    for record in records:
+        missing = [k for k in keys if getattr(record, k, None) is None]
+        if missing:
+            raise TrackMLFormatError(
+                f"{folder}: event {int(record.event_id)} has no {', '.join(missing)}: the "
+                f"filter needs the embedding stage's records ({key} = a `trkx infer "
+                "embedding` output folder)")
+
+
+def train(config: dict[str, Any], label: str, checkpoint: Path):
+    from torch.utils.data import DataLoader
 
     from trkx.config import instantiate, section
-    from trkx.data.record import save_record
     from trkx.embedding.events import load_records
+    from trkx.filter.checkpoint import network_constructor
+    from trkx.filter.module import FilterModule
+    from trkx.training import TrainerOptions, fit_stage
+    from trkx.training.data import StageData, split_events
+
+    data = instantiate(StageData, section(config, "data", label), f"{label}: data")
+    options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
+    train_slice, val_slice = split_events(data, count_events, label)
+    train_records = load_records(train_slice.folder, train_slice.count, train_slice.first)
+    check_edges(train_records, train_slice.folder, "data.train_dir")
+    val_records = None
+    if val_slice:
+        val_records = load_records(val_slice.folder, val_slice.count, val_slice.first)
+        check_edges(val_records, val_slice.folder, "data.val_dir")
+    model = section(config, "model", label)
+
+    def default_point(module) -> dict[str, float]:
+        cut = module.hparams.get("score_cut")
+        return {} if cut is None else {"score_cut": float(cut)}
+
+    return fit_stage(
+        NAME, lambda: instantiate(FilterModule, model, f"{label}: model"),
+        network=lambda m: m.network, constructor=lambda m: network_constructor(m.hparams),
+        options=options, checkpoint=checkpoint, config=config,
+        train_loader=DataLoader(train_records, batch_size=None, shuffle=True),
+        val_loader=DataLoader(val_records, batch_size=None) if val_records else None,
+        efficiency_key="val_signal_efficiency", default_working_point=default_point)
+
+
+def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
+          n_events: int | None) -> int:
+    from trkx.config import ConfigError, instantiate, section
+    from trkx.embedding.events import load_records
+    from trkx.filter.checkpoint import FilterInference, load_model
     from trkx.filter.inference import apply_cut, score_edges
     from trkx.filter.module import filter_metrics
+    from trkx.stage_tools import write_records
 
-    config = stage_config(args, SECTIONS)
-    label = str(args.config)
     options = instantiate(FilterInference, section(config, "inference", label),
                           f"{label}: inference")
-    network, hp, _ = load_network(checkpoint_path(args, config))
-    cut = options.score_cut if options.score_cut is not None else hp["score_cut"]
-    records = load_records(args.events, args.nevents)
-    for record in tqdm(records, desc="filter"):
-        if getattr(record, "edge_index", None) is None:
-            raise ValueError(f"{args.events}: event {int(record.event_id)} has no edge_index "
-                             "(run `trkx infer embedding` first)")
-        scores = score_edges(network, record, options.chunk_size)
-        out = apply_cut(record, scores, cut)
-        path = save_record(out, output_path(int(record.event_id), args.out))
-        line = f"{path}: {record.edge_index.shape[1]:,d} -> {out.edge_index.shape[1]:,d} edges"
-        if getattr(record, "signal", None) is not None:
-            m = filter_metrics(record, scores, cut)
-            line += (f", signal efficiency {m['signal_efficiency']:.4f}, fake rejection "
-                     f"{m['fake_rejection']:.4f}, purity {m['purity']:.4f}")
-        print(line)
-    return 0
+    network, stored = load_model(checkpoint)
+    try:
+        cut = options.cut(stored)
+    except ValueError as exc:
+        raise ConfigError(f"{label}: {exc}") from exc
+    records = load_records(events, n_events)
+    check_edges(records, str(events), "--events", keys=("edge_index",))
+    scores: dict[int, Any] = {}
 
+    def transform(record):
+        scores[id(record)] = score_edges(network, record, options.chunk_size)
+        return apply_cut(record, scores[id(record)], cut)
+
+    def describe(record, result) -> str:
+        line = f"{record.edge_index.shape[1]:,d} -> {result.edge_index.shape[1]:,d} edges"
+        record_scores = scores.pop(id(record))
+        if getattr(record, "signal", None) is None:
+            return line
+        m = filter_metrics(record, record_scores, cut)
+        return line + (f", signal efficiency {m['signal_efficiency']:.4f}, fake rejection "
+                       f"{m['fake_rejection']:.4f}, purity {m['purity']:.4f}")
+
+    write_records(records, out, transform, describe)
+    return 0

@@ -1,146 +1,146 @@
-"""``trkx train gnn`` and ``trkx infer gnn`` (heavy imports live inside the functions).
+"""``trkx train gnn`` and ``trkx infer gnn`` (the shape: :mod:`trkx.stage_tools`).
 
 Config (``configs/gnn.yaml``), one section per constructor:
 
-    data:    GNNData            (train_dir, val_dir, pattern)
-    model:   InteractionGNN     (node_features is read from the records when omitted)
-    module:  GNNModule          (everything but ``model``)
-    trainer: pytorch_lightning.Trainer
+    data:      trkx.training.data.StageData  (train_dir, val_dir, train_events, val_events)
+    model:     InteractionGNN    (node_features is read from the records when omitted)
+    module:    GNNModule         (everything but ``model``)
+    trainer:   trkx.training.TrainerOptions
+    inference: trkx.gnn.checkpoint.GNNInference   (graph_ops null: the trained module's)
+    checkpoint: the model file
 
-Training writes ``OUTPUT/gnn.pt`` (config + weights, see :mod:`trkx.gnn.checkpoint`);
-inference adds ``scores`` to every record of a folder and writes them to another folder.
+A ``distributed`` section selects graph-parallel training, which runs under ``torchrun``.
+Inference adds ``scores`` to every record of ``--events`` and writes them to ``--out``.
 """
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import asdict, dataclass
+import os
 from pathlib import Path
+from typing import Any
 
-SECTIONS = ("data", "model", "module", "trainer")
-
-
-@dataclass(frozen=True)
-class GNNData:
-    """Where the filter-stage event records are.
-
-    Args:
-        train_dir: folder of training records.
-        val_dir: folder of validation records (None: no validation).
-        pattern: glob of record files inside the folders.
-    """
-
-    train_dir: str
-    val_dir: str | None = None
-    pattern: str = "*.pt"
+NAME = "gnn"
+SECTIONS = ("data", "model", "module", "trainer", "inference", "checkpoint", "distributed")
+DEFAULT_CONFIG = "configs/gnn.yaml"
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="YAML config (see configs/gnn.yaml)")
-    parser.add_argument("--output", required=True, help="folder for gnn.pt and training logs")
-    parser.add_argument("--train-dir", help="overrides data.train_dir")
-    parser.add_argument("--val-dir", help="overrides data.val_dir")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="config overrides, e.g. model.hidden=64 trainer.max_epochs=3")
+def check_config(config: dict[str, Any], label: str) -> None:
+    from trkx.config import check_keys, instantiate, section
+    from trkx.gnn.checkpoint import GNNInference
+    from trkx.gnn.model import InteractionGNN
+    from trkx.gnn.module import GNNModule
+    from trkx.training import TrainerOptions
+    from trkx.training.data import StageData
+
+    if "distributed" in config:  # the torchrun entry checks its own sections
+        return
+    model = section(config, "model", label)
+    check_keys(InteractionGNN, model, f"{label}: model", provided=("node_features",))
+    check_keys(GNNModule, section(config, "module", label), f"{label}: module",
+               provided=("model",))
+    instantiate(StageData, section(config, "data", label), f"{label}: data")
+    instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
+    instantiate(GNNInference, section(config, "inference", label), f"{label}: inference")
 
 
-def train(args: argparse.Namespace) -> int:
-    import pytorch_lightning as pl
+def count_events(folder: str) -> int:
+    from trkx.gnn.records import record_paths
+
+    return len(record_paths(folder))
+
+
+def require_torchrun(label: str) -> None:
+    """Graph-parallel training needs the process group torchrun sets up."""
+    from trkx.config import ConfigError
+
+    if "LOCAL_RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        raise ConfigError(f"{label}: the 'distributed' section trains graph-parallel and must "
+                          "run under torchrun: torchrun --nproc-per-node P -m trkx train gnn "
+                          f"--config {label}")
+
+
+def train(config: dict[str, Any], label: str, checkpoint: Path):
+    if "distributed" in config:
+        require_torchrun(label)
+        from trkx.gnn.distributed.train import train_from_config
+
+        return train_from_config(config, checkpoint.parent, label=label)
     from torch.utils.data import DataLoader
 
-    from trkx.config import (
-        ConfigError,
-        apply_overrides,
-        check_sections,
-        instantiate,
-        load_config,
-        section,
-    )
-    from trkx.gnn.checkpoint import save_gnn_checkpoint
+    from trkx.config import instantiate, section
     from trkx.gnn.model import InteractionGNN
     from trkx.gnn.module import GNNModule
     from trkx.gnn.records import GraphRecordDataset, node_features_of, record_paths, single_event
+    from trkx.training import TrainerOptions, fit_stage
+    from trkx.training.data import StageData, split_events
 
-    label = str(args.config)
-    config = apply_overrides(load_config(args.config), args.overrides)
-    if "distributed" in config:  # graph-parallel training under torchrun: trkx.gnn.distributed
-        from trkx.gnn.distributed.train import train_from_config
-        return train_from_config(config, args.output, label=label, train_dir=args.train_dir,
-                                 seed=args.seed)
-    check_sections(config, SECTIONS, label)
-    data_config = section(config, "data", label)
-    if args.train_dir:
-        data_config["train_dir"] = args.train_dir
-    if args.val_dir:
-        data_config["val_dir"] = args.val_dir
-    data = instantiate(GNNData, data_config, f"{label}: data")
-    if not data.train_dir:
-        raise ConfigError(f"{label}: data.train_dir is not set (set it or pass --train-dir)")
-    train_paths = record_paths(data.train_dir, data.pattern)
-    val_paths = record_paths(data.val_dir, data.pattern) if data.val_dir else []
+    data = instantiate(StageData, section(config, "data", label), f"{label}: data")
+    options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
+    train_slice, val_slice = split_events(data, count_events, label)
 
+    def paths(part):
+        return record_paths(part.folder)[part.first:part.first + part.count]
+
+    train_paths = paths(train_slice)
     model_config = section(config, "model", label)
     model_config.setdefault("node_features", node_features_of(train_paths[0]))
     module_config = section(config, "module", label)
-    pl.seed_everything(args.seed, verbose=False)
-    model = instantiate(InteractionGNN, model_config, f"{label}: model")
-    module = instantiate(GNNModule, {**module_config, "model": model}, f"{label}: module")
 
-    output = Path(args.output)
-    trainer_config = {"default_root_dir": str(output), **section(config, "trainer", label)}
-    trainer = instantiate(pl.Trainer, trainer_config, f"{label}: trainer")
+    def build() -> GNNModule:
+        model = instantiate(InteractionGNN, model_config, f"{label}: model")
+        return instantiate(GNNModule, {**module_config, "model": model}, f"{label}: module")
+
     loader = DataLoader(GraphRecordDataset(train_paths), batch_size=1, shuffle=True,
                         collate_fn=single_event)
-    val_loader = (DataLoader(GraphRecordDataset(val_paths), batch_size=1,
-                             collate_fn=single_event) if val_paths else None)
-    trainer.fit(module, loader, val_loader)
-
-    metrics = module.last_val_metrics.as_dict("val_") if module.last_val_metrics else {}
-    path = save_gnn_checkpoint(output / "gnn.pt", model, model_config, module_config, metrics)
-    summary = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
-    print(f"wrote {path} (data {asdict(data)}){'; ' + summary if summary else ''}")
-    return 0
+    val_loader = (DataLoader(GraphRecordDataset(paths(val_slice)), batch_size=1,
+                             collate_fn=single_event) if val_slice else None)
+    return fit_stage(NAME, build, network=lambda m: m.model, constructor=lambda m: model_config,
+                     options=options, checkpoint=checkpoint, config=config,
+                     train_loader=loader, val_loader=val_loader, efficiency_key="val_efficiency",
+                     default_working_point=lambda m: {"edge_cut": float(m.edge_cut)})
 
 
-def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="gnn.pt written by `train gnn`")
-    parser.add_argument("--input-dir", required=True, help="folder of filter-stage records")
-    parser.add_argument("--output-dir", required=True,
-                        help="folder for the records with GNN 'scores' added")
-    parser.add_argument("--pattern", default="*.pt", help="record file glob (default *.pt)")
-    parser.add_argument("--graph-ops", choices=("csr", "scatter", "auto"),
-                        help="local kernel (default: the checkpoint's module.graph_ops)")
-    parser.add_argument("--bf16", action="store_true",
-                        help="bfloat16 autocast for the dense layers (faster on AVX-512 CPUs)")
-
-
-def infer(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from trkx.config import ConfigError
+def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
+          n_events: int | None) -> int:
+    from trkx.config import instantiate, section
     from trkx.data.errors import TrackMLFormatError
-    from trkx.data.record import load_record, save_record
-    from trkx.gnn.checkpoint import load_gnn_checkpoint
+    from trkx.data.record import load_record
+    from trkx.gnn.checkpoint import GNNInference, load_model
     from trkx.gnn.inference import score_edges
     from trkx.gnn.ops_factory import KernelChooser
     from trkx.gnn.records import INFERENCE_KEYS, check_graph_record, record_paths
+    from trkx.stage_tools import write_records
 
-    model, module_config = load_gnn_checkpoint(args.checkpoint)
-    graph_ops = args.graph_ops or module_config.get("graph_ops", "auto")
+    options = instantiate(GNNInference, section(config, "inference", label),
+                          f"{label}: inference")
+    model, stored = load_model(checkpoint)
+    graph_ops = options.kernel(stored)
     chooser = KernelChooser(width=model.hidden)
-    paths = record_paths(args.input_dir, args.pattern)
-    output = Path(args.output_dir)
-    if output.resolve() == Path(args.input_dir).resolve():
-        raise ConfigError(f"{output}: the output folder must differ from the input folder")
-    for path in tqdm(paths, desc="gnn inference", unit="event"):
+
+    def read(path: Path):
         data = load_record(path)
         check_graph_record(data, str(path), INFERENCE_KEYS)
         if data.x.shape[1] != model.node_features:
             raise TrackMLFormatError(f"{path}: 'x' has {data.x.shape[1]} features, the model "
                                      f"expects {model.node_features}")
-        data.scores = score_edges(model, data.x, data.edge_index.long(), graph_ops, chooser,
-                                  bf16=args.bf16)
-        save_record(data, output / path.name)
-    print(f"scored {len(paths)} event(s) into {output}")
+        return data
+
+    def transform(data):
+        scored = data.clone()
+        scored.scores = score_edges(model, data.x, data.edge_index.long(), graph_ops, chooser,
+                                    bf16=options.bf16)
+        return scored
+
+    names: dict[int, str] = {}
+
+    def records():
+        for path in record_paths(events)[:n_events]:
+            data = read(path)
+            names[id(data)] = path.name
+            yield data
+
+    written = write_records(records(), out, transform,
+                            lambda d, _: f"{d.edge_index.shape[1]:,d} edges scored",
+                            name=lambda d: names.pop(id(d)))
+    print(f"scored {len(written)} event(s) into {out}")
     return 0

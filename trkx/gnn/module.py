@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.gnn.metrics import EdgeMetrics, edge_metrics, edge_weights, weighted_bce
+from trkx.gnn.metrics import edge_metrics, edge_weights, weighted_bce
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES, KernelChooser, build_graph_ops
 
@@ -39,6 +39,7 @@ class GNNModule(pl.LightningModule):
                  true_weight: float = 1.0, fake_weight: float = 1.0,
                  edge_cut: float = 0.5) -> None:
         super().__init__()
+        self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
             raise ValueError(f"graph_ops {graph_ops!r} is not one of "
                              f"{', '.join(GRAPH_OPS_CHOICES)}")
@@ -58,7 +59,6 @@ class GNNModule(pl.LightningModule):
         self.edge_cut = edge_cut
         self.chooser = KernelChooser(width=model.hidden)
         self._val_outputs: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
-        self.last_val_metrics: EdgeMetrics | None = None
 
     def forward(self, data: Data) -> Tensor:
         """Edge logits [E] of one event graph."""
@@ -99,7 +99,6 @@ class GNNModule(pl.LightningModule):
         if gather is not None:    # every rank holds its edges only: pool the whole events
             scores, y, signal, weights = gather(scores, y, signal, weights)
         metrics = edge_metrics(scores, y, signal, weights, self.edge_cut)
-        self.last_val_metrics = metrics
         self.log_dict(metrics.as_dict("val_"), prog_bar=True)
 
     def configure_optimizers(self):

@@ -43,6 +43,7 @@ class TrainedPipeline:
     max_neighbours: int
     graph_backend: str
     use_cells: bool
+    signal_pt_min: float
     filter: Any
     filter_cut: float
     filter_chunk: int
@@ -56,14 +57,17 @@ class TrainedPipeline:
     def load(cls, checkpoints: str | Path, stage_configs: dict[str, tuple[Path, list[str]]],
              graph_ops: str = "auto", bf16: bool = False) -> TrainedPipeline:
         """Load the models; ``stage_configs[stage] = (yaml path, overrides)`` give the working
-        points (embedding ``graph``, filter ``inference``, tracks ``builder``)."""
-        from trkx.embedding.cli import load_network as load_embedding
+        points (embedding ``graph``, filter ``inference``, tracks ``builder``); a null value
+        there takes the checkpoint's working point. Builder keys set to null take the GNN
+        checkpoint's working point of the same name (e.g. ``walk_cut``)."""
+        from trkx.embedding.checkpoint import load_model as load_embedding
         from trkx.embedding.inference import GraphBuilding
-        from trkx.filter.cli import FilterInference
-        from trkx.filter.cli import load_network as load_filter
-        from trkx.gnn.checkpoint import load_gnn_checkpoint
+        from trkx.filter.checkpoint import FilterInference
+        from trkx.filter.checkpoint import load_model as load_filter
+        from trkx.gnn.checkpoint import load_model as load_gnn
         from trkx.gnn.ops_factory import KernelChooser
         from trkx.tracks.building import TrackBuilder
+        from trkx.training.data import EmbeddingData
 
         paths = checkpoint_paths(checkpoints)
 
@@ -71,26 +75,37 @@ class TrainedPipeline:
             path, overrides = stage_configs[stage]
             return section(apply_overrides(load_config(path), overrides), name, str(path))
 
+        def label(stage: str, name: str) -> str:
+            return f"{stage_configs[stage][0]}: {name}"
+
         graph = instantiate(GraphBuilding, stage_section("embedding", "graph"),
-                            f"{stage_configs['embedding'][0]}: graph")
-        embedding, emb_hp, emb_extra = load_embedding(str(paths["embedding"]))
+                            label("embedding", "graph"))
+        embedding, emb = load_embedding(paths["embedding"])
+        trained = instantiate(EmbeddingData, emb.config.get("data") or {},
+                              f"{paths['embedding']}: data")
         filter_options = instantiate(FilterInference, stage_section("filter", "inference"),
-                                     f"{stage_configs['filter'][0]}: inference")
-        filter_net, filter_hp, _ = load_filter(str(paths["filter"]))
-        gnn, _ = load_gnn_checkpoint(paths["gnn"])
-        builder = instantiate(TrackBuilder, stage_section("tracks", "builder"),
-                              f"{stage_configs['tracks'][0]}: builder")
+                                     label("filter", "inference"))
+        filter_net, filt = load_filter(paths["filter"])
+        gnn, gnn_checkpoint = load_gnn(paths["gnn"])
+        builder_options = stage_section("tracks", "builder")
+        for key, value in list(builder_options.items()):
+            if value is None and key in gnn_checkpoint.working_point:
+                builder_options[key] = gnn_checkpoint.working_point[key]
+        builder = instantiate(TrackBuilder, builder_options, label("tracks", "builder"))
         if graph_ops not in ("csr", "scatter", "auto"):
             raise ConfigError(f"graph_ops must be csr, scatter or auto, not {graph_ops!r}")
+        try:
+            filter_cut = filter_options.cut(filt)
+        except ValueError as exc:
+            raise ConfigError(f"{label('filter', 'inference')}: {exc}") from exc
+        point = emb.working_point
         return cls(
             embedding=embedding,
-            radius=graph.radius if graph.radius is not None else emb_hp["radius"],
-            max_neighbours=(graph.max_neighbours if graph.max_neighbours is not None
-                            else emb_hp["max_neighbours"]),
-            graph_backend=graph.backend, use_cells=bool(emb_extra.get("use_cells", False)),
-            filter=filter_net,
-            filter_cut=(filter_options.score_cut if filter_options.score_cut is not None
-                        else filter_hp["score_cut"]),
+            radius=graph.radius if graph.radius is not None else point["radius"],
+            max_neighbours=int(graph.max_neighbours if graph.max_neighbours is not None
+                               else point["max_neighbours"]),
+            graph_backend=graph.backend, use_cells=trained.use_cells,
+            signal_pt_min=trained.signal_pt_min, filter=filter_net, filter_cut=filter_cut,
             filter_chunk=filter_options.chunk_size, gnn=gnn, graph_ops=graph_ops, bf16=bf16,
             builder=builder, chooser=KernelChooser(width=gnn.hidden))
 

@@ -2,11 +2,13 @@
 
 A step is one ``trkx`` command line (e.g. ``trkx train embedding ...``) with the folder or file
 it produces. When a step succeeds the runner writes a marker
-``WORKDIR/.trkx/steps/NAME.json`` (atomically) holding the command line, a fingerprint of the
-YAML configs it names, and its duration. A later run skips a step when its marker exists,
-records the same command line and config contents, and its output is still present; anything
-else (an interrupted step, an edited config, a deleted output) runs again, so an interrupted
-``trkx run`` resumes where it stopped.
+``WORKDIR/.trkx/steps/NAME.json`` (atomically) holding its fingerprint and duration. The
+fingerprint is a SHA-256 over the step's command line, the contents of the YAML configs it names
+and the fingerprints of the steps it reads from (``Step.inputs``), so an edit anywhere upstream
+changes the fingerprint of every step downstream. A later run skips a step when its marker holds
+the same fingerprint, its output is still present and none of its inputs ran again in this run;
+anything else (an interrupted step, an edited config, a deleted output, a rerun upstream) runs
+again, so an interrupted ``trkx run`` resumes where it stopped and never reports stale results.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Step:
     stage: str                # what the time is booked under, e.g. "embedding"
     argv: tuple[str, ...]     # arguments of `trkx` (without the program name)
     output: Path              # file or folder the step produces
+    inputs: tuple[str, ...] = ()   # names of the steps whose outputs it reads
 
     def marker(self, workdir: Path) -> Path:
         return workdir / ".trkx" / "steps" / f"{self.name}.json"
@@ -53,15 +56,35 @@ def config_fingerprint(step: Step) -> str:
     """SHA-256 over the contents of the YAML files the command line names."""
     digest = hashlib.sha256()
     for arg in step.argv:
-        path = Path(arg)
-        if path.suffix in (".yaml", ".yml") and path.is_file():
-            digest.update(arg.encode())
-            digest.update(path.read_bytes())
+        for part in (arg, arg.split("=", 1)[-1]):
+            path = Path(part)
+            if path.suffix in (".yaml", ".yml") and path.is_file():
+                digest.update(part.encode())
+                digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def is_done(step: Step, workdir: Path) -> dict | None:
-    """The marker of a finished, still valid step, else None."""
+def fingerprints(steps: Sequence[Step]) -> dict[str, str]:
+    """Every step's fingerprint: argv, its configs' contents and its inputs' fingerprints."""
+    result: dict[str, str] = {}
+    for step in steps:
+        digest = hashlib.sha256(json.dumps(list(step.argv)).encode())
+        digest.update(config_fingerprint(step).encode())
+        for name in step.inputs:
+            if name not in result:
+                raise ValueError(f"step {step.name} reads from {name!r}, which is not an "
+                                 "earlier step")
+            digest.update(f"{name}={result[name]}".encode())
+        result[step.name] = digest.hexdigest()
+    return result
+
+
+def is_done(step: Step, workdir: Path, fingerprint: str | None = None) -> dict | None:
+    """The marker of a finished, still valid step, else None (``fingerprint``: from
+    :func:`fingerprints` over the whole plan; default: the step alone, without inputs)."""
+    if fingerprint is None:
+        fingerprint = fingerprints([Step(step.name, step.stage, step.argv, step.output)])[
+            step.name]
     marker = step.marker(workdir)
     if not marker.is_file() or not step.output.exists():
         return None
@@ -69,13 +92,22 @@ def is_done(step: Step, workdir: Path) -> dict | None:
         payload = json.loads(marker.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    if payload.get("argv") != list(step.argv):
-        return None
-    if payload.get("configs") != config_fingerprint(step):
+    if payload.get("fingerprint") != fingerprint:
         return None
     if step.output.is_dir() and not any(step.output.iterdir()):
         return None
     return payload
+
+
+def plan_states(steps: Sequence[Step], workdir: Path) -> dict[str, dict | None]:
+    """The valid marker of every step (None: to run), a rerun propagating downstream."""
+    prints = fingerprints(steps)
+    states: dict[str, dict | None] = {}
+    for step in steps:
+        upstream_reruns = any(states.get(name) is None for name in step.inputs)
+        states[step.name] = None if upstream_reruns else is_done(step, workdir,
+                                                                 prints[step.name])
+    return states
 
 
 def run_steps(steps: Sequence[Step], workdir: Path,
@@ -83,9 +115,12 @@ def run_steps(steps: Sequence[Step], workdir: Path,
               ) -> list[StepResult]:
     """Run ``steps`` in order through ``execute(argv) -> exit status``; returns their times."""
     results = []
+    prints = fingerprints(steps)
+    ran: set[str] = set()
     for index, step in enumerate(steps, start=1):
         header = f"[{index}/{len(steps)}] {step.name}"
-        done = is_done(step, workdir)
+        done = None if ran.intersection(step.inputs) else is_done(step, workdir,
+                                                                   prints[step.name])
         if done is not None:
             log(f"{header}: done before ({done['seconds']:.1f} s), skipped")
             results.append(StepResult(step, float(done["seconds"]), skipped=True))
@@ -94,12 +129,15 @@ def run_steps(steps: Sequence[Step], workdir: Path,
         start = time.perf_counter()
         status = execute(list(step.argv))
         seconds = time.perf_counter() - start
+        if status == 130:  # the step was interrupted (Ctrl-C): stop the whole run
+            raise KeyboardInterrupt
         if status != 0:
             raise StepFailed(f"step {step.name} failed (exit status {status}): "
                              f"trkx {' '.join(step.argv)}")
         _write_json_atomic(step.marker(workdir), {
-            "argv": list(step.argv), "configs": config_fingerprint(step), "seconds": seconds,
+            "argv": list(step.argv), "fingerprint": prints[step.name], "seconds": seconds,
             "finished": time.time()})
+        ran.add(step.name)
         log(f"{header}: finished in {seconds:.1f} s")
         results.append(StepResult(step, seconds, skipped=False))
     return results

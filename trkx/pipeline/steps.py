@@ -4,9 +4,13 @@ Work-folder layout (``W`` = ``--workdir``):
 
     W/data/{train,val,test}/                TrackML events (simulated, or links to the given ones)
     W/checkpoints/{embedding,filter,gnn}.pt trained models (what `trkx infer --checkpoints` reads)
+    W/checkpoints/{embedding,filter,gnn}.run/   Lightning run folders (resumable training)
     W/graphs/{embedding,filter,gnn}/{train,val,test}/   event records after each stage
     W/tracks/                               eventNNNNNNNNN-tracks.csv of the test events
     W/evaluate/                             metrics.json and plots of the test events
+
+Every step names the steps whose outputs it reads (``Step.inputs``), so the runner reruns
+everything downstream of a step that runs again.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from trkx.pipeline.runner import Step
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 #: First event id of each simulated split (ids never collide between splits).
 FIRST_EVENT_ID = {"train": 100_000, "val": 200_000, "test": 300_000}
+PREVIOUS = {"embedding": None, "filter": "embedding", "gnn": "filter"}
 
 
 def event_dirs(config: PipelineConfig, workdir: Path) -> dict[str, Path]:
@@ -39,15 +44,27 @@ def _simulate_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
     for split in SPLITS:
         out = workdir / "data" / split
         steps.append(Step(f"simulate-{split}", "simulate", (
-            "simulate", "--out", str(out), "--events", str(counts[split]),
+            "simulate", "--out", str(out), "--n-events", str(counts[split]),
             "--seed", str(plan.seed), "--pileup", str(plan.pileup),
             "--first-event-id", str(FIRST_EVENT_ID[split]), "--workers", str(plan.workers)),
             out))
     return steps
 
 
+def _sets(overrides: list[str]) -> tuple[str, ...]:
+    return tuple(item for o in overrides for item in ("--set", o))
+
+
 def _config_args(config: PipelineConfig, plan: StagePlan) -> tuple[str, ...]:
     return ("--config", str(config.stage_config_path(plan)))
+
+
+def _source(stage: str, split: str, simulate: bool) -> str | None:
+    """The step whose output is ``stage``'s input events of ``split``."""
+    previous = PREVIOUS[stage]
+    if previous is not None:
+        return f"infer-{previous}-{split}"
+    return f"simulate-{split}" if simulate else None
 
 
 def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
@@ -56,54 +73,45 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
     events = event_dirs(config, workdir)
     checkpoints = workdir / "checkpoints"
     graphs = workdir / "graphs"
-    steps = _simulate_steps(config, workdir) if config.events.simulate else []
-    n_train, n_val = (config.events.train_events, config.events.val_events)
+    simulate = config.events.simulate
+    steps = _simulate_steps(config, workdir) if simulate else []
+    counts = ([f"data.train_events={config.events.train_events}",
+               f"data.val_events={config.events.val_events}"] if simulate else
+              ["data.train_events=null", "data.val_events=null"])
 
-    def stage_inputs(stage: str) -> dict[str, Path]:
-        previous = {"embedding": None, "filter": "embedding", "gnn": "filter"}[stage]
-        if previous is None:
-            return events
-        return {split: graphs / previous / split for split in SPLITS}
+    def inputs(*names: str | None) -> tuple[str, ...]:
+        return tuple(name for name in names if name is not None)
 
-    for stage in ("embedding", "filter"):
+    for stage in ("embedding", "filter", "gnn"):
         plan = config.stages[stage]
-        inputs = stage_inputs(stage)
+        folders = (events if PREVIOUS[stage] is None else
+                   {split: graphs / PREVIOUS[stage] / split for split in SPLITS})
         checkpoint = checkpoints / f"{stage}.pt"
-        data_overrides = [f"data.events={inputs['train']}",
-                          f"data.val_events_dir={inputs['val']}"]
-        if config.events.simulate:
-            data_overrides += [f"data.train_events={n_train}", f"data.val_events={n_val}"]
+        data = [f"data.train_dir={folders['train']}", f"data.val_dir={folders['val']}", *counts]
         steps.append(Step(f"train-{stage}", stage, (
             "train", stage, *_config_args(config, plan), "--checkpoint", str(checkpoint),
-            *plan.overrides, *data_overrides), checkpoint))
-        for split in SPLITS:
+            *_sets([*plan.overrides, *data])), checkpoint,
+            inputs(_source(stage, "train", simulate), _source(stage, "val", simulate))))
+        extra = ([f"inference.graph_ops={config.inference.graph_ops}",
+                  f"inference.bf16={str(config.inference.bf16).lower()}"]
+                 if stage == "gnn" else [])
+        for split in (SPLITS if stage != "gnn" else ("test",)):
             out = graphs / stage / split
             steps.append(Step(f"infer-{stage}-{split}", stage, (
                 "infer", stage, *_config_args(config, plan), "--checkpoint", str(checkpoint),
-                "--events", str(inputs[split]), "--out", str(out), *plan.overrides), out))
+                "--events", str(folders[split]), "--out", str(out),
+                *_sets([*plan.overrides, *extra])), out,
+                inputs(f"train-{stage}", _source(stage, split, simulate))))
 
-    plan = config.stages["gnn"]
-    inputs = stage_inputs("gnn")
-    steps.append(Step("train-gnn", "gnn", (
-        "train", "gnn", *_config_args(config, plan), "--output", str(checkpoints),
-        "--train-dir", str(inputs["train"]), "--val-dir", str(inputs["val"]),
-        *plan.overrides), checkpoints / "gnn.pt"))
     gnn_test = graphs / "gnn" / "test"
-    infer_gnn = ["infer", "gnn", "--checkpoint", str(checkpoints / "gnn.pt"),
-                 "--input-dir", str(inputs["test"]), "--output-dir", str(gnn_test),
-                 "--graph-ops", config.inference.graph_ops]
-    if config.inference.bf16:
-        infer_gnn.append("--bf16")
-    steps.append(Step("infer-gnn-test", "gnn", tuple(infer_gnn), gnn_test))
-
-    tracks_args = (*_config_args(config, config.tracks),
-                   *(item for o in config.tracks.overrides for item in ("--set", o)))
+    tracks_args = (*_config_args(config, config.tracks), *_sets(config.tracks.overrides))
     steps.append(Step("build-tracks", "tracks", (
         "build-tracks", "--events", str(gnn_test), "--out", str(workdir / "tracks"),
-        *tracks_args), workdir / "tracks"))
+        *tracks_args), workdir / "tracks", ("infer-gnn-test",)))
     steps.append(Step("evaluate", "evaluate", (
         "evaluate", "--tracks", str(workdir / "tracks"), "--events", str(gnn_test),
         "--out", str(workdir / "evaluate"), *tracks_args,
         "--stage", f"embedding={graphs / 'embedding' / 'test'}",
-        "--stage", f"filter={graphs / 'filter' / 'test'}"), workdir / "evaluate"))
+        "--stage", f"filter={graphs / 'filter' / 'test'}"), workdir / "evaluate",
+        ("build-tracks", "infer-gnn-test", "infer-embedding-test", "infer-filter-test")))
     return steps

@@ -1,0 +1,51 @@
+"""The trained edge filter on disk (format: :mod:`trkx.checkpoint`), its loader and the
+inference options that may override its working point."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trkx.checkpoint import Checkpoint, build_network, load_checkpoint
+
+#: FilterModule hyperparameters that are FilterMLP constructor arguments.
+NETWORK_KEYS: tuple[str, ...] = ("hit_features", "cell_agreement", "hidden", "layers")
+
+
+@dataclass(frozen=True)
+class FilterInference:
+    """Config section ``inference``: the score cut (None: the checkpoint's working point) and
+    the number of edges scored at once."""
+
+    score_cut: float | None = None
+    chunk_size: int = 500_000
+
+    def __post_init__(self) -> None:
+        if self.score_cut is not None and not 0.0 <= self.score_cut <= 1.0:
+            raise ValueError(f"score_cut must be in [0, 1], got {self.score_cut}")
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+
+    def cut(self, checkpoint: Checkpoint) -> float:
+        """This section's ``score_cut``, else the checkpoint's working point."""
+        if self.score_cut is not None:
+            return float(self.score_cut)
+        if "score_cut" not in checkpoint.working_point:
+            raise ValueError(f"{checkpoint.path}: no score_cut in the working point; set "
+                             "inference.score_cut")
+        return float(checkpoint.working_point["score_cut"])
+
+
+def network_constructor(hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """The FilterMLP keyword arguments of a FilterModule's hyperparameters."""
+    return {key: hparams[key] for key in NETWORK_KEYS}
+
+
+def load_model(path: str | os.PathLike):
+    """``(FilterMLP in eval mode, Checkpoint)`` of a filter checkpoint."""
+    from trkx.filter.model import FilterMLP
+
+    checkpoint = load_checkpoint(path, "filter")
+    return build_network(checkpoint, FilterMLP), checkpoint

@@ -1,0 +1,123 @@
+"""``fit_stage``: train one stage and export its best weights as a trkx checkpoint.
+
+    seed (pl.seed_everything(seed, workers=True)) -> build the LightningModule
+    -> Trainer.fit (resuming RUN/last.ckpt when the same config wrote it)
+    -> load RUN/best.ckpt (best validation ``monitor``) -> validate those weights once
+    -> module.working_point() if defined -> refuse a stage that keeps ~no signal edges
+    -> trkx.checkpoint.save_checkpoint(constructor, weights, working point, config, metrics)
+
+The run folder ``RUN`` sits beside the model file: ``runs/filter.pt`` trains in
+``runs/filter.run/`` (``config.json``, ``last.ckpt``, ``best.ckpt``, ``logs/``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trkx.training.options import BUDGET_KEYS, TrainerOptions
+from trkx.training.trainer import BEST, LAST, build_trainer
+
+
+class StageFailed(RuntimeError):
+    """Training finished but the stage is unusable (one line naming the metric and a hint)."""
+
+
+@dataclass(frozen=True)
+class FitResult:
+    module: Any
+    checkpoint: Path
+    metrics: dict[str, float]
+    working_point: dict[str, float]
+    global_step: int
+    resumed_from: int | None
+
+
+def run_folder(checkpoint: str | Path) -> Path:
+    """Where a stage trains: the model file's name with ``.run`` in place of its suffix."""
+    return Path(checkpoint).with_suffix(".run")
+
+
+def _resume_key(config: Mapping[str, Any]) -> str:
+    """The config without the keys a resumed run may change (budgets, logging, paths out)."""
+    kept = {k: v for k, v in config.items() if k != "checkpoint"}
+    trainer = {k: v for k, v in dict(kept.get("trainer") or {}).items() if k not in BUDGET_KEYS}
+    return json.dumps({**kept, "trainer": trainer}, sort_keys=True, default=str)
+
+
+def _resume_point(run: Path, config: Mapping[str, Any], resume: bool, log) -> Path | None:
+    last, saved = run / LAST, run / "config.json"
+    if resume and last.is_file() and saved.is_file() and saved.read_text() == _resume_key(config):
+        return last
+    if run.exists():
+        if last.is_file():
+            log(f"{run}: {'config changed, ' if resume else ''}starting afresh")
+        shutil.rmtree(run)
+    return None
+
+
+def _floats(metrics: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items()}
+
+
+def fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[Any], Any],
+              constructor: Callable[[Any], dict[str, Any]], options: TrainerOptions,
+              checkpoint: str | Path, config: Mapping[str, Any], *, train_loader: Any,
+              val_loader: Any = None, efficiency_key: str | None = None,
+              default_working_point: Callable[[Any], dict[str, float]] | None = None,
+              strategy: Any = None, log: Callable[[str], None] = print) -> FitResult:
+    """Train, keep the best validation weights and write ``checkpoint`` (module docstring)."""
+    import pytorch_lightning as pl
+    import torch
+
+    from trkx.atomic import atomic_write
+    from trkx.checkpoint import save_checkpoint
+
+    checkpoint = Path(checkpoint)
+    run = run_folder(checkpoint)
+    resume_from = _resume_point(run, config, options.resume, log)
+    pl.seed_everything(options.seed, workers=True, verbose=False)
+    module = build_module()
+    validation = val_loader is not None
+    trainer = build_trainer(options, run, strategy=strategy, validation=validation)
+    if trainer.is_global_zero:
+        atomic_write(run / "config.json", lambda tmp: tmp.write_text(_resume_key(config)))
+    resumed_step = None
+    if resume_from is not None:
+        resumed_step = int(torch.load(resume_from, map_location="cpu",
+                                      weights_only=True)["global_step"])
+        log(f"{stage}: resuming {resume_from} at step {resumed_step}")
+    saver = trainer.callbacks[0]
+    try:
+        trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loader,
+                    ckpt_path=str(resume_from) if resume_from else None, weights_only=True)
+    except SystemExit:  # Lightning turns Ctrl-C into sys.exit(1) after saving last.ckpt
+        if saver.interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    trainer.save_checkpoint(run / LAST, weights_only=False)
+    metrics = _floats(trainer.callback_metrics)
+    best = run / f"{BEST}.ckpt"
+    if validation and best.is_file():
+        state = torch.load(best, map_location="cpu", weights_only=True)
+        module.load_state_dict(state["state_dict"])
+        trainer.validate(module, dataloaders=val_loader, verbose=False)
+        metrics = {**_floats(trainer.callback_metrics), "best_step": float(state["global_step"])}
+    efficiency = metrics.get(efficiency_key) if efficiency_key else None
+    if validation and efficiency is not None and efficiency < options.min_signal_efficiency:
+        raise StageFailed(
+            f"{stage}: validation keeps {efficiency:.1%} of the signal edges ({efficiency_key} "
+            f"< trainer.min_signal_efficiency={options.min_signal_efficiency}); nothing "
+            f"exported: check the data and labels, or train longer (resumes from {run})")
+    working_point = dict(default_working_point(module)) if default_working_point else {}
+    if hasattr(module, "working_point"):
+        working_point.update(module.working_point())
+    if trainer.is_global_zero:
+        save_checkpoint(checkpoint, stage, constructor(module), network(module).state_dict(),
+                        working_point, config, metrics)
+    return FitResult(module, checkpoint, metrics, working_point, int(trainer.global_step),
+                     resumed_step)

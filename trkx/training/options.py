@@ -1,0 +1,87 @@
+"""``TrainerOptions``: the ``trainer:`` section of every stage config (identical keys).
+
+Budgets are counted in optimiser steps (``max_steps``) or epochs (``max_epochs``); at least one
+must be set; ``max_time`` (``"DD:HH:MM:SS"``) is an optional wall-clock cap on top (default: none).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+LOGGERS: tuple[str, ...] = ("csv", "none")
+MODES: tuple[str, ...] = ("min", "max")
+_TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
+#: Keys that change how long or how visibly a run trains, not what it trains (a run may resume
+#: from a checkpoint written under other values of these).
+BUDGET_KEYS: frozenset[str] = frozenset({"max_steps", "max_epochs", "max_time", "resume",
+                                         "progress_bar", "logger", "log_every_n_steps"})
+
+
+@dataclass(frozen=True)
+class TrainerOptions:
+    """Training options shared by the embedding, filter and GNN stages.
+
+    Args:
+        max_steps: optimiser steps to train for (None: no step limit).
+        max_epochs: epochs to train for (None: no epoch limit).
+        max_time: wall-clock cap ``"DD:HH:MM:SS"`` (None: none).
+        seed: seeds Python, NumPy and torch (``pl.seed_everything(seed, workers=True)``)
+            before the module is built, so equal seeds give equal weights.
+        accelerator: ``cpu``, ``gpu``, ``auto`` ... (Lightning).
+        devices: device count or ``auto``.
+        precision: Lightning precision, e.g. ``32-true``, ``bf16-mixed``.
+        val_every_n_epochs: validate every this many epochs.
+        log_every_n_steps: logging period in steps.
+        gradient_clip_val: clip the gradient norm to this value (None: no clipping).
+        early_stopping_patience: stop after this many validations without improvement of
+            ``monitor`` (None: no early stopping).
+        monitor: validation metric that picks the best weights (and drives early stopping).
+        monitor_mode: ``min`` or ``max``: which direction of ``monitor`` is better.
+        progress_bar: show Lightning's progress bar.
+        logger: ``csv`` (metrics.csv in the run folder) or ``none``.
+        resume: continue from the run folder's ``last.ckpt`` when it was written by the same
+            config (otherwise the run starts afresh).
+        min_signal_efficiency: a trained stage whose validation keeps a smaller share of the
+            signal edges than this is an error (nothing is exported).
+    """
+
+    max_steps: int | None = None
+    max_epochs: int | None = None
+    max_time: str | None = None
+    seed: int = 0
+    accelerator: str = "auto"
+    devices: int | str = 1
+    precision: str | int = "32-true"
+    val_every_n_epochs: int = 1
+    log_every_n_steps: int = 10
+    gradient_clip_val: float | None = None
+    early_stopping_patience: int | None = None
+    monitor: str = "val_loss"
+    monitor_mode: str = "min"
+    progress_bar: bool = True
+    logger: str = "csv"
+    resume: bool = True
+    min_signal_efficiency: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.max_steps is None and self.max_epochs is None:
+            raise ValueError("set max_steps or max_epochs (the training budget)")
+        for name in ("max_steps", "max_epochs", "early_stopping_patience"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or null, got {value}")
+        if self.val_every_n_epochs < 1 or self.log_every_n_steps < 1:
+            raise ValueError("val_every_n_epochs and log_every_n_steps must be >= 1")
+        if self.max_time is not None and not _TIME.match(str(self.max_time)):
+            raise ValueError(f"max_time must be DD:HH:MM:SS, got {self.max_time!r}")
+        if self.monitor_mode not in MODES:
+            raise ValueError(f"monitor_mode must be min or max, got {self.monitor_mode!r}")
+        if self.logger not in LOGGERS:
+            raise ValueError(f"logger must be csv or none, got {self.logger!r}")
+        if not 0.0 <= self.min_signal_efficiency <= 1.0:
+            raise ValueError("min_signal_efficiency must lie in [0, 1]")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
