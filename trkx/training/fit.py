@@ -2,7 +2,8 @@
 
     seed (pl.seed_everything(seed, workers=True)) -> build the LightningModule
     -> Trainer.fit (resuming RUN/last.ckpt when the same config wrote it)
-    -> load RUN/best.ckpt (best validation ``monitor``) -> validate those weights once
+    -> load RUN/best.ckpt (best validation ``monitor``; the last weights when no validation
+       ran) -> validate those weights once
     -> module.working_point() if defined -> refuse a stage that keeps ~no signal edges
     -> trkx.checkpoint.save_checkpoint(constructor, weights, working point, config, metrics)
 
@@ -102,11 +103,14 @@ def fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[An
     trainer.save_checkpoint(run / LAST, weights_only=False)
     metrics = _floats(trainer.callback_metrics)
     best = run / f"{BEST}.ckpt"
-    if validation and best.is_file():
-        state = torch.load(best, map_location="cpu", weights_only=True)
-        module.load_state_dict(state["state_dict"])
+    if validation:  # the best validated weights, else (no validation ran yet) the last ones
+        step = trainer.global_step
+        if best.is_file():
+            state = torch.load(best, map_location="cpu", weights_only=True)
+            module.load_state_dict(state["state_dict"])
+            step = state["global_step"]
         trainer.validate(module, dataloaders=val_loader, verbose=False)
-        metrics = {**_floats(trainer.callback_metrics), "best_step": float(state["global_step"])}
+        metrics = {**_floats(trainer.callback_metrics), "best_step": float(step)}
     efficiency = metrics.get(efficiency_key) if efficiency_key else None
     if validation and efficiency is not None and efficiency < options.min_signal_efficiency:
         raise StageFailed(

@@ -1,0 +1,123 @@
+"""The one training driver (trkx.training) through `trkx train gnn` on tiny real-event graphs:
+every trainer key acts, seeds reproduce, runs resume, best weights are exported, a stage that
+keeps no signal is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from trkx.checkpoint import load_checkpoint
+from trkx.cli import main
+from trkx.data.record import save_record
+
+from .gnn_records import graph_record
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gnn.yaml"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def folders(sample_prefix: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Three training graphs (one event per step) and one validation graph."""
+    root = tmp_path_factory.mktemp("records")
+    for i, phi in enumerate([(-3.2, -2.2), (-1.6, -0.6), (0.0, 1.0)]):
+        save_record(graph_record(sample_prefix, phi, 1.0, seed=i),
+                    root / "train" / f"event{i:09d}.pt")
+    save_record(graph_record(sample_prefix, (1.6, 2.6), 1.0, seed=9),
+                root / "val" / "event000000009.pt")
+    return root / "train", root / "val"
+
+
+def train(folders: tuple[Path, Path], checkpoint: Path, *sets: str) -> int:
+    base = [f"data.train_dir={folders[0]}", f"data.val_dir={folders[1]}", "model.hidden=8",
+            "model.n_graph_iters=1", "trainer.progress_bar=false", "trainer.logger=none",
+            "trainer.min_signal_efficiency=0", "module.graph_ops=csr"]
+    return main(["train", "gnn", "--config", str(CONFIG), "--checkpoint", str(checkpoint),
+                 *(item for s in [*base, *sets] for item in ("--set", s))])
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(path, "gnn").state_dict
+
+
+def last_step(checkpoint: Path) -> int:
+    state = torch.load(checkpoint.with_suffix(".run") / "last.ckpt", weights_only=True)
+    return int(state["global_step"])
+
+
+def test_max_steps_and_seed(folders, tmp_path: Path) -> None:
+    assert train(folders, tmp_path / "a.pt", "trainer.max_steps=4", "trainer.seed=3") == 0
+    assert last_step(tmp_path / "a.pt") == 4           # 4 steps: one epoch and one step more
+    assert train(folders, tmp_path / "b.pt", "trainer.max_steps=4", "trainer.seed=3") == 0
+    assert train(folders, tmp_path / "c.pt", "trainer.max_steps=4", "trainer.seed=4") == 0
+    a, b, c = (weights(tmp_path / f"{n}.pt") for n in "abc")
+    assert all(torch.equal(a[k], b[k]) for k in a)      # same seed: identical weights
+    assert not all(torch.equal(a[k], c[k]) for k in a)  # another seed: other weights
+
+
+def test_interrupted_run_resumes_from_its_step(folders, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture) -> None:
+    checkpoint = tmp_path / "gnn.pt"
+    assert train(folders, checkpoint, "trainer.max_steps=3") == 0
+    capsys.readouterr()
+    assert train(folders, checkpoint, "trainer.max_steps=6") == 0  # a longer budget resumes
+    out = capsys.readouterr().out
+    assert f"gnn: resuming {checkpoint.with_suffix('.run') / 'last.ckpt'} at step 3" in out
+    assert "trained to step 6" in out and last_step(checkpoint) == 6
+    assert train(folders, checkpoint, "trainer.max_steps=6", "model.hidden=6") == 0
+    out = capsys.readouterr().out
+    assert "config changed, starting afresh" in out and "resuming" not in out
+    assert load_checkpoint(checkpoint, "gnn").constructor["hidden"] == 6
+
+
+def test_early_stopping_and_best_weights(folders, tmp_path: Path) -> None:
+    # Monitoring val_loss with mode "max" makes every later (lower) loss "no improvement":
+    # patience 1 stops after the second validation (epoch 2, step 6) of a 30-step budget, and
+    # the exported weights are the first validation's (step 3), not the last ones.
+    checkpoint = tmp_path / "gnn.pt"
+    assert train(folders, checkpoint, "trainer.max_steps=30", "module.learning_rate=0.01",
+                 "trainer.early_stopping_patience=1", "trainer.monitor_mode=max") == 0
+    assert last_step(checkpoint) == 6
+    stored = load_checkpoint(checkpoint, "gnn")
+    assert stored.metrics["best_step"] == 3
+    best = torch.load(checkpoint.with_suffix(".run") / "best.ckpt", weights_only=True)
+    for name, tensor in stored.state_dict.items():
+        assert torch.equal(tensor, best["state_dict"][f"model.{name}"])
+    last = torch.load(checkpoint.with_suffix(".run") / "last.ckpt", weights_only=True)
+    assert not all(torch.equal(t, last["state_dict"][f"model.{n}"])
+                   for n, t in stored.state_dict.items())
+    assert stored.working_point["edge_cut"] == pytest.approx(0.5)
+    assert stored.config["trainer"]["early_stopping_patience"] == 1
+
+
+def test_stage_without_signal_is_refused(folders, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture) -> None:
+    # At an edge cut of 0.99 an untrained network keeps no edge: validation efficiency 0.
+    checkpoint = tmp_path / "gnn.pt"
+    assert train(folders, checkpoint, "trainer.max_steps=1", "module.edge_cut=0.99",
+                 "trainer.min_signal_efficiency=0.05") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "validation keeps" in err[0] and "val_efficiency" in err[0]
+    assert not checkpoint.exists()
+
+
+def test_old_flags_still_work_with_a_deprecation_line(folders, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    assert main(["train", "gnn", "--config", str(CONFIG), "--output", str(tmp_path),
+                 "--train-dir", str(folders[0]), "--val-dir", str(folders[1]), "--seed", "2",
+                 "model.hidden=8", "model.n_graph_iters=1", "trainer.max_steps=1",
+                 "trainer.progress_bar=false", "trainer.logger=none"]) == 0
+    err = capsys.readouterr().err
+    for old in ("--output", "--train-dir", "--val-dir", "--seed", "positional KEY=VALUE"):
+        assert f"trkx: warning: {old} is deprecated" in err
+    assert load_checkpoint(tmp_path / "gnn.pt", "gnn").config["trainer"]["seed"] == 2
