@@ -14,6 +14,7 @@ The run folder ``RUN`` sits beside the model file: ``runs/filter.pt`` trains in
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ def _resume_point(run: Path, config: Mapping[str, Any], resume: bool, log) -> Pa
     last, saved = run / LAST, run / "config.json"
     if resume and last.is_file() and saved.is_file() and saved.read_text() == _resume_key(config):
         return last
-    if run.exists():
+    if run.exists() and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0 cleans up
         if last.is_file():
             log(f"{run}: {'config changed, ' if resume else ''}starting afresh")
         shutil.rmtree(run)

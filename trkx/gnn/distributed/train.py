@@ -1,198 +1,115 @@
-"""Distributed GNN training: ``torchrun --nproc-per-node P -m trkx train gnn --config C``.
+"""Graph-parallel training under torchrun: the gnn stage's own Lightning training, one strategy
+changed.
 
-The config is ``configs/gnn.yaml``'s format plus a ``distributed`` section
-(``configs/gnn_distributed.yaml``):
+    torchrun --nproc-per-node P -m trkx train gnn --config configs/gnn_distributed.yaml
 
-    data:         DistributedData   (train_dir, pattern, max_events)
-    model:        InteractionGNN    (node_features read from the records when omitted)
-    module:       LossConfig        (GNNModule's optimiser and edge-weight settings)
-    trainer:      LoopConfig        (max_epochs, gradient_clip_val, seed)
-    distributed:  GraphParallel     (algorithm, partitioner, replication, timeout_s)
+The config is ``configs/gnn.yaml`` plus a ``distributed`` section, the constructor arguments of
+:class:`~.lightning.GraphParallelStrategy` (``algorithm``, ``partitioner``, ``replication``,
+``timeout_s``). Training runs through :func:`trkx.training.fit_stage` exactly as on one
+process (same keys; validation, ``max_time``, ``last.ckpt`` / ``best.ckpt``, resume with
+optimiser, scheduler and step, seeding) with three differences made here:
 
-Every rank reads each event record, keeps its block (:class:`~.factory.GraphParallel`), runs
-the same ``InteractionGNN`` on it through the distributed ``GraphOps`` and minimises its share
-of the single-process loss ``sum_k w_k BCE_k / sum_k w_k`` (GNNModule's weighted BCE;
-:mod:`.bookkeeping`); gradients are summed over the ranks, then clipped, so each optimiser step
-is the single-process step. Rank 0 logs the global loss and its traffic per step and writes
-``OUTPUT/gnn.pt`` in the format of :mod:`trkx.gnn.checkpoint` (so ``trkx infer gnn`` reads it).
-A failing rank makes the others raise after ``distributed.timeout_s`` (collective timeout);
-under torchrun the elastic agent also stops the whole group.
+- the Trainer's ``devices`` is torchrun's ``LOCAL_WORLD_SIZE`` (the launcher decides the
+  processes; ``trainer.devices`` of the config is ignored) and the strategy takes its node
+  count from ``WORLD_SIZE / LOCAL_WORLD_SIZE``;
+- ``strategy`` is the ``GraphParallelStrategy`` of the ``distributed`` section: every rank gets
+  every event, keeps its block, and the loss, gradients and validation figures are the
+  single-process ones;
+- a collective that times out (a stopped, dead or far slower rank) ends this rank with one line
+  naming ``distributed.timeout_s`` (:class:`PeerTimeout`); torchrun then stops the others.
+
+Without torchrun the entry refuses to start (:func:`require_torchrun`).
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
-import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-SECTIONS = ("data", "model", "module", "trainer", "distributed")
-# Lightning Trainer keys of configs/gnn.yaml that the torchrun loop does not need
-LIGHTNING_ONLY = frozenset({"accelerator", "devices", "log_every_n_steps", "num_nodes",
-                            "strategy", "enable_progress_bar", "default_root_dir"})
-log = logging.getLogger("trkx.gnn.distributed")
+from trkx.config import ConfigError
+from trkx.training.fit import StageFailed
+
+TORCHRUN_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                "MASTER_PORT")
 
 
-@dataclass(frozen=True)
-class DistributedData:
-    """Filter-stage event records (``x``, ``pos``, ``edge_index``, ``y``, ``signal``)."""
-
-    train_dir: str | None = None
-    pattern: str = "*.pt"
-    max_events: int | None = None
+class PeerTimeout(StageFailed):
+    """A collective waited longer than ``distributed.timeout_s`` for another rank."""
 
 
-@dataclass(frozen=True)
-class LossConfig:
-    """The optimiser and loss settings of :class:`trkx.gnn.module.GNNModule` (``graph_ops``,
-    ``lr_step_size``, ``lr_gamma``, ``edge_cut`` are accepted for config compatibility)."""
-
-    learning_rate: float = 1e-3
-    weight_decay: float = 0.0
-    signal_weight: float = 2.0
-    true_weight: float = 1.0
-    fake_weight: float = 1.0
-    lr_step_size: int = 0
-    lr_gamma: float = 0.5
-    graph_ops: str = "auto"
-    edge_cut: float = 0.5
+def require_torchrun(label: str) -> None:
+    """One line naming the command when the process was not started by torchrun."""
+    missing = [name for name in TORCHRUN_ENV if name not in os.environ]
+    if missing:
+        raise ConfigError(f"{label}: the 'distributed' section trains graph-parallel and must "
+                          "run under torchrun (missing " + ", ".join(missing) + "): torchrun "
+                          f"--nproc-per-node P -m trkx train gnn --config {label}")
 
 
-@dataclass(frozen=True)
-class LoopConfig:
-    max_epochs: int = 1
-    gradient_clip_val: float | None = None
-    seed: int = 0
+def check_section(section: dict[str, Any], label: str) -> None:
+    """Keys and values of the ``distributed`` section, and the world size it needs when
+    torchrun's ``WORLD_SIZE`` is known (``1.5d`` needs ``P`` divisible by ``c^2``)."""
+    from trkx.config import check_keys
+
+    from . import ALGORITHMS, PARTITIONERS
+    from .lightning import GraphParallelStrategy
+
+    where = f"{label}: distributed"
+    check_keys(GraphParallelStrategy, section, where)
+    algorithm = section.get("algorithm", "sparse-1d")
+    partitioner = section.get("partitioner", "balanced")
+    replication = section.get("replication", 1)
+    timeout = section.get("timeout_s", 60.0)
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"{where}.algorithm: {algorithm!r} is not one of "
+                          f"{', '.join(ALGORITHMS)}")
+    if partitioner not in PARTITIONERS:
+        raise ConfigError(f"{where}.partitioner: {partitioner!r} is not one of "
+                          f"{', '.join(PARTITIONERS)}")
+    if not isinstance(replication, int) or replication < 1:
+        raise ConfigError(f"{where}.replication: must be an integer >= 1, got {replication!r}")
+    if algorithm != "1.5d" and replication != 1:
+        raise ConfigError(f"{where}.replication: {replication} needs algorithm 1.5d")
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigError(f"{where}.timeout_s: must be a number > 0, got {timeout!r}")
+    world = os.environ.get("WORLD_SIZE")
+    if world is not None and int(world) % (replication * replication):
+        raise ConfigError(f"{where}.replication: c={replication} needs the number of processes "
+                          f"divisible by c^2 = {replication * replication}, torchrun started "
+                          f"{world}")
 
 
-def train_from_config(config: dict[str, Any], output: str | os.PathLike,
-                      label: str = "config", train_dir: str | None = None,
-                      seed: int | None = None) -> int:
-    """Run distributed training as ``config`` says, writing ``output/gnn.pt``; exit code."""
-    import torch
-    import torch.distributed as dist
-    from tqdm import tqdm
-
-    from trkx.config import ConfigError, check_sections, instantiate, section
-    from trkx.data.record import load_record
-    from trkx.gnn.checkpoint import save_gnn_checkpoint
-    from trkx.gnn.metrics import edge_weights
-    from trkx.gnn.model import InteractionGNN
-    from trkx.gnn.records import check_graph_record, node_features_of, record_paths
-
-    from .bookkeeping import all_reduce_gradients, rank_loss, reported_loss
-    from .factory import GraphParallel, init_process_group
-
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    check_sections(config, SECTIONS, label)
-    data_section = section(config, "data", label)
-    if train_dir:
-        data_section["train_dir"] = train_dir
-    data_section.pop("val_dir", None)          # validation runs single-process (trkx infer)
-    data_cfg = instantiate(DistributedData, data_section, f"{label}: data")
-    if not data_cfg.train_dir:
-        raise ConfigError(f"{label}: data.train_dir is not set (set it or pass --train-dir)")
-    loss_cfg = instantiate(LossConfig, section(config, "module", label), f"{label}: module")
-    loop_section = section(config, "trainer", label)
-    loop_cfg = instantiate(LoopConfig, {k: v for k, v in loop_section.items()
-                                        if k not in LIGHTNING_ONLY}, f"{label}: trainer")
-    dist_cfg = section(config, "distributed", label)
-    paths = record_paths(data_cfg.train_dir, data_cfg.pattern)[:data_cfg.max_events]
-    model_cfg = section(config, "model", label)
-    model_cfg.setdefault("node_features", node_features_of(paths[0]))
-
-    init_process_group(timeout_s=float(dist_cfg.get("timeout_s", 300.0)))
-    try:
-        parallel = instantiate(GraphParallel, dist_cfg, f"{label}: distributed")
-        rank = dist.get_rank()
-        device = _device()
-        torch.manual_seed(loop_cfg.seed if seed is None else seed)
-        model = instantiate(InteractionGNN, model_cfg, f"{label}: model").to(device)
-        for p in model.parameters():             # identical start on every rank
-            dist.broadcast(p.data, src=0)
-        opt = torch.optim.AdamW(model.parameters(), lr=loss_cfg.learning_rate,
-                                weight_decay=loss_cfg.weight_decay)
-        sched = (torch.optim.lr_scheduler.StepLR(opt, loss_cfg.lr_step_size, loss_cfg.lr_gamma)
-                 if loss_cfg.lr_step_size > 0 else None)
-        if rank == 0:
-            log.info("%s; algorithm %s, partitioner %s; %d events", parallel.layout.describe(),
-                     parallel.algorithm, parallel.partitioner, len(paths))
-        parts: dict[Path, Any] = {}
-        for epoch in range(loop_cfg.max_epochs):
-            for path in tqdm(paths, desc=f"epoch {epoch}", disable=rank != 0):
-                data = load_record(path)
-                check_graph_record(data, str(path))
-                if "pos" not in data:
-                    raise KeyError(f"{path}: event record has no 'pos' (needed to partition)")
-                if path not in parts:
-                    parts[path] = parallel.shard(data.edge_index, data.num_nodes, data.pos)
-                part = parts[path]
-                weights = edge_weights(data.y, data.signal, loss_cfg.signal_weight,
-                                       loss_cfg.true_weight, loss_cfg.fake_weight)
-                x = data.x[part.nodes].to(device)
-                y = data.y[part.edges].to(device)
-                parallel.stats.reset()
-                start = time.perf_counter()
-                logits = model(x, part.ops)
-                terms = torch.nn.functional.binary_cross_entropy_with_logits(
-                    logits, y.to(logits.dtype), reduction="none")
-                local_w = weights[part.edges].to(device, terms.dtype)
-                loss = rank_loss(local_w * terms, weights.sum().clamp_min(1e-12),
-                                 parallel.replication)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                all_reduce_gradients(model.parameters())
-                if loop_cfg.gradient_clip_val:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                                   loop_cfg.gradient_clip_val)
-                opt.step()
-                value = reported_loss(loss)
-                traffic = parallel.stats.total()
-                if rank == 0:
-                    log.info("epoch %d %s: loss %.5f, step %.3f s, rank 0 sent %d B received "
-                             "%d B in %d/%d messages", epoch, path.name, value,
-                             time.perf_counter() - start, traffic.bytes_sent,
-                             traffic.bytes_received, traffic.messages_sent,
-                             traffic.messages_received)
-            if sched is not None:
-                sched.step()
-        if rank == 0:
-            module_cfg = section(config, "module", label)
-            written = save_gnn_checkpoint(Path(output) / "gnn.pt", model, model_cfg, module_cfg)
-            log.info("wrote %s", written)
-        dist.barrier()
-        return 0
-    finally:
-        dist.destroy_process_group()
+def _timed_out(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "timed out" in text or "timeout" in text
 
 
-def _device():
-    import torch
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local)
-        return torch.device("cuda", local)
-    return torch.device("cpu")
+def graph_parallel_fit(section: dict[str, Any], label: str) -> Callable[..., Any]:
+    """``fit_stage`` with the graph-parallel strategy of ``section`` (module docstring): call it
+    with fit_stage's arguments."""
+    from trkx.training import fit_stage
 
+    from .lightning import GraphParallelStrategy
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m trkx.gnn.distributed.train --config C --output O [KEY=VALUE ...]``."""
-    from trkx.config import apply_overrides, load_config
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True)
-    parser.add_argument("--output", required=True, help="folder for gnn.pt")
-    parser.add_argument("--train-dir")
-    parser.add_argument("overrides", nargs="*", help="section.key=value")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    config = apply_overrides(load_config(args.config), args.overrides)
-    return train_from_config(config, args.output, label=args.config, train_dir=args.train_dir)
+    require_torchrun(label)
+    check_section(section, label)
 
+    def fit(*args: Any, options, **kwargs: Any):
+        local = int(os.environ["LOCAL_WORLD_SIZE"])
+        options = replace(options, devices=local)
+        strategy = GraphParallelStrategy(**section)
+        try:
+            return fit_stage(*args, options=options, strategy=strategy, **kwargs)
+        except Exception as exc:
+            if not _timed_out(exc):
+                raise
+            rank = os.environ.get("RANK", "?")
+            timeout = strategy.graph_settings["timeout_s"]
+            raise PeerTimeout(f"{label}: rank {rank} waited more than distributed.timeout_s="
+                              f"{timeout:g} s for another rank (stopped, dead or far slower); "
+                              "stopping. Raise distributed.timeout_s if one step takes that "
+                              "long") from exc
 
-if __name__ == "__main__":
-    sys.exit(main())
+    return fit
