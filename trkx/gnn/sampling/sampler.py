@@ -45,6 +45,7 @@ Every product runs with torch.sparse (CSR @ CSR, CPU or CUDA); tensors stay on t
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -60,8 +61,10 @@ def _csr(rows: Tensor, cols: Tensor, shape: tuple[int, int],
     """Sparse CSR matrix (float32, duplicate entries summed) from COO index pairs."""
     if values is None:
         values = torch.ones(rows.numel(), dtype=torch.float32, device=rows.device)
-    coo = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape).coalesce()
-    return coo.to_sparse_csr()
+    with warnings.catch_warnings():  # "CSR support is in beta": the tests cover what we use
+        warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
+        coo = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape).coalesce()
+        return coo.to_sparse_csr()
 
 
 def _pairs(matrix: Tensor) -> tuple[Tensor, Tensor, Tensor]:
