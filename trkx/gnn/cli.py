@@ -17,7 +17,7 @@ import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-SECTIONS = ("data", "model", "module", "trainer")
+SECTIONS = ("data", "model", "module", "trainer", "sampling")
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,13 @@ def train(args: argparse.Namespace) -> int:
     output = Path(args.output)
     trainer_config = {"default_root_dir": str(output), **section(config, "trainer", label)}
     trainer = instantiate(pl.Trainer, trainer_config, f"{label}: trainer")
-    loader = DataLoader(GraphRecordDataset(train_paths), batch_size=1, shuffle=True,
-                        collate_fn=single_event)
+    if config.get("sampling") is not None:  # minibatches of sampled subgraphs (issue 14)
+        from trkx.gnn.sampling.datamodule import make_train_loader
+        loader = make_train_loader(section(config, "sampling", label), train_paths, args.seed,
+                                   label)
+    else:
+        loader = DataLoader(GraphRecordDataset(train_paths), batch_size=1, shuffle=True,
+                            collate_fn=single_event)
     val_loader = (DataLoader(GraphRecordDataset(val_paths), batch_size=1,
                              collate_fn=single_event) if val_paths else None)
     trainer.fit(module, loader, val_loader)
