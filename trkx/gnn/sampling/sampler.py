@@ -67,17 +67,31 @@ def _csr(rows: Tensor, cols: Tensor, shape: tuple[int, int],
         return coo.to_sparse_csr()
 
 
-def _pairs(matrix: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``(rows, cols, values)`` of the stored entries of a sparse matrix, sorted by (row, col)."""
-    if matrix.layout == torch.sparse_csr:  # the column order of an SpGEMM result is unsorted
-        crow, cols, values = matrix.crow_indices(), matrix.col_indices(), matrix.values()
-        rows = torch.repeat_interleave(torch.arange(matrix.shape[0], device=crow.device),
-                                       crow.diff())
-    else:
-        coo = matrix.coalesce()
-        (rows, cols), values = coo.indices(), coo.values()
-    order = torch.argsort(rows * matrix.shape[1] + cols)
-    return rows[order], cols[order], values[order]
+def _csr_from_keys(keys: Tensor, shape: tuple[int, int]) -> Tensor:
+    """The CSR pattern of the sorted, distinct flat keys ``row * ncols + col`` (no sorting)."""
+    rows = torch.div(keys, shape[1], rounding_mode="floor")
+    crow = torch.zeros(shape[0] + 1, dtype=torch.int64, device=keys.device)
+    torch.cumsum(torch.bincount(rows, minlength=shape[0]), 0, out=crow[1:])
+    values = torch.ones(keys.numel(), dtype=torch.float32, device=keys.device)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
+        return torch.sparse_csr_tensor(crow, keys % shape[1], values, shape)
+
+
+def _entries(matrix: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(rows, cols, values)`` of a CSR matrix in storage order: rows ascending, columns in
+    the order the kernel left them (an SpGEMM result's columns are not sorted)."""
+    crow = matrix.crow_indices()
+    rows = torch.repeat_interleave(torch.arange(matrix.shape[0], device=crow.device),
+                                   crow.diff())
+    return rows, matrix.col_indices(), matrix.values()
+
+
+def _nonzero_keys(matrix: Tensor) -> Tensor:
+    """Sorted distinct flat keys of the nonzero entries of a CSR matrix (its pattern)."""
+    rows, cols, values = _entries(matrix)
+    keys = (rows * matrix.shape[1] + cols)[values != 0]
+    return torch.sort(keys).values     # CSR entries are distinct: a sort, not a unique
 
 
 def symmetric_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
@@ -110,15 +124,13 @@ def target_matrix(targets: Sequence[Tensor], num_nodes: int) -> Tensor:
 
 def _pattern(matrix: Tensor) -> Tensor:
     """The sparsity pattern of a CSR matrix: stored entries set to 1, explicit zeros dropped."""
-    rows, cols, values = _pairs(matrix)
-    keep = values != 0
-    return _csr(rows[keep], cols[keep], tuple(matrix.shape))
+    return _csr_from_keys(_nonzero_keys(matrix), tuple(matrix.shape))
 
 
 def sample_rows(matrix: Tensor, fanout: int, generator: torch.Generator | None) -> Tensor:
     """``sample_f``: keep at most ``fanout`` entries of every row, drawn uniformly without
     replacement (random keys, then the ``fanout`` smallest keys of each row)."""
-    rows, cols, _ = _pairs(matrix)
+    rows, cols, _ = _entries(matrix)
     keys = torch.rand(rows.numel(), generator=generator, device=rows.device)
     order = torch.argsort(keys)
     order = order[torch.argsort(rows[order], stable=True)]           # by row, random within
@@ -130,16 +142,6 @@ def sample_rows(matrix: Tensor, fanout: int, generator: torch.Generator | None) 
     return _csr(rows[chosen], cols[chosen], tuple(matrix.shape))
 
 
-def _keys(matrix: Tensor) -> Tensor:
-    """Sorted flat keys ``row * ncols + col`` of the stored entries (for Hadamard masks)."""
-    rows, cols, _ = _pairs(matrix)
-    return rows * matrix.shape[1] + cols
-
-
-def _from_keys(keys: Tensor, shape: tuple[int, int]) -> Tensor:
-    return _csr(torch.div(keys, shape[1], rounding_mode="floor"), keys % shape[1], shape)
-
-
 def expand(adjacency: Tensor, frontier: Tensor, hops: int,
            fanout: Sequence[int] | None = None,
            generator: torch.Generator | None = None) -> list[Tensor]:
@@ -147,17 +149,25 @@ def expand(adjacency: Tensor, frontier: Tensor, hops: int,
 
     ``fanout[l]`` (when given and > 0) caps the neighbours drawn per frontier hit at hop l.
     """
+    return [_csr_from_keys(keys, tuple(frontier.shape))
+            for keys in _expand_keys(adjacency, frontier, hops, fanout, generator)]
+
+
+def _expand_keys(adjacency: Tensor, frontier: Tensor, hops: int,
+                 fanout: Sequence[int] | None,
+                 generator: torch.Generator | None) -> list[Tensor]:
+    """The frontiers of :func:`expand` as sorted flat keys ``b * N + i``."""
     if hops < 0:
         raise ValueError(f"hops must be >= 0, got {hops}")
     if fanout is not None and len(fanout) not in (0, hops):
         raise ValueError(f"fanout needs one entry per hop ({hops}), got {list(fanout)}")
-    frontiers = [frontier]
-    visited = _keys(frontier)
     shape = tuple(frontier.shape)
+    keys = _nonzero_keys(frontier)
+    frontiers, visited = [keys], keys
     for hop in range(hops):
         limit = fanout[hop] if fanout else 0
         if limit > 0:
-            rows, cols, _ = _pairs(frontier)
+            rows, cols, _ = _entries(frontier)
             pairs = torch.arange(rows.numel(), device=rows.device)
             h = _csr(pairs, cols, (rows.numel(), shape[1]))                   # H_l
             r = _csr(rows, pairs, (shape[0], rows.numel()))                   # R_l
@@ -165,18 +175,18 @@ def expand(adjacency: Tensor, frontier: Tensor, hops: int,
                                                      generator))
         else:
             reached = torch.sparse.mm(frontier, adjacency)                    # F_l A
-        keys = _keys(_pattern(reached))
-        new = keys[~torch.isin(keys, visited)]                               # o (1 - V_l)
-        frontier = _from_keys(new, shape)
-        visited = torch.sort(torch.cat([visited, new])).values
-        frontiers.append(frontier)
+        keys = _nonzero_keys(reached)
+        keys = keys[~torch.isin(keys, visited)]                              # o (1 - V_l)
+        frontier = _csr_from_keys(keys, shape)
+        visited = torch.cat([visited, keys])
+        frontiers.append(keys)
     return frontiers
 
 
 def node_sets(frontiers: Sequence[Tensor]) -> Tensor:
     """``V_L = sum_l F_l`` as a k x N CSR pattern (the frontiers are disjoint)."""
-    keys = torch.sort(torch.cat([_keys(f) for f in frontiers])).values
-    return _from_keys(keys, tuple(frontiers[0].shape))
+    keys = torch.sort(torch.cat([_nonzero_keys(f) for f in frontiers])).values
+    return _csr_from_keys(keys, tuple(frontiers[0].shape))
 
 
 def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
@@ -199,22 +209,31 @@ def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
         adjacency = symmetric_adjacency(edge_index, num_nodes)
     if incidence is None:
         incidence = incidence_sum_transposed(edge_index, num_nodes)
-    f0 = target_matrix(targets, num_nodes)
-    members = node_sets(expand(adjacency, f0, hops, fanout, generator))        # V_L, k x N
-    node_rows, node_cols, _ = _pairs(members)
-    edge_rows, edge_cols, counts = _pairs(torch.sparse.mm(members, incidence))  # C, k x E
-    inside = counts == 2
-    edge_rows, edge_cols = edge_rows[inside], edge_cols[inside]
     k = len(targets)
-    node_flat = node_rows * num_nodes + node_cols                               # sorted
+    f0 = target_matrix(targets, num_nodes)
+    node_flat = torch.sort(torch.cat(_expand_keys(adjacency, f0, hops, fanout,
+                                                  generator))).values          # V_L keys
+    members = _csr_from_keys(node_flat, (k, num_nodes))
+    node_rows = torch.div(node_flat, num_nodes, rounding_mode="floor")
+    node_cols = node_flat - node_rows * num_nodes
+    edge_rows, edge_cols, counts = _entries(torch.sparse.mm(members, incidence))  # C
+    inside = counts == 2
+    edge_keys_flat = torch.sort(edge_rows[inside] * edge_index.shape[1]
+                                + edge_cols[inside]).values
+    edge_rows = torch.div(edge_keys_flat, max(edge_index.shape[1], 1), rounding_mode="floor")
+    edge_cols = edge_keys_flat - edge_rows * edge_index.shape[1]
+    # relabelling: a k x N lookup table holds each member's position within its minibatch
     node_start = torch.cumsum(torch.bincount(node_rows, minlength=k), 0)
     node_start = torch.cat([node_start.new_zeros(1), node_start[:-1]])
+    table = torch.full((k * num_nodes,), -1, dtype=torch.int64, device=node_flat.device)
+    table[node_flat] = torch.arange(node_flat.numel(), device=node_flat.device) \
+        - node_start[node_rows]
+    is_target = torch.zeros(k * num_nodes, dtype=torch.bool, device=node_flat.device)
+    is_target[_nonzero_keys(f0)] = True
     base = edge_rows * num_nodes
-    src, dst = edge_index[0, edge_cols], edge_index[1, edge_cols]
-    local = torch.stack([torch.searchsorted(node_flat, base + src),
-                         torch.searchsorted(node_flat, base + dst)]) - node_start[edge_rows]
-    target_flat = _keys(f0)
-    touches = torch.isin(base + src, target_flat) | torch.isin(base + dst, target_flat)
+    src, dst = base + edge_index[0, edge_cols], base + edge_index[1, edge_cols]
+    local = torch.stack([table[src], table[dst]])
+    touches = is_target[src] | is_target[dst]
     n_nodes = torch.bincount(node_rows, minlength=k).tolist()
     n_edges = torch.bincount(edge_rows, minlength=k).tolist()
     node_parts = torch.split(node_cols, n_nodes)
