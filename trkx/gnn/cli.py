@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 NAME = "gnn"
-SECTIONS = ("data", "model", "module", "trainer", "inference", "checkpoint", "distributed")
+SECTIONS = ("data", "model", "module", "trainer", "inference", "checkpoint", "distributed",
+            "sampling")
 DEFAULT_CONFIG = "configs/gnn.yaml"
 
 
@@ -41,6 +42,10 @@ def check_config(config: dict[str, Any], label: str) -> None:
     instantiate(StageData, section(config, "data", label), f"{label}: data")
     instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     instantiate(GNNInference, section(config, "inference", label), f"{label}: inference")
+    if config.get("sampling") is not None:
+        from trkx.gnn.sampling.datamodule import SamplingConfig
+
+        instantiate(SamplingConfig, section(config, "sampling", label), f"{label}: sampling")
 
 
 def count_events(folder: str) -> int:
@@ -90,8 +95,14 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
         model = instantiate(InteractionGNN, model_config, f"{label}: model")
         return instantiate(GNNModule, {**module_config, "model": model}, f"{label}: module")
 
-    loader = DataLoader(GraphRecordDataset(train_paths), batch_size=1, shuffle=True,
-                        collate_fn=single_event)
+    if config.get("sampling") is not None:  # minibatches of sampled subgraphs (issue 14)
+        from trkx.gnn.sampling.datamodule import make_train_loader
+
+        loader = make_train_loader(section(config, "sampling", label), train_paths,
+                                   options.seed, label)
+    else:
+        loader = DataLoader(GraphRecordDataset(train_paths), batch_size=1, shuffle=True,
+                            collate_fn=single_event)
     val_loader = (DataLoader(GraphRecordDataset(paths(val_slice)), batch_size=1,
                              collate_fn=single_event) if val_slice else None)
     return fit_stage(NAME, build, network=lambda m: m.model, constructor=lambda m: model_config,

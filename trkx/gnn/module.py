@@ -1,6 +1,8 @@
 """``GNNModule``: training and validation of the interaction network (Lightning).
 
-Each step is one event graph. The loss is the weighted BCE of :mod:`trkx.gnn.metrics`;
+Each step is one event graph, or one sampled minibatch (:mod:`trkx.gnn.sampling`) whose loss
+counts only the edges of its ``target_edge_mask``. The loss is the weighted BCE of
+:mod:`trkx.gnn.metrics`;
 validation pools all events of the epoch and logs ``val_loss``, ``val_efficiency`` (signal
 edges kept), ``val_purity`` (true among kept) and ``val_auc`` at ``edge_cut``.
 """
@@ -76,7 +78,11 @@ class GNNModule(pl.LightningModule):
                             self.fake_weight)
 
     def training_step(self, data: Data, batch_idx: int) -> Tensor:
-        loss = weighted_bce(self(data), data.y, self._weights(data))
+        logits, y, weights = self(data), data.y, self._weights(data)
+        mask = getattr(data, "target_edge_mask", None)
+        if mask is not None:  # a sampled minibatch (trkx.gnn.sampling): target edges only
+            logits, y, weights = logits[mask], y[mask], weights[mask]
+        loss = weighted_bce(logits, y, weights)
         self.log("train_loss", loss, batch_size=1, prog_bar=True)
         return loss
 
