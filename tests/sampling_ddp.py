@@ -19,7 +19,8 @@ from trkx.gnn.module import GNNModule
 from trkx.gnn.sampling.datamodule import SampledMinibatches, SamplingConfig
 
 MODEL = {"node_features": 3, "hidden": 8, "n_graph_iters": 1, "n_mlp_layers": 1}
-MODULE = {"graph_ops": "csr", "learning_rate": 1e-2, "signal_weight": 3.0}
+MODULE = {"graph_ops": "csr", "learning_rate": 1e-2, "signal_weight": 3.0,
+          "lr_step_size": 1000}  # a constant rate over the few steps compared
 SAMPLING = SamplingConfig(targets_per_batch=6, hops=2, bulk=2)
 SEED, STEPS = 5, 3
 

@@ -33,7 +33,7 @@ def test_ddp_gradients_equal_one_process(tmp_path: Path) -> None:
     minibatches = list(SampledMinibatches(events(), SAMPLING, seed=SEED, rank=0, world_size=1))
     torch.set_num_threads(1)
     module = make_module().double()
-    optimizer = module.configure_optimizers()
+    optimizer = module.configure_optimizers()["optimizer"]
     for step in range(STEPS):
         optimizer.zero_grad()
         summed = {name: torch.zeros_like(p) for name, p in module.model.named_parameters()}

@@ -117,6 +117,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import load_record
     from trkx.gnn.checkpoint import GNNInference, load_model
+    from trkx.gnn.edge_inputs import model_edge_inputs
     from trkx.gnn.inference import score_edges
     from trkx.gnn.ops_factory import KernelChooser
     from trkx.gnn.records import INFERENCE_KEYS, check_graph_record, record_paths
@@ -139,7 +140,8 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     def transform(data):
         scored = data.clone()
         scored.scores = score_edges(model, data.x, data.edge_index.long(), graph_ops, chooser,
-                                    bf16=options.bf16)
+                                    bf16=options.bf16,
+                                    edge_attr=model_edge_inputs(model, data, label))
         return scored
 
     names: dict[int, str] = {}

@@ -114,6 +114,7 @@ class TrainedPipeline:
         """Graphs after each stage, the track id of every hit, and seconds per stage."""
         from trkx.embedding.inference import embedding_graph
         from trkx.filter.inference import filter_graph
+        from trkx.gnn.edge_inputs import model_edge_inputs
         from trkx.gnn.inference import score_edges
 
         seconds: dict[str, float] = {}
@@ -127,7 +128,8 @@ class TrainedPipeline:
         start = time.perf_counter()
         scored = filtered.clone()
         scored.scores = score_edges(self.gnn, filtered.x, filtered.edge_index.long(),
-                                    self.graph_ops, self.chooser, bf16=self.bf16)
+                                    self.graph_ops, self.chooser, bf16=self.bf16,
+                                    edge_attr=model_edge_inputs(self.gnn, filtered))
         seconds["gnn"] = time.perf_counter() - start
         start = time.perf_counter()
         labels = self.builder.build(scored)

@@ -52,8 +52,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-NODE_KEYS: tuple[str, ...] = ("x",)
-EDGE_KEYS: tuple[str, ...] = ("y", "y_pid", "signal")
+NODE_KEYS: tuple[str, ...] = ("x", "pos")  # pos: the GNN's edge geometry inputs
+EDGE_KEYS: tuple[str, ...] = ("y", "y_pid", "signal", "scores")  # scores: the filter's
 
 
 def _csr(rows: Tensor, cols: Tensor, shape: tuple[int, int],
