@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from trkx.schedules import warmup_cosine
-from trkx.tracks.building import TrackBuilder
-from trkx.tracks.tuning import tune_cut
+from trkx.tracks.building import TrackBuilder, dissolve_short
+from trkx.tracks.tuning import builder_options, tune_cut
 from trkx.working_point import cut_for_efficiency
 
 from .tracks_events import noise_free_simulated_record
@@ -62,5 +62,44 @@ def test_track_builder_cut_is_chosen_above_the_fake_edges():
     assert tuned.cut > 0.45
     assert tuned.efficiency == pytest.approx(1.0)
     low = [s for s in tuned.scan if s[0] < 0.45]
-    assert low and all(s[1] < 0.5 for s in low)   # merged tracks match nothing
+    assert low and all(s[2] < 0.5 for s in low)   # merged tracks match nothing
     assert not math.isnan(tuned.fake_rate) and tuned.fake_rate <= 0.05
+
+
+def test_short_candidates_are_dissolved_and_the_length_is_tuned():
+    """Cutting every true track into a long piece and a 3-hit fragment: the fragments are fake
+    tracks (they hold under half their particle's hits); min_length 4 dissolves exactly them."""
+    record = noise_free_simulated_record(seed=5, mu=4.0)
+    edges = record.track_edges
+    pid = record.particle_id[edges[0]]
+    keep = torch.ones(edges.shape[1], dtype=torch.bool)
+    for particle in torch.unique(pid):
+        own = torch.nonzero(pid == particle).flatten()
+        if own.numel() >= 8:            # >= 9 hits: break the chain after its third hit
+            keep[own[2]] = False
+    record.edge_index = edges[:, keep]
+    record.scores = torch.ones(record.edge_index.shape[1])
+    labels = TrackBuilder(method="components").build(record)
+    dissolved = dissolve_short(labels, 4)
+    _, counts = np.unique(labels, return_counts=True)
+    _, new_counts = np.unique(dissolved, return_counts=True)
+    assert (new_counts[new_counts > 1] >= 4).all()
+    assert (counts >= 4).sum() == (new_counts >= 4).sum()
+    tuned = tune_cut([record], TrackBuilder(method="components"), fake_target=0.01,
+                     cuts=(0.5,), lengths=(3, 4))
+    by_length = {length: (eff, fake) for _, length, eff, fake in tuned.scan}
+    assert by_length[3][1] > 0.2 and by_length[4][1] == 0.0
+    assert by_length[4][0] == pytest.approx(by_length[3][0])
+    assert tuned.min_length == 4
+
+
+def test_builder_keys_left_null_take_the_working_point():
+    options = builder_options({"method": "walkthrough", "walk_cut": None, "min_length": None},
+                              {"walk_cut": 0.25, "min_length": 5.0, "edge_cut": 0.25})
+    builder = TrackBuilder(**options)
+    assert builder.walk_cut == 0.25 and builder.min_length == 5
+    assert isinstance(builder.min_length, int)
+    with pytest.raises(ValueError, match="min_length is null"):
+        builder_options({"min_length": None}, {"walk_cut": 0.2})
+    with pytest.raises(ValueError, match="give the GNN checkpoint"):
+        builder_options({"walk_cut": None}, None)
