@@ -13,7 +13,7 @@ from trkx.data.record import save_record
 from .test_sampling import random_graph
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gnn_sampled.yaml"
-SMALL = ["model.hidden=8", "model.n_graph_iters=1", "model.n_mlp_layers=1",
+SMALL = ["model.hidden=8", "model.n_graph_iters=1", "model.n_mlp_layers=1", "model.edge_features=0",
          "sampling.targets_per_batch=20", "sampling.hops=2", "sampling.bulk=2",
          "trainer.max_steps=4", "trainer.progress_bar=false", "trainer.logger=none",
          "trainer.min_signal_efficiency=0", "module.graph_ops=csr"]

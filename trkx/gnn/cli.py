@@ -64,6 +64,18 @@ def require_torchrun(label: str) -> None:
                           f"--config {label}")
 
 
+def check_edge_inputs(path: Path, label: str) -> None:
+    """A model with edge inputs needs records the filter scored (``scores``, ``pos``)."""
+    from trkx.config import ConfigError
+    from trkx.data.record import load_record
+    from trkx.gnn.edge_inputs import edge_inputs
+
+    try:
+        edge_inputs(load_record(path), str(path))
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (or set model.edge_features=0 in {label})") from exc
+
+
 def train(config: dict[str, Any], label: str, checkpoint: Path):
     if "distributed" in config:
         require_torchrun(label)
@@ -89,6 +101,8 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     train_paths = paths(train_slice)
     model_config = section(config, "model", label)
     model_config.setdefault("node_features", node_features_of(train_paths[0]))
+    if model_config.get("edge_features", 0):
+        check_edge_inputs(train_paths[0], label)
     module_config = section(config, "module", label)
 
     def build() -> GNNModule:
