@@ -144,7 +144,7 @@ def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
         "efficiency_vs_pt": efficiency_by(stages, "pt", PT_BINS),
         "efficiency_vs_eta": efficiency_by(stages, "eta", ETA_BINS),
         "builder": {"method": builder.method, "walk_cut": builder.walk_cut,
-                    "cc_cut": builder.cc_cut},
+                    "cc_cut": builder.cc_cut, "min_length": builder.min_length},
     }
     if plots is not None:
         plots.mkdir(parents=True, exist_ok=True)
