@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
+from trkx.checkpoint import save_checkpoint
 from trkx.cli import main
 from trkx.data.record import build_event_record, save_record
+from trkx.gnn.model import InteractionGNN
 from trkx.tracks.building import TrackBuilder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,7 +41,8 @@ def evaluated(tmp_path_factory):
     record = scored_simulated_record()
     save_record(record, root / "records" / "event000000042.pt")
     assert main(["build-tracks", "--events", str(root / "records"),
-                 "--out", str(root / "tracks"), "--config", str(REPO / "configs/tracks.yaml")]) == 0
+                 "--out", str(root / "tracks"), "--config", str(REPO / "configs/tracks.yaml"),
+                 "--set", "builder.walk_cut=0.3", "--set", "builder.min_length=1"]) == 0
     assert main(["evaluate", "--tracks", str(root / "tracks"), "--events",
                  str(root / "records"), "--out", str(root / "eval")]) == 0
     return root, record
@@ -54,6 +57,24 @@ def test_build_tracks_writes_one_submission_per_event(evaluated):
     assert (table["event_id"] == 42).all()
     assert np.array_equal(table["hit_id"].to_numpy(), record.hit_id.numpy())
     assert np.array_equal(table["track_id"].to_numpy(), TrackBuilder().build(record))
+
+
+def test_null_builder_keys_take_the_gnn_working_point(evaluated, tmp_path, capsys):
+    root, record = evaluated
+    checkpoint = tmp_path / "gnn.pt"
+    model = InteractionGNN(node_features=3, hidden=4, n_graph_iters=1)
+    save_checkpoint(checkpoint, "gnn", {"node_features": 3, "hidden": 4, "n_graph_iters": 1},
+                    model.state_dict(), {"walk_cut": 0.5, "min_length": 6.0}, {}, {})
+    config = str(REPO / "configs/tracks.yaml")
+    assert main(["build-tracks", "--events", str(root / "records"), "--out",
+                 str(tmp_path / "t"), "--config", config, "--checkpoint", str(checkpoint)]) == 0
+    table = pd.read_csv(tmp_path / "t" / "event000000042-tracks.csv")
+    tuned = TrackBuilder(walk_cut=0.5, min_length=6).build(record)
+    assert np.array_equal(table["track_id"].to_numpy(), tuned)
+    assert len(np.unique(tuned)) > len(np.unique(TrackBuilder(walk_cut=0.5).build(record)))
+    assert main(["build-tracks", "--events", str(root / "records"), "--out",
+                 str(tmp_path / "u"), "--config", config]) == 2
+    assert "walk_cut is null: give the GNN checkpoint (--checkpoint)" in capsys.readouterr().err
 
 
 def test_evaluate_round_trip(evaluated, capsys):

@@ -65,7 +65,7 @@ def tiny_event(sample_record: Data) -> Data:
 
 
 def test_overfits_a_tiny_event(tiny_event: Data) -> None:
-    true = tiny_event.y_pid
+    true = tiny_event.y  # the default target: truth-graph edges, what the GNN learns next
     assert 20 < int(true.sum()) < true.numel() - 20  # both classes present
     torch.manual_seed(0)
     module = FilterModule(hit_features=11, cell_agreement=True, hidden=64, layers=3,

@@ -80,3 +80,27 @@ def test_flop_count_matches_layer_sizes() -> None:
                            node_side_projection=False)
     assert plain.flops_per_edge_and_node() == (per_edge + 2 * 8 * 4 * 3,
                                                2 * (3 * 4 + 4 * 4 + 12 * 4 + 4 * 4))
+
+
+def test_edge_inputs_reach_the_output_the_same_way_in_both_projections() -> None:
+    generator = torch.Generator().manual_seed(5)
+    edge_index = torch.randint(0, 40, (2, 150), generator=generator)
+    x = torch.randn(40, 4, dtype=torch.float64, generator=generator)
+    attr = torch.randn(150, 5, dtype=torch.float64, generator=generator)
+    torch.manual_seed(0)
+    projected = InteractionGNN(4, hidden=8, n_graph_iters=2, edge_features=5).double()
+    plain = InteractionGNN(4, hidden=8, n_graph_iters=2, edge_features=5,
+                           node_side_projection=False).double()
+    plain.load_state_dict(projected.state_dict())
+    ops = build_graph_ops(edge_index, 40, "csr")
+    out = projected(x, ops, attr)
+    torch.testing.assert_close(out, plain(x, ops, attr))
+    out.sum().backward()
+    plain(x, ops, attr).sum().backward()
+    for p, q in zip(projected.parameters(), plain.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    changed = attr.clone()
+    changed[:, 4] += 1.0   # the filter-score column
+    assert not torch.allclose(projected(x, ops, changed), out)
+    with pytest.raises(ValueError, match=r"edge inputs of shape \[E, 5\]"):
+        projected(x, ops)

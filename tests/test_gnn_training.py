@@ -87,7 +87,7 @@ def test_cli_train_then_infer(sample_prefix: Path, tmp_path: Path) -> None:
     sets = [f"data.train_dir={train_dir}", f"data.val_dir={val_dir}", "model.hidden=16",
             "model.n_graph_iters=2", "trainer.max_steps=18", "trainer.progress_bar=false",
             "trainer.logger=none", "trainer.monitor=val_auc", "trainer.monitor_mode=max",
-            "module.learning_rate=0.005"]
+            "module.learning_rate=0.005", "module.lr_warmup_steps=2", "model.edge_features=0"]
     status = main(["train", "gnn", "--config", str(config), "--checkpoint", str(run / "gnn.pt"),
                    *(item for s in sets for item in ("--set", s))])
     assert status == 0 and (run / "gnn.pt").is_file()
@@ -116,5 +116,9 @@ def test_cli_names_bad_config_keys_and_records(sample_prefix: Path, tmp_path: Pa
     save_record(broken, tmp_path / "e" / "b.pt")
     assert main(["train", "gnn", "--config", str(config), "--checkpoint", str(tmp_path / "r.pt"),
                  "--set", f"data.train_dir={tmp_path / 'e'}", "--set", "data.val_events=0",
-                 "--set", "trainer.max_steps=1"]) == 2
+                 "--set", "trainer.max_steps=1", "--set", "model.edge_features=0"]) == 2
     assert "b.pt: record has no 'signal'" in capsys.readouterr().err
+    assert main(["train", "gnn", "--config", str(config), "--checkpoint", str(tmp_path / "r.pt"),
+                 "--set", f"data.train_dir={tmp_path / 'd'}", "--set", "data.val_events=0"]) == 2
+    assert ("a.pt: the GNN uses edge inputs but the record has no scores (the filter's)"
+            in capsys.readouterr().err)

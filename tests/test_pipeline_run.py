@@ -9,37 +9,28 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trkx.checkpoint import load_checkpoint
 from trkx.cli import main as trkx_main
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def tiny_config(tmp_path: Path) -> Path:
-    """Pile-up 3, four events, one or two epochs per stage, no cell features."""
-    config = {
-        "events": {"simulate": True, "train_events": 2, "val_events": 1, "test_events": 1,
-                   "pileup": 3, "seed": 5, "workers": 1},
-        "stages": {
-            "embedding": {"config": str(CONFIGS / "embedding.yaml"),
-                          "overrides": ["trainer.max_steps=4", "trainer.max_time=null",
-                                        "trainer.val_every_n_epochs=1", "trainer.logger=none",
-                                        "trainer.progress_bar=false",
-                                        "data.use_cells=false", "model.in_features=3"]},
-            "filter": {"config": str(CONFIGS / "filter.yaml"),
-                       "overrides": ["trainer.max_steps=4", "trainer.max_time=null",
-                                     "trainer.val_every_n_epochs=1", "trainer.logger=none",
-                                     "trainer.progress_bar=false",
-                                     "model.hit_features=3", "model.cell_agreement=false",
-                                     "trainer.min_signal_efficiency=0"]},
-            "gnn": {"config": str(CONFIGS / "gnn.yaml"),
-                    "overrides": ["trainer.max_steps=2", "model.hidden=16",
-                                  "model.n_graph_iters=2", "trainer.logger=none",
-                                  "trainer.progress_bar=false",
-                                  "trainer.min_signal_efficiency=0"]},
-        },
-        "tracks": {"config": str(CONFIGS / "tracks.yaml"), "overrides": []},
-        "inference": {"bf16": False, "graph_ops": "csr"},
-    }
+    """The shipped hits-only quick start (configs/quickstart_hits_only.yaml: no cell features)
+    shrunk to pile-up 3, four events and a few steps per stage."""
+    config = yaml.safe_load((CONFIGS / "quickstart_hits_only.yaml").read_text())
+    config["events"].update({"train_events": 2, "val_events": 1, "test_events": 1,
+                             "pileup": 3, "seed": 5, "workers": 1})
+    quiet = ["trainer.logger=none", "trainer.progress_bar=false", "trainer.val_every_n_epochs=1"]
+    tiny = {"embedding": ["trainer.max_steps=4"],
+            "filter": ["trainer.max_steps=4", "trainer.min_signal_efficiency=0"],
+            "gnn": ["trainer.max_steps=2", "model.hidden=16", "model.n_graph_iters=2",
+                    "trainer.min_signal_efficiency=0"]}
+    for stage, plan in config["stages"].items():
+        plan["config"] = str(CONFIGS / plan["config"])
+        plan["overrides"] = [*plan["overrides"], *quiet, *tiny[stage]]
+    config["tracks"]["config"] = str(CONFIGS / config["tracks"]["config"])
+    config["inference"]["graph_ops"] = "csr"
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -58,6 +49,14 @@ def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
     _, workdir = tiny_run
     for name in ("embedding.pt", "filter.pt", "gnn.pt"):
         assert (workdir / "checkpoints" / name).is_file()
+    embedding = load_checkpoint(workdir / "checkpoints" / "embedding.pt", "embedding")
+    assert embedding.constructor["in_features"] == 3          # hits only: r, phi, z
+    assert embedding.config["data"]["use_cells"] is False
+    filter_ = load_checkpoint(workdir / "checkpoints" / "filter.pt", "filter")
+    assert filter_.config["model"]["hit_features"] == 3
+    assert set(filter_.working_point) == {"score_cut"}
+    gnn = load_checkpoint(workdir / "checkpoints" / "gnn.pt", "gnn")
+    assert {"walk_cut", "min_length"} <= set(gnn.working_point)
     metrics = json.loads((workdir / "evaluate" / "metrics.json").read_text())
     assert 0.0 <= metrics["overall"]["efficiency"] <= 1.0
     assert list((workdir / "tracks").glob("event*-tracks.csv"))

@@ -127,8 +127,9 @@ def test_cli_particles_from_keeps_event_and_particle_ids(tmp_path):
     assert particles["nhits"].sum() > 0
 
 
-def test_cli_rejects_bad_arguments(tmp_path):
-    with pytest.raises(SystemExit):
-        trkx_main(["simulate", "--out", str(tmp_path), "--events", "1", "--pileup", "0"])
+def test_cli_rejects_bad_arguments(tmp_path, capsys):
+    assert trkx_main(["simulate", "--out", str(tmp_path), "--n-events", "1",
+                      "--pileup", "0"]) == 2
+    assert "--pileup must be > 0, got 0.0" in capsys.readouterr().err
     assert trkx_main(["simulate", "--out", str(tmp_path),
                       "--particles-from", str(tmp_path / "missing")]) == 2

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from trkx.config import ConfigError
 from trkx.data.errors import TrackMLFormatError
 from trkx.pipeline.runner import StepFailed
+from trkx.threads import ThreadsError, configure_threads
 from trkx.training.fit import StageFailed
 
 #: Exceptions that mean a user mistake: one line, exit status 2.
@@ -47,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of errors (also: TRKX_DEBUG=1)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="CPU threads for the numerical work (also: TRKX_THREADS; "
+                             "default: every core this process may use)")
     for module in command_modules():
         module.register(subparsers)
     _add_debug(parser)
@@ -72,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TRKX_DEBUG") == "1"
     try:
+        configure_threads(args.threads)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         if debug:
@@ -83,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return BROKEN_PIPE
-    except USER_ERRORS as exc:
+    except (*USER_ERRORS, ThreadsError) as exc:
         if debug:
             raise
         print(f"trkx {args.command}: error: {_one_line(exc)}", file=sys.stderr)

@@ -30,6 +30,23 @@ def config_section(config_path: str | None, overrides: list[str], name: str, tar
     return instantiate(target, section(config, name, label), f"{label}: {name}")
 
 
+def track_builder(config_path: str | None, overrides: list[str], checkpoint: Path | None):
+    """The TrackBuilder of the config's ``builder`` section; its null keys come from the GNN
+    checkpoint's working point (the cut and track length tuned on validation events)."""
+    from trkx.checkpoint import load_checkpoint
+    from trkx.tracks.building import TrackBuilder
+    from trkx.tracks.tuning import builder_options
+
+    label = config_path or "--set"
+    config = apply_overrides(load_config(config_path) if config_path else {}, overrides or [])
+    point = load_checkpoint(checkpoint, "gnn").working_point if checkpoint else None
+    try:
+        options = builder_options(section(config, "builder", label), point, f"{label}: builder")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    return instantiate(TrackBuilder, options, f"{label}: builder")
+
+
 def record_files(folder: Path) -> list[tuple[int, Path]]:
     """``(event_id, path)`` of the event records (``*.pt``) in ``folder``, by event id."""
     if not folder.is_dir():

@@ -2,7 +2,8 @@
 
 Reads every event record (``*.pt``, written by the edge-classifier stage, with ``edge_index``,
 ``scores``, ``hit_id``) in ``--events``, builds tracks with :class:`TrackBuilder` (the
-``builder`` section of ``--config``, then ``--set builder.KEY=VALUE``), and writes one TrackML
+``builder`` section of ``--config``, then ``--set builder.KEY=VALUE``; keys left null take the
+working point of the GNN ``--checkpoint``), and writes one TrackML
 submission file ``eventNNNNNNNNN-tracks.csv`` (``event_id,hit_id,track_id``) per event, each
 atomically.
 """
@@ -24,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", default=None, help="YAML config (configs/tracks.yaml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override, e.g. builder.walk_cut=0.5")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="the GNN checkpoint: builder keys left null in the config "
+                             "(walk_cut, min_length) take its tuned working point")
     parser.set_defaults(func=run)
 
 
@@ -33,17 +37,16 @@ def run(args: argparse.Namespace) -> int:
     from trkx.cli._tracks_io import (
         TRACKS_FILE,
         atomic_write,
-        config_section,
         record_files,
+        track_builder,
         tracks_file_name,
     )
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import load_record
     from trkx.stage_tools import remove_stale
-    from trkx.tracks.building import TrackBuilder, tracks_frame
+    from trkx.tracks.building import tracks_frame
 
-    builder = config_section(args.config, args.overrides, "builder", TrackBuilder,
-                             args.config or "--set")
+    builder = track_builder(args.config, args.overrides, args.checkpoint)
     records = record_files(args.events)
     if not records:
         raise FileNotFoundError(f"{args.events}: no event records (*.pt)")

@@ -43,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", default=None, help="YAML config (configs/tracks.yaml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override, e.g. metrics.matching=atlas")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="the GNN checkpoint: builder keys left null take its working point")
     parser.add_argument("--edge-cut", type=float, default=None,
                         help="score cut for edge efficiency/purity (default: the builder's "
                              "cut of --config)")
@@ -149,11 +151,11 @@ def run(args: argparse.Namespace) -> int:
         config_section,
         find_event_source,
         read_tracks,
+        track_builder,
         track_files,
     )
     from trkx.data.errors import TrackMLFormatError
     from trkx.tracks.binned import standard_rates
-    from trkx.tracks.building import TrackBuilder
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.metrics import (
         MetricCuts,
@@ -166,8 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
     cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
                           args.config or "--set")
-    builder = config_section(args.config, args.overrides, "builder", TrackBuilder,
-                             args.config or "--set")
+    builder = track_builder(args.config, args.overrides, args.checkpoint)
     edge_cut = args.edge_cut if args.edge_cut is not None else (
         builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut)
     stages = parse_stages(args.stage)

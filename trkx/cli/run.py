@@ -35,6 +35,7 @@ def validate_steps(steps, config) -> None:
     from trkx import stage_tools
     from trkx.cli import build_parser
     from trkx.cli._tracks_io import config_section
+    from trkx.config import apply_overrides, instantiate, load_config, section
     from trkx.tracks.building import TrackBuilder
     from trkx.tracks.metrics import MetricCuts
 
@@ -45,7 +46,11 @@ def validate_steps(steps, config) -> None:
             stage_tools.stage_config(args.config, stage_tools.overrides_of(args),
                                      args.func.args[0])
     tracks = str(config.stage_config_path(config.tracks))
-    config_section(tracks, config.tracks.overrides, "builder", TrackBuilder, tracks)
+    builder = section(apply_overrides(load_config(tracks), config.tracks.overrides), "builder",
+                      tracks)
+    # null keys are the GNN's working point, known once it is trained: check the others
+    instantiate(TrackBuilder, {k: v for k, v in builder.items() if v is not None},
+                f"{tracks}: builder")
     config_section(tracks, config.tracks.overrides, "metrics", MetricCuts, tracks)
 
 

@@ -4,6 +4,15 @@ A training step takes one event record, embeds all its hits, draws the pairs of
 :mod:`trkx.embedding.pairs` and minimises the hinge loss. Validation builds the graph at the
 working point (``radius``, ``max_neighbours``) and logs edge efficiency, purity and edges per
 hit (:mod:`trkx.embedding.labels`).
+
+Working point: validation also measures the embedding distance of every signal truth pair and
+chooses the radius that contains ``target_efficiency`` of them,
+
+    radius* = min { r : #{signal pairs with |e_i - e_j| <= r} >= target * #{signal pairs} },
+
+which ``working_point()`` hands to the checkpoint (a fixed ``radius`` is used while training
+and when ``target_efficiency`` is null). The learning rate warms up for ``lr_warmup_steps``
+then decays on a cosine over the step budget (``lr_step > 0`` keeps the older step decay).
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ from trkx.embedding.graph import build_edges
 from trkx.embedding.labels import graph_metrics, label_edges
 from trkx.embedding.model import EmbeddingMLP
 from trkx.embedding.pairs import hard_negative_pairs, hinge_loss, pair_labels, random_pairs
+from trkx.schedules import adamw_warmup_cosine, total_steps
+from trkx.working_point import cut_for_efficiency
 
 
 def phi_sector(record: Data, sectors: int, generator: np.random.Generator) -> Data:
@@ -47,15 +58,20 @@ class EmbeddingModule(pl.LightningModule):
                  mining_queries: int | None = None, random_pairs_per_hit: float = 2.0,
                  signal_weight: float = 3.0, learning_rate: float = 1e-3,
                  weight_decay: float = 0.0, lr_step: int = 0, lr_gamma: float = 0.5,
-                 train_sectors: int = 1, graph_backend: str = "auto", seed: int = 0) -> None:
+                 train_sectors: int = 1, graph_backend: str = "auto", seed: int = 0,
+                 target_efficiency: float | None = 0.995, lr_warmup_steps: int = 50) -> None:
         super().__init__()
         if margin <= 0 or radius <= 0:
             raise ValueError("margin and radius must be > 0")
         if train_sectors < 1:
             raise ValueError(f"train_sectors must be >= 1, got {train_sectors}")
         self.save_hyperparameters()
+        if target_efficiency is not None and not 0.0 < target_efficiency <= 1.0:
+            raise ValueError(f"target_efficiency must lie in (0, 1], got {target_efficiency}")
         self.network = EmbeddingMLP(in_features, hidden, layers, embedding_dim, layer_norm)
         self._rng = np.random.default_rng(seed)
+        self._val_distances: list[torch.Tensor] = []
+        self.chosen_radius: float = radius
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.network(x)
@@ -96,17 +112,43 @@ class EmbeddingModule(pl.LightningModule):
         labelled.edge_index = edges.cpu()
         labelled.y, labelled.y_pid, labelled.signal = label_edges(record, edges)
         metrics = graph_metrics(labelled)
+        self._val_distances.append(self.signal_pair_distances(record))
         if self.hparams.train_sectors > 1:  # the loss of a fixed wedge keeps validation cheap
             record = phi_sector(record, self.hparams.train_sectors, np.random.default_rng(0))
         self.log("val_loss", self.event_loss(record), batch_size=1)
         for key in ("edge_efficiency", "purity", "edges_per_hit"):
             self.log(f"val_{key}", metrics[key], prog_bar=True, batch_size=1)
 
+    @torch.no_grad()
+    def signal_pair_distances(self, record: Data) -> torch.Tensor:
+        """Embedding distances |e_i - e_j| of the record's signal truth-graph pairs."""
+        edges = record.track_edges
+        signal = record.signal_hit.bool()
+        edges = edges[:, signal[edges[0]] & signal[edges[1]]]
+        embedding = self(record.x)
+        return (embedding[edges[0]] - embedding[edges[1]]).norm(dim=1).cpu()
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_distances = []
+
+    def on_validation_epoch_end(self) -> None:
+        if self.hparams.target_efficiency is None or not self._val_distances:
+            return
+        distances = torch.cat(self._val_distances)
+        self.chosen_radius = -cut_for_efficiency(-distances, self.hparams.target_efficiency)
+        self.log("val_radius", self.chosen_radius)
+
+    def working_point(self) -> dict[str, float]:
+        """The radius chosen on the validation events (the trained one without them)."""
+        return {"radius": float(self.chosen_radius)}
+
     def configure_optimizers(self):
+        if self.hparams.lr_step <= 0:
+            return adamw_warmup_cosine(self.parameters(), self.hparams.learning_rate,
+                                       self.hparams.weight_decay, self.hparams.lr_warmup_steps,
+                                       total_steps(self))
         optimiser = torch.optim.AdamW(self.parameters(), lr=self.hparams.learning_rate,
                                       weight_decay=self.hparams.weight_decay)
-        if self.hparams.lr_step <= 0:
-            return optimiser
         schedule = torch.optim.lr_scheduler.StepLR(optimiser, self.hparams.lr_step,
                                                    self.hparams.lr_gamma)
         return {"optimizer": optimiser, "lr_scheduler": schedule}

@@ -39,6 +39,17 @@ def _wrap(angle: torch.Tensor) -> torch.Tensor:
     return torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
 
 
+def edge_geometry(pos: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """[E, 4] scaled (dr, dphi, dz, deta) of the edges (the geometry block of the module
+    docstring; the GNN's edge inputs reuse it)."""
+    src, dst = edge_index
+    r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
+    eta = torch.asinh(z / r.clamp_min(1e-6))
+    dphi = _wrap(phi[dst] - phi[src])
+    return torch.stack([(r[dst] - r[src]) / FEATURE_SCALES["r"], dphi / math.pi,
+                        (z[dst] - z[src]) / FEATURE_SCALES["z"], eta[dst] - eta[src]], dim=1)
+
+
 def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
                   feature_names: Sequence[str] | None = None, hit_features: int | None = None,
                   ) -> torch.Tensor:
@@ -50,11 +61,7 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
     src, dst = edge_index
     hits = x if hit_features is None else x[:, :hit_features]
     r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
-    eta = torch.asinh(z / r.clamp_min(1e-6))
-    dphi = _wrap(phi[dst] - phi[src])
-    columns = [hits[src], hits[dst],
-               ((r[dst] - r[src]) / 1000.0)[:, None], (dphi / math.pi)[:, None],
-               ((z[dst] - z[src]) / 1000.0)[:, None], (eta[dst] - eta[src])[:, None]]
+    columns = [hits[src], hits[dst], edge_geometry(pos, edge_index)]
     if has_cell_directions(feature_names):
         names = list(feature_names)
         dir_eta = x[:, names.index("dir_eta")] * FEATURE_SCALES["dir_eta"]

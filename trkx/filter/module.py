@@ -3,11 +3,16 @@
 Each step draws ``edge_batch`` random edges of one event graph (so a 2M-edge event fits in
 memory) and minimises the weighted binary cross-entropy
 
-    L = sum_e w_e BCE(logit_e, t_e) / sum_e w_e,   t_e = y_pid(e) (both hits of one particle),
-    w_e = signal_weight if signal(e), pos_weight if t_e and not signal(e), 1 otherwise.
+    L = sum_e w_e BCE(logit_e, t_e) / sum_e w_e,
+    t_e = y(e) (truth-graph edge: what the GNN learns next; ``target="y_pid"``: same particle),
+    w_e = signal_weight if signal(e), pos_weight if t_e and not signal(e), 1 otherwise,
 
-Validation scores every edge of an event (chunked) and logs, at ``score_cut``, the share of
-signal edges kept (efficiency), the share of fake edges (t_e = 0) removed (rejection) and purity.
+with AdamW and a linear warm-up + cosine learning-rate schedule in steps (trkx.schedules).
+
+Working point: validation scores every edge of its events (chunked) and chooses the cut that
+keeps ``target_efficiency`` of the signal edges the filter receives (trkx.working_point); it
+logs, at that cut, the efficiency, the share of fake edges removed (rejection), purity and edges
+per hit. ``working_point()`` hands the cut to the checkpoint; a fixed ``score_cut`` overrides it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ from torch_geometric.data import Data
 from trkx.filter.features import edge_features
 from trkx.filter.inference import score_edges
 from trkx.filter.model import FilterMLP
+from trkx.schedules import adamw_warmup_cosine, total_steps
+from trkx.working_point import cut_for_efficiency
+
+TARGETS = ("y", "y_pid")
 
 
 def filter_metrics(record: Data, scores: torch.Tensor, score_cut: float) -> dict[str, float]:
@@ -40,14 +49,22 @@ class FilterModule(pl.LightningModule):
     def __init__(self, hit_features: int = 3, cell_agreement: bool = False, hidden: int = 128,
                  layers: int = 3, edge_batch: int = 200_000, signal_weight: float = 3.0,
                  pos_weight: float = 1.0, learning_rate: float = 1e-3,
-                 weight_decay: float = 0.0, score_cut: float = 0.5,
-                 chunk_size: int = 500_000, seed: int = 0) -> None:
+                 weight_decay: float = 0.0, score_cut: float | None = None,
+                 target_efficiency: float = 0.99, target: str = "y",
+                 lr_warmup_steps: int = 50, chunk_size: int = 500_000, seed: int = 0) -> None:
         super().__init__()
-        if edge_batch < 1 or not 0.0 <= score_cut <= 1.0:
-            raise ValueError("edge_batch must be >= 1 and score_cut in [0, 1]")
+        if edge_batch < 1 or (score_cut is not None and not 0.0 <= score_cut <= 1.0):
+            raise ValueError("edge_batch must be >= 1 and score_cut in [0, 1] or null")
+        if not 0.0 < target_efficiency <= 1.0:
+            raise ValueError(f"target_efficiency must lie in (0, 1], got {target_efficiency}")
+        if target not in TARGETS:
+            raise ValueError(f"target {target!r} is not one of {', '.join(TARGETS)}")
         self.save_hyperparameters()
         self.network = FilterMLP(hit_features, cell_agreement, hidden, layers)
         self._rng = np.random.default_rng(seed)
+        self._val_scores: list[torch.Tensor] = []
+        self._val_records: list[Data] = []
+        self.chosen_cut: float | None = score_cut
 
     def _names(self, record: Data):
         names = getattr(record, "feature_names", None)
@@ -56,7 +73,8 @@ class FilterModule(pl.LightningModule):
     def edge_loss(self, record: Data, edges: torch.Tensor | None = None) -> torch.Tensor:
         """The weighted BCE over ``edges`` (indices into the record's edges; None: all)."""
         edge_index = record.edge_index if edges is None else record.edge_index[:, edges]
-        target = record.y_pid if edges is None else record.y_pid[edges]
+        labels = getattr(record, self.hparams.target)
+        target = labels if edges is None else labels[edges]
         signal = record.signal if edges is None else record.signal[edges]
         logits = self.network(edge_features(record.x, record.pos, edge_index,
                                             self._names(record), self.hparams.hit_features))
@@ -83,12 +101,34 @@ class FilterModule(pl.LightningModule):
         return score_edges(self.network, record, self.hparams.chunk_size)
 
     def validation_step(self, record: Data, batch_idx: int) -> None:
-        metrics = filter_metrics(record, self.scores(record), self.hparams.score_cut)
-        self.log("val_loss", self.edge_loss(record, self.sample_edges(
-            record.edge_index.shape[1])), batch_size=1)
-        for key, value in metrics.items():
-            self.log(f"val_{key}", value, prog_bar=True, batch_size=1)
+        # The loss over every edge (not a random batch): validation figures must not vary.
+        self.log("val_loss", self.edge_loss(record), batch_size=1)
+        self._val_scores.append(self.scores(record).cpu())
+        self._val_records.append(record)
+
+    def on_validation_epoch_end(self) -> None:
+        if not self._val_scores:
+            return
+        scores, records = self._val_scores, self._val_records
+        self._val_scores, self._val_records = [], []
+        signal = torch.cat([s[r.signal.bool().cpu()] for s, r in zip(scores, records)])
+        cut = (self.hparams.score_cut if self.hparams.score_cut is not None
+               else cut_for_efficiency(signal, self.hparams.target_efficiency))
+        self.chosen_cut = cut
+        pooled = [filter_metrics(r, s, cut) for s, r in zip(scores, records)]
+        weights = [max(int(r.signal.sum()), 1) for r in records]
+        for key in pooled[0]:
+            value = sum(m[key] * w for m, w in zip(pooled, weights)) / sum(weights)
+            self.log(f"val_{key}", value, prog_bar=key in ("signal_efficiency", "edges_per_hit"))
+        self.log("val_score_cut", cut)
+
+    def working_point(self) -> dict[str, float]:
+        """The score cut chosen on the validation events (kept in the checkpoint)."""
+        if self.chosen_cut is None:
+            raise RuntimeError("the filter has no working point: it needs validation events")
+        return {"score_cut": float(self.chosen_cut)}
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=self.hparams.learning_rate,
-                                 weight_decay=self.hparams.weight_decay)
+        return adamw_warmup_cosine(self.parameters(), self.hparams.learning_rate,
+                                   self.hparams.weight_decay, self.hparams.lr_warmup_steps,
+                                   total_steps(self))

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 NAME = "gnn"
-SECTIONS = ("data", "model", "module", "trainer", "inference", "checkpoint", "distributed")
+SECTIONS = ("data", "model", "module", "trainer", "inference", "checkpoint", "distributed",
+            "sampling")
 DEFAULT_CONFIG = "configs/gnn.yaml"
 
 
@@ -41,6 +42,10 @@ def check_config(config: dict[str, Any], label: str) -> None:
     instantiate(StageData, section(config, "data", label), f"{label}: data")
     instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     instantiate(GNNInference, section(config, "inference", label), f"{label}: inference")
+    if config.get("sampling") is not None:
+        from trkx.gnn.sampling.datamodule import SamplingConfig
+
+        instantiate(SamplingConfig, section(config, "sampling", label), f"{label}: sampling")
 
 
 def count_events(folder: str) -> int:
@@ -57,6 +62,18 @@ def require_torchrun(label: str) -> None:
         raise ConfigError(f"{label}: the 'distributed' section trains graph-parallel and must "
                           "run under torchrun: torchrun --nproc-per-node P -m trkx train gnn "
                           f"--config {label}")
+
+
+def check_edge_inputs(path: Path, label: str) -> None:
+    """A model with edge inputs needs records the filter scored (``scores``, ``pos``)."""
+    from trkx.config import ConfigError
+    from trkx.data.record import load_record
+    from trkx.gnn.edge_inputs import edge_inputs
+
+    try:
+        edge_inputs(load_record(path), str(path))
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (or set model.edge_features=0 in {label})") from exc
 
 
 def train(config: dict[str, Any], label: str, checkpoint: Path):
@@ -84,14 +101,22 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     train_paths = paths(train_slice)
     model_config = section(config, "model", label)
     model_config.setdefault("node_features", node_features_of(train_paths[0]))
+    if model_config.get("edge_features", 0):
+        check_edge_inputs(train_paths[0], label)
     module_config = section(config, "module", label)
 
     def build() -> GNNModule:
         model = instantiate(InteractionGNN, model_config, f"{label}: model")
         return instantiate(GNNModule, {**module_config, "model": model}, f"{label}: module")
 
-    loader = DataLoader(GraphRecordDataset(train_paths), batch_size=1, shuffle=True,
-                        collate_fn=single_event)
+    if config.get("sampling") is not None:  # minibatches of sampled subgraphs (issue 14)
+        from trkx.gnn.sampling.datamodule import make_train_loader
+
+        loader = make_train_loader(section(config, "sampling", label), train_paths,
+                                   options.seed, label)
+    else:
+        loader = DataLoader(GraphRecordDataset(train_paths), batch_size=1, shuffle=True,
+                            collate_fn=single_event)
     val_loader = (DataLoader(GraphRecordDataset(paths(val_slice)), batch_size=1,
                              collate_fn=single_event) if val_slice else None)
     return fit_stage(NAME, build, network=lambda m: m.model, constructor=lambda m: model_config,
@@ -106,6 +131,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import load_record
     from trkx.gnn.checkpoint import GNNInference, load_model
+    from trkx.gnn.edge_inputs import model_edge_inputs
     from trkx.gnn.inference import score_edges
     from trkx.gnn.ops_factory import KernelChooser
     from trkx.gnn.records import INFERENCE_KEYS, check_graph_record, record_paths
@@ -128,7 +154,8 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     def transform(data):
         scored = data.clone()
         scored.scores = score_edges(model, data.x, data.edge_index.long(), graph_ops, chooser,
-                                    bf16=options.bf16)
+                                    bf16=options.bf16,
+                                    edge_attr=model_edge_inputs(model, data, label))
         return scored
 
     names: dict[int, str] = {}

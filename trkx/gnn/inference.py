@@ -13,7 +13,8 @@ from trkx.gnn.ops_factory import KernelChooser, build_graph_ops
 
 @torch.inference_mode()
 def score_edges(model: InteractionGNN, x: Tensor, edge_index: Tensor, graph_ops: str = "csr",
-                chooser: KernelChooser | None = None, bf16: bool = False) -> Tensor:
+                chooser: KernelChooser | None = None, bf16: bool = False,
+                edge_attr: Tensor | None = None) -> Tensor:
     """``sigmoid(model(x, ops))``: the GNN score in [0, 1] of every edge (float32 [E]).
 
     Args:
@@ -22,11 +23,12 @@ def score_edges(model: InteractionGNN, x: Tensor, edge_index: Tensor, graph_ops:
         graph_ops: ``"csr"``, ``"scatter"`` or ``"auto"`` (see :mod:`trkx.gnn.ops_factory`).
         chooser: remembers ``"auto"`` decisions across events.
         bf16: run the dense layers under CPU bfloat16 autocast (sums stay float32).
+        edge_attr: [E, a] edge inputs when the model takes them (trkx.gnn.edge_inputs).
     """
     model.eval()
     ops = build_graph_ops(edge_index, x.shape[0], graph_ops, chooser)
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if bf16
                 else contextlib.nullcontext())
     with autocast:
-        logits = model(x.float(), ops)
+        logits = model(x.float(), ops, None if edge_attr is None else edge_attr.float())
     return torch.sigmoid(logits.float())

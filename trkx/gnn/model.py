@@ -4,7 +4,7 @@ With node features ``X`` [N, F], GraphOps ``(S, D)`` of the graph and MLPs ``phi
 
     H_0 = phi_node_enc(X)                                       node encoder     [N, h]
     (H_s, H_d) = (S H_0, D H_0)
-    E_0 = phi_edge_enc([H_s, H_d])                              edge encoder     [E, h]
+    E_0 = phi_edge_enc([A, H_s, H_d])                           edge encoder     [E, h]
     for t = 1 .. T (``n_graph_iters``):
         (H_s, H_d) = (S H, D H)                                 gather
         E'  = phi_edge([E, H_s, H_d])                           edge net
@@ -14,7 +14,9 @@ With node features ``X`` [N, F], GraphOps ``(S, D)`` of the graph and MLPs ``phi
     (H_s, H_d) = (S H, D H)
     logits = phi_out([E, H_s, H_d])                             edge logits      [E]
 
-The model reads the graph only through ``ops.gather`` and ``ops.aggregate``; it never sees
+``A`` [E, a] are optional edge inputs (``edge_features = a``, 0: none), e.g. the edge geometry
+and the filter's score (trkx.gnn.edge_inputs). The model reads the graph only through
+``ops.gather`` and ``ops.aggregate``; it never sees
 ``edge_index``, so a distributed GraphOps runs the same code on a rank's block of the graph.
 
 Node-side projection. The first Linear of every MLP over ``[E, H_s, H_d]`` splits by input
@@ -76,15 +78,20 @@ class InteractionGNN(nn.Module):
             for ~1 extra forward).
         node_side_projection: apply the first layer's source/destination blocks of every edge
             MLP on nodes before gathering (module docstring); False gathers ``H`` itself.
+        edge_features: a, width of the edge inputs ``A`` given to ``forward`` (0: none).
     """
 
     def __init__(self, node_features: int, hidden: int = 128, n_graph_iters: int = 8,
                  n_mlp_layers: int = 2, activation: str = "relu", layer_norm: bool = True,
-                 checkpoint_iterations: bool = False, node_side_projection: bool = True) -> None:
+                 checkpoint_iterations: bool = False, node_side_projection: bool = True,
+                 edge_features: int = 0) -> None:
         super().__init__()
         if node_features < 1 or hidden < 1 or n_graph_iters < 0 or n_mlp_layers < 0:
             raise ValueError("node_features and hidden must be >= 1, n_graph_iters and "
                              "n_mlp_layers >= 0")
+        if edge_features < 0:
+            raise ValueError(f"edge_features must be >= 0, got {edge_features}")
+        self.edge_features = edge_features
         self.node_features = node_features
         self.hidden = hidden
         self.n_graph_iters = n_graph_iters
@@ -100,7 +107,7 @@ class InteractionGNN(nn.Module):
                             output_activation)
 
         self.node_encoder = mlp(node_features)
-        self.edge_encoder = mlp(2 * hidden)
+        self.edge_encoder = mlp(edge_features + 2 * hidden)
         self.edge_nets = nn.ModuleList(mlp(3 * hidden) for _ in range(n_graph_iters))
         self.node_nets = nn.ModuleList(mlp(3 * hidden) for _ in range(n_graph_iters))
         self.classifier = mlp(3 * hidden, 1, output_activation=False)
@@ -111,15 +118,21 @@ class InteractionGNN(nn.Module):
         h = h + self.node_nets[t](torch.cat([m_in.to(h.dtype), m_out.to(h.dtype), h], dim=1))
         return h, e + messages
 
-    def forward(self, x: Tensor, ops: GraphOps) -> Tensor:
-        """Edge logits [E] for node features ``x`` [N, F] of the graph behind ``ops``."""
+    def forward(self, x: Tensor, ops: GraphOps, edge_attr: Tensor | None = None) -> Tensor:
+        """Edge logits [E] for node features ``x`` [N, F] of the graph behind ``ops`` (and
+        edge inputs ``edge_attr`` [E, a] when the model has ``edge_features = a > 0``)."""
         if x.dim() != 2 or x.shape[1] != self.node_features:
             raise ValueError(f"x must have shape [N, {self.node_features}], got "
                              f"{tuple(x.shape)}")
         if x.shape[0] != ops.num_nodes:
             raise ValueError(f"x has {x.shape[0]} rows but the graph has {ops.num_nodes} nodes")
+        if self.edge_features and (edge_attr is None or edge_attr.dim() != 2
+                                   or edge_attr.shape[1] != self.edge_features):
+            raise ValueError(f"this model needs edge inputs of shape [E, {self.edge_features}]"
+                             f", got {None if edge_attr is None else tuple(edge_attr.shape)}")
         h = self.node_encoder(x)
-        e = self._edge_mlp(self.edge_encoder, None, h, ops)
+        attr = edge_attr.to(h.dtype) if self.edge_features else None
+        e = self._edge_mlp(self.edge_encoder, attr, h, ops)
         for t in range(self.n_graph_iters):
             if self.checkpoint_iterations and torch.is_grad_enabled():
                 h, e = checkpoint(self._iteration, t, h, e, ops, use_reentrant=False)
@@ -151,12 +164,13 @@ class InteractionGNN(nn.Module):
 
     def _edge_mlp(self, net: nn.Sequential, e: Tensor | None, h: Tensor,
                   ops: GraphOps) -> Tensor:
-        """``net([E, S H, D H])`` (``net([S H, D H])`` when ``e`` is None)."""
+        """``net([E, S H, D H])`` (``net([S H, D H])`` when ``e`` is None); ``E`` is the edge
+        state or, for the encoder, the edge inputs ``A`` (any width)."""
         if not self.node_side_projection:
             h_src, h_dst = ops.gather(h)
             return net(torch.cat([h_src, h_dst] if e is None else [e, h_src, h_dst], dim=1))
         first, hidden = net[0], self.hidden
-        offset = 0 if e is None else hidden
+        offset = 0 if e is None else e.shape[1]
         width = first.out_features
         weight = first.weight
         projection = torch.cat([weight[:, offset:offset + hidden],
@@ -166,5 +180,5 @@ class InteractionGNN(nn.Module):
         if e is None:
             z = z + first.bias
         else:
-            z = z + F.linear(e, weight[:, :hidden], first.bias)
+            z = z + F.linear(e, weight[:, :offset], first.bias)
         return net[1:](z)

@@ -1,8 +1,17 @@
 """``GNNModule``: training and validation of the interaction network (Lightning).
 
-Each step is one event graph. The loss is the weighted BCE of :mod:`trkx.gnn.metrics`;
+Each step is one event graph, or one sampled minibatch (:mod:`trkx.gnn.sampling`) whose loss
+counts only the edges of its ``target_edge_mask``. The loss is the weighted BCE of
+:mod:`trkx.gnn.metrics`;
 validation pools all events of the epoch and logs ``val_loss``, ``val_efficiency`` (signal
 edges kept), ``val_purity`` (true among kept) and ``val_auc`` at ``edge_cut``.
+
+The learning rate warms up linearly for ``lr_warmup_steps`` and decays on a cosine to the end
+of the step budget (trkx.schedules; ``lr_step_size > 0`` keeps the older step decay).
+
+Working point (``working_point()``, stored in the checkpoint): the track builder's cut chosen
+on the validation events for the best track efficiency at fake rate <= ``fake_rate_target``
+(trkx.tracks.tuning); the same cut is the GNN's edge cut.
 """
 
 from __future__ import annotations
@@ -12,9 +21,12 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics, edge_weights, weighted_bce
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES, KernelChooser, build_graph_ops
+from trkx.schedules import adamw_warmup_cosine, total_steps
+from trkx.tracks.event_truth import has_truth
 
 
 class GNNModule(pl.LightningModule):
@@ -30,14 +42,19 @@ class GNNModule(pl.LightningModule):
         signal_weight: loss weight of signal truth edges.
         true_weight: loss weight of other truth edges.
         fake_weight: loss weight of fake edges.
-        edge_cut: score above which an edge is kept, for the metrics.
+        edge_cut: score above which an edge is kept, for the metrics (until a working
+            point is chosen).
+        lr_warmup_steps: linear warm-up steps of the cosine schedule.
+        fake_rate_target: track fake rate the builder's cut must respect on validation.
+        tune_tracks: choose the track builder's cut on validation events (working_point).
     """
 
     def __init__(self, model: InteractionGNN, graph_ops: str = "auto",
                  learning_rate: float = 1e-3, weight_decay: float = 0.0,
                  lr_step_size: int = 0, lr_gamma: float = 0.5, signal_weight: float = 2.0,
                  true_weight: float = 1.0, fake_weight: float = 1.0,
-                 edge_cut: float = 0.5) -> None:
+                 edge_cut: float = 0.5, lr_warmup_steps: int = 50,
+                 fake_rate_target: float = 0.05, tune_tracks: bool = True) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -57,6 +74,10 @@ class GNNModule(pl.LightningModule):
         self.true_weight = true_weight
         self.fake_weight = fake_weight
         self.edge_cut = edge_cut
+        self.lr_warmup_steps = lr_warmup_steps
+        self.fake_rate_target = fake_rate_target
+        self.tune_tracks = tune_tracks
+        self._val_events: list[Data] = []
         self.chooser = KernelChooser(width=model.hidden)
         self._val_outputs: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
 
@@ -65,7 +86,10 @@ class GNNModule(pl.LightningModule):
         # A graph-parallel strategy hands each rank its block with distributed ops attached.
         ops = getattr(data, "graph_ops", None) or build_graph_ops(
             data.edge_index, data.num_nodes, self.graph_ops, self.chooser)
-        return self.model(data.x, ops)
+        # a block has no whole-event edge_index: the strategy computed its edge_inputs
+        inputs = (data.edge_inputs if "edge_inputs" in data
+                  else model_edge_inputs(self.model, data))
+        return self.model(data.x, ops, inputs)
 
     def edge_loss_normaliser(self, data: Data) -> float:
         """Denominator of the weighted BCE (GraphParallelStrategy rescales the loss by it)."""
@@ -76,7 +100,11 @@ class GNNModule(pl.LightningModule):
                             self.fake_weight)
 
     def training_step(self, data: Data, batch_idx: int) -> Tensor:
-        loss = weighted_bce(self(data), data.y, self._weights(data))
+        logits, y, weights = self(data), data.y, self._weights(data)
+        mask = getattr(data, "target_edge_mask", None)
+        if mask is not None:  # a sampled minibatch (trkx.gnn.sampling): target edges only
+            logits, y, weights = logits[mask], y[mask], weights[mask]
+        loss = weighted_bce(logits, y, weights)
         self.log("train_loss", loss, batch_size=1, prog_bar=True)
         return loss
 
@@ -87,8 +115,28 @@ class GNNModule(pl.LightningModule):
         whole_event = getattr(self.trainer.strategy, "event_mean", None)  # graph_parallel
         self.log("val_loss", loss if whole_event is None else whole_event(loss, data),
                  batch_size=1, prog_bar=True)
-        self._val_outputs.append((torch.sigmoid(logits.float()).detach().cpu(),
-                                  data.y.cpu(), data.signal.cpu(), weights.cpu()))
+        scores = torch.sigmoid(logits.float()).detach().cpu()
+        self._val_outputs.append((scores, data.y.cpu(), data.signal.cpu(), weights.cpu()))
+        if self.tune_tracks and has_truth(data):
+            scored = data.clone().cpu()
+            for key in ("graph_ops",):
+                if key in scored:
+                    del scored[key]
+            scored.scores = scores   # the GNN's (the filter's scores are its inputs)
+            self._val_events.append(scored)
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_events = []
+
+    def working_point(self) -> dict[str, float]:
+        """The track builder's cut tuned on the last validation epoch (and the edge cut)."""
+        from trkx.tracks.tuning import tune_cut
+
+        if not self._val_events:
+            return {"edge_cut": float(self.edge_cut)}
+        tuned = tune_cut(self._val_events, fake_target=self.fake_rate_target)
+        return {"edge_cut": tuned.cut, "walk_cut": tuned.cut, "min_length": tuned.min_length,
+                "val_track_efficiency": tuned.efficiency, "val_fake_rate": tuned.fake_rate}
 
     def on_validation_epoch_end(self) -> None:
         if not self._val_outputs:
@@ -102,9 +150,11 @@ class GNNModule(pl.LightningModule):
         self.log_dict(metrics.as_dict("val_"), prog_bar=True)
 
     def configure_optimizers(self):
+        if self.lr_step_size <= 0:
+            return adamw_warmup_cosine(self.parameters(), self.learning_rate,
+                                       self.weight_decay, self.lr_warmup_steps,
+                                       total_steps(self))
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.learning_rate,
                                       weight_decay=self.weight_decay)
-        if self.lr_step_size <= 0:
-            return optimizer
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, self.lr_step_size, self.lr_gamma)
         return {"optimizer": optimizer, "lr_scheduler": scheduler}

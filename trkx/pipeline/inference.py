@@ -67,6 +67,7 @@ class TrainedPipeline:
         from trkx.gnn.checkpoint import load_model as load_gnn
         from trkx.gnn.ops_factory import KernelChooser
         from trkx.tracks.building import TrackBuilder
+        from trkx.tracks.tuning import builder_options
         from trkx.training.data import EmbeddingData
 
         paths = checkpoint_paths(checkpoints)
@@ -87,11 +88,12 @@ class TrainedPipeline:
                                      label("filter", "inference"))
         filter_net, filt = load_filter(paths["filter"])
         gnn, gnn_checkpoint = load_gnn(paths["gnn"])
-        builder_options = stage_section("tracks", "builder")
-        for key, value in list(builder_options.items()):
-            if value is None and key in gnn_checkpoint.working_point:
-                builder_options[key] = gnn_checkpoint.working_point[key]
-        builder = instantiate(TrackBuilder, builder_options, label("tracks", "builder"))
+        try:
+            options = builder_options(stage_section("tracks", "builder"),
+                                      gnn_checkpoint.working_point, label("tracks", "builder"))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        builder = instantiate(TrackBuilder, options, label("tracks", "builder"))
         if graph_ops not in ("csr", "scatter", "auto"):
             raise ConfigError(f"graph_ops must be csr, scatter or auto, not {graph_ops!r}")
         try:
@@ -114,6 +116,7 @@ class TrainedPipeline:
         """Graphs after each stage, the track id of every hit, and seconds per stage."""
         from trkx.embedding.inference import embedding_graph
         from trkx.filter.inference import filter_graph
+        from trkx.gnn.edge_inputs import model_edge_inputs
         from trkx.gnn.inference import score_edges
 
         seconds: dict[str, float] = {}
@@ -127,7 +130,8 @@ class TrainedPipeline:
         start = time.perf_counter()
         scored = filtered.clone()
         scored.scores = score_edges(self.gnn, filtered.x, filtered.edge_index.long(),
-                                    self.graph_ops, self.chooser, bf16=self.bf16)
+                                    self.graph_ops, self.chooser, bf16=self.bf16,
+                                    edge_attr=model_edge_inputs(self.gnn, filtered))
         seconds["gnn"] = time.perf_counter() - start
         start = time.perf_counter()
         labels = self.builder.build(scored)

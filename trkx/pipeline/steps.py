@@ -104,7 +104,8 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
                 inputs(f"train-{stage}", _source(stage, split, simulate))))
 
     gnn_test = graphs / "gnn" / "test"
-    tracks_args = (*_config_args(config, config.tracks), *_sets(config.tracks.overrides))
+    tracks_args = (*_config_args(config, config.tracks), *_sets(config.tracks.overrides),
+                   "--checkpoint", str(checkpoints / "gnn.pt"))
     steps.append(Step("build-tracks", "tracks", (
         "build-tracks", "--events", str(gnn_test), "--out", str(workdir / "tracks"),
         *tracks_args), workdir / "tracks", ("infer-gnn-test",)))

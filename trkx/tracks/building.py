@@ -10,6 +10,12 @@
 - ``method="components"``: connected components of edges with ``score >= cc_cut``
   (:mod:`trkx.tracks.components`).
 
+Candidates with fewer than ``min_length`` hits are dissolved: each of their hits becomes a
+track of its own (one hit, so never a candidate in evaluation). A real particle above the
+signal pT leaves ~10 hits here, while pieces of low-pT loopers that the graph stages broke
+apart hold 3-4, so ``min_length`` trades a little efficiency for far fewer fake tracks; the
+GNN chooses it with the cut on validation events (trkx.tracks.tuning).
+
 Track ids are renumbered 0..T-1 in order of first appearance, so they are stable and compact.
 """
 
@@ -37,6 +43,7 @@ class TrackBuilder:
     max_layer_hits: int = 3
     sibling_ratio: float = 0.7
     orientation: str = "given"
+    min_length: int = 1
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -51,6 +58,8 @@ class TrackBuilder:
                              f"{', '.join(ORIENTATIONS)}")
         if self.max_layer_hits < 1:
             raise ValueError(f"max_layer_hits must be >= 1, got {self.max_layer_hits}")
+        if self.min_length < 1:
+            raise ValueError(f"min_length must be >= 1, got {self.min_length}")
 
     def build_graph(self, graph: ScoredGraph) -> np.ndarray:
         """Track id of every hit of ``graph`` (int64, compact, in order of first hit)."""
@@ -59,11 +68,22 @@ class TrackBuilder:
         else:
             labels = walkthrough_tracks(graph, self.walk_cut, self.max_layer_hits,
                                         self.sibling_ratio)
-        return compact_labels(labels)
+        return compact_labels(dissolve_short(labels, self.min_length))
 
     def build(self, record) -> np.ndarray:
         """Track id of every hit of an event record with ``edge_index`` and ``scores``."""
         return self.build_graph(graph_from_record(record, self.orientation))
+
+
+def dissolve_short(labels: np.ndarray, min_length: int) -> np.ndarray:
+    """Give every hit of a track with fewer than ``min_length`` hits a track id of its own."""
+    if min_length <= 1 or len(labels) == 0:
+        return labels
+    _, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    short = counts[inverse] < min_length
+    out = np.asarray(labels, dtype=np.int64).copy()
+    out[short] = out.max() + 1 + np.arange(int(short.sum()))
+    return out
 
 
 def compact_labels(labels: np.ndarray) -> np.ndarray:

@@ -45,6 +45,11 @@ def _numpy(value) -> np.ndarray:
     return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
 
 
+def has_truth(record) -> bool:
+    """Whether ``record`` carries every truth field that track evaluation reads."""
+    return all(getattr(record, f, None) is not None for f in _RECORD_FIELDS)
+
+
 def truth_from_record(record, label: str = "record") -> EventTruth:
     """Per-hit truth of an event graph record (it must carry the truth fields)."""
     missing = [f for f in _RECORD_FIELDS if getattr(record, f, None) is None]

@@ -1,0 +1,248 @@
+"""Physics benchmark: where the pipeline finds tracks and where it loses them.
+
+    python benchmarks/physics.py --config configs/quickstart.yaml --workdir runs/physics \
+        [--hits-only-config configs/quickstart_hits_only.yaml] --json out.json [--plots DIR]
+
+Runs (or resumes) ``trkx run CONFIG`` and then, on the held-apart simulated test events:
+
+- per stage: signal-edge efficiency (cumulative and of the edges received), purity (truth-graph
+  edges among kept ones, docs/design.md) and edges per hit, at the stage's working point;
+- upper bounds: track efficiency / fake rate with truth labels as scores on the embedding and
+  the filter graphs (what perfect later stages would reach);
+- tracks: double-majority efficiency, fake rate (a track matching no particle at all),
+  duplicate rate and TrackML score, with binomial errors;
+- where signal edges are lost, per stage (layer pairs, pT, first/last edge, overlap hits);
+- the same models on the real sample event (``$TRKX_DATA/sample_event``, truth and cells);
+- plots: signal-edge efficiency per stage vs pT and eta.
+
+With ``--hits-only-config`` a second pipeline without cell features is run and evaluated on
+the real sample event too. ``seconds`` is the end-to-end time of the run (the sum of its steps,
+as recorded when they ran).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from physics_analysis import (
+    ETA_BINS,
+    PT_BINS,
+    StageGraphs,
+    edge_losses,
+    efficiency_by,
+    stage_edges,
+    track_figures,
+    upper_bound,
+)
+
+from trkx.data.record import load_record
+
+REPO = Path(__file__).resolve().parent.parent
+HEADLINE = ("efficiency", "efficiency_err", "fake_rate", "fake_rate_err", "duplicate_rate",
+            "trackml_score")
+
+
+def run_pipeline(config: Path, workdir: Path) -> float:
+    """``trkx run`` (resumes); the end-to-end seconds recorded by its step markers."""
+    subprocess.run([sys.executable, "-m", "trkx", "run", str(config), "--workdir",
+                    str(workdir)], check=True, cwd=REPO)
+    markers = sorted((workdir / ".trkx" / "steps").glob("*.json"))
+    return float(sum(json.loads(m.read_text())["seconds"] for m in markers))
+
+
+def records(workdir: Path, stage: str, split: str = "test") -> list:
+    return [load_record(p) for p in sorted(glob.glob(str(workdir / "graphs" / stage / split
+                                                         / "*.pt")))]
+
+
+def trained_pipeline(config: Path, workdir: Path):
+    """The pipeline's trained models and working points, as `trkx infer` loads them."""
+    from trkx.pipeline.config import load_pipeline_config
+    from trkx.pipeline.inference import TrainedPipeline
+
+    plan = load_pipeline_config(config)
+    stage_configs = {name: (plan.stage_config_path(p), p.overrides)
+                     for name, p in plan.stages.items()}
+    stage_configs["tracks"] = (plan.stage_config_path(plan.tracks), plan.tracks.overrides)
+    return TrainedPipeline.load(workdir / "checkpoints", stage_configs,
+                                plan.inference.graph_ops, plan.inference.bf16)
+
+
+def gnn_cut(pipeline) -> float:
+    builder = pipeline.builder
+    return builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut
+
+
+def real_sample(pipeline, sample_dir: Path) -> dict:
+    """Stage edges and tracks of the trained pipeline on the real sample event."""
+    from trkx.data.detector import load_detector
+    from trkx.embedding.events import event_prefixes, event_record
+
+    prefix = event_prefixes(sample_dir)[0]
+    record = event_record(prefix, load_detector(), pipeline.use_cells, 1.0)
+    graphs, _, seconds = pipeline.run(record)
+    filtered = graphs["filter"].clone()
+    del filtered.scores
+    stages = [StageGraphs("embedding", [graphs["embedding"]], None),
+              StageGraphs("filter", [filtered], None),
+              StageGraphs("gnn", [graphs["gnn"]], gnn_cut(pipeline))]
+    summary, _ = track_figures([graphs["gnn"]], pipeline.builder)
+    return {"stages": stage_edges(stages), "tracks": {k: summary[k] for k in HEADLINE},
+            "seconds": seconds}
+
+
+def plot_efficiency(result: dict, variable: str, label: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bins = np.asarray(result["bins"], dtype=float)
+    finite = np.where(np.isfinite(bins), bins, bins[-2] * 2)
+    centres = 0.5 * (finite[:-1] + finite[1:])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for stage in ("embedding", "filter", "gnn"):
+        if stage in result:
+            ax.plot(centres, result[stage], marker="o", label=stage)
+    ax.set_xlabel(label)
+    ax.set_ylabel("signal-edge efficiency (cumulative)")
+    if variable == "pt":
+        ax.set_xscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
+    pipeline = trained_pipeline(config, workdir)
+    emb, fil, gnn = (records(workdir, s) for s in ("embedding", "filter", "gnn"))
+    for record in fil:  # the filter records hold only the edges it kept
+        del record.scores
+    stages = [StageGraphs("embedding", emb, None), StageGraphs("filter", fil, None),
+              StageGraphs("gnn", gnn, gnn_cut(pipeline))]
+    tracks, _ = track_figures(gnn, pipeline.builder)
+    builder = pipeline.builder
+    out = {
+        "stages": stage_edges(stages),
+        "upper_bound": {"embedding": upper_bound(emb, builder),
+                        "filter": upper_bound(fil, builder)},
+        "tracks": tracks,
+        "losses": edge_losses(stages),
+        "efficiency_vs_pt": efficiency_by(stages, "pt", PT_BINS),
+        "efficiency_vs_eta": efficiency_by(stages, "eta", ETA_BINS),
+        "builder": {"method": builder.method, "walk_cut": builder.walk_cut,
+                    "cc_cut": builder.cc_cut, "min_length": builder.min_length},
+    }
+    if plots is not None:
+        plots.mkdir(parents=True, exist_ok=True)
+        plot_efficiency(out["efficiency_vs_pt"], "pt", "particle pT [GeV]",
+                        plots / "edge_efficiency_vs_pt.png")
+        plot_efficiency(out["efficiency_vs_eta"], "eta", "particle eta",
+                        plots / "edge_efficiency_vs_eta.png")
+    data = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))
+    sample = data / "sample_event"
+    out["real_sample"] = real_sample(pipeline, sample) if sample.is_dir() else None
+    return out
+
+
+def print_report(name: str, result: dict) -> None:
+    print(f"\n=== {name}")
+    for stage, m in result["stages"].items():
+        print(f"  {stage:9s} efficiency {m['efficiency']:.4f} (of received "
+              f"{m['efficiency_of_received']:.4f})  purity {m['purity']:.3f}  "
+              f"{m['edges_per_hit']:.2f} edges/hit  cut {m['cut']}")
+    for stage, ub in result["upper_bound"].items():
+        print(f"  upper bound ({stage} graph, truth scores): efficiency "
+              f"{ub['efficiency']:.4f}, fake rate {ub['fake_rate']:.4f}")
+    t = result["tracks"]
+    print(f"  tracks: efficiency {t['efficiency']:.4f} +- {t['efficiency_err']:.4f}, fake "
+          f"{t['fake_rate']:.4f}, duplicate {t['duplicate_rate']:.4f}, TrackML score "
+          f"{t['trackml_score']:.4f}  ({t['n_signal_particles']} signal particles)")
+    for stage, categories in result["losses"].items():
+        worst = categories["layer_pair"][:4]
+        print(f"  lost at {stage}: " + ", ".join(
+            f"{row['category']} {row['lost']}/{row['of']}" for row in worst))
+        print("     by position: " + ", ".join(
+            f"{row['category']} {row['lost']}/{row['of']}" for row in categories["position"])
+              + "; by pT: " + ", ".join(f"{row['category']} {row['lost']}/{row['of']}"
+                                        for row in categories["pt"][:3]))
+    real = result.get("real_sample")
+    if real:
+        rt = real["tracks"]
+        print("  real sample event: " + ", ".join(
+            f"{s} {m['efficiency']:.3f}" for s, m in real["stages"].items())
+              + f"; tracks efficiency {rt['efficiency']:.3f}, fake {rt['fake_rate']:.3f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=REPO / "configs" / "quickstart.yaml")
+    parser.add_argument("--hits-only-config", type=Path, default=None)
+    parser.add_argument("--workdir", type=Path, default=REPO / "runs" / "physics")
+    parser.add_argument("--no-run", action="store_true", help="analyse existing workdirs only")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--plots", type=Path, default=None)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    runs = {"cells": (args.config, args.workdir)}
+    if args.hits_only_config is not None:
+        runs["hits_only"] = (args.hits_only_config, args.workdir.with_name(
+            args.workdir.name + "_hits_only"))
+    results: dict[str, dict] = {}
+    for name, (config, workdir) in runs.items():
+        start = time.perf_counter()
+        seconds = (run_pipeline(config, workdir) if not args.no_run else math_nan())
+        result = analyse(config, workdir, args.plots / name if args.plots else None)
+        result["seconds"] = seconds
+        result["analysis_seconds"] = time.perf_counter() - start
+        results[name] = result
+        print_report(f"{name}: {config} in {workdir}", result)
+    main_run = results["cells"]
+    summary = {
+        "efficiency": main_run["tracks"]["efficiency"],
+        "efficiency_err": main_run["tracks"]["efficiency_err"],
+        "fake_rate": main_run["tracks"]["fake_rate"],
+        "duplicate_rate": main_run["tracks"]["duplicate_rate"],
+        "trackml_score": main_run["tracks"]["trackml_score"],
+        "stage_efficiency": {s: m["efficiency_of_received"]
+                             for s, m in main_run["stages"].items()},
+        "stage_efficiency_cumulative": {s: m["efficiency"]
+                                        for s, m in main_run["stages"].items()},
+        "gnn_purity": main_run["stages"]["gnn"]["purity"],
+        "upper_bound_efficiency": {s: ub["efficiency"]
+                                   for s, ub in main_run["upper_bound"].items()},
+        "real_sample_efficiency": {name: (r["real_sample"]["tracks"]["efficiency"]
+                                          if r.get("real_sample") else None)
+                                   for name, r in results.items()},
+        "seconds": main_run["seconds"],
+        "runs": results,
+    }
+    text = json.dumps(summary, indent=1, default=float)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text)
+    print(f"\nefficiency {summary['efficiency']:.4f}, fake rate {summary['fake_rate']:.4f}, "
+          f"duplicate rate {summary['duplicate_rate']:.4f}, seconds {summary['seconds']:.0f}")
+    return 0
+
+
+def math_nan() -> float:
+    return float("nan")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""--threads / TRKX_THREADS reach torch and the commands `trkx run` starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from trkx.cli import main
+from trkx.threads import available_cores, choose_threads
+
+
+def torch_threads(*args: str, env: dict[str, str]) -> int:
+    code = ("import sys, torch; from trkx.threads import configure_threads; "
+            "configure_threads(int(sys.argv[1]) if len(sys.argv) > 1 else None); "
+            "print(torch.get_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return int(out)
+
+
+def test_the_rule(monkeypatch) -> None:
+    monkeypatch.delenv("TRKX_THREADS", raising=False)
+    assert choose_threads(None) == available_cores()
+    monkeypatch.setenv("TRKX_THREADS", "3")
+    assert choose_threads(None) == 3
+    assert choose_threads(1) == 1                      # the flag beats the environment
+
+
+def test_torch_gets_the_count(monkeypatch) -> None:
+    import os
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRKX_THREADS")}
+    assert torch_threads("1", env=env) == 1
+    assert torch_threads(env={**env, "TRKX_THREADS": "3"}) == 3
+
+
+@pytest.mark.parametrize(("value", "message"), [("0", "--threads must be >= 1, got 0")])
+def test_bad_count_is_one_line(value: str, message: str, capsys) -> None:
+    assert main(["--threads", value, "info", "no/such/event"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_environment_is_one_line(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TRKX_THREADS", "two")
+    assert main(["info", "no/such/event"]) == 2
+    assert "TRKX_THREADS='two' is not a whole number" in capsys.readouterr().err

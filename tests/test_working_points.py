@@ -1,0 +1,105 @@
+"""Working points chosen on validation data: edge cuts, schedules, the track builder's cut."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from trkx.schedules import warmup_cosine
+from trkx.tracks.building import TrackBuilder, dissolve_short
+from trkx.tracks.tuning import builder_options, tune_cut
+from trkx.working_point import cut_for_efficiency
+
+from .tracks_events import noise_free_simulated_record
+
+
+def test_cut_keeps_exactly_the_target_share_of_signal_edges():
+    scores = torch.linspace(0.1, 1.0, 10)
+    assert cut_for_efficiency(scores, 0.9) == pytest.approx(0.2)   # drops only 0.1
+    assert cut_for_efficiency(scores, 1.0) == pytest.approx(0.1)   # keeps all
+    assert cut_for_efficiency(scores, 0.5) == pytest.approx(0.6)   # keeps 0.6 .. 1.0
+    shuffled = scores[torch.randperm(10, generator=torch.Generator().manual_seed(0))]
+    assert cut_for_efficiency(shuffled, 0.9) == pytest.approx(0.2)
+
+
+def test_cut_with_ties_never_keeps_fewer_than_the_target():
+    scores = torch.tensor([0.3, 0.3, 0.3, 0.9])
+    cut = cut_for_efficiency(scores, 0.8)
+    assert float((scores >= cut).float().mean()) >= 0.8
+    assert cut_for_efficiency(torch.zeros(0), 0.99) == 0.0
+    with pytest.raises(ValueError, match="target efficiency"):
+        cut_for_efficiency(scores, 0.0)
+
+
+def test_warmup_then_cosine_to_the_floor():
+    assert warmup_cosine(0, 10, 110) == pytest.approx(0.1)
+    assert warmup_cosine(9, 10, 110) == pytest.approx(1.0)
+    assert warmup_cosine(10, 10, 110) == pytest.approx(1.0)
+    assert warmup_cosine(60, 10, 110, floor=0.0) == pytest.approx(0.5)
+    assert warmup_cosine(110, 10, 110, floor=0.05) == pytest.approx(0.05)
+    assert warmup_cosine(500, 10, 110, floor=0.05) == pytest.approx(0.05)
+    values = [warmup_cosine(t, 10, 110) for t in range(10, 111)]
+    assert all(a >= b for a, b in itertools.pairwise(values))
+
+
+def test_track_builder_cut_is_chosen_above_the_fake_edges():
+    """Fake edges at score 0.45 merge particles in connected components: the tuned cut must
+    lie above them and reach the best efficiency of the scan."""
+    record = noise_free_simulated_record(seed=3, mu=4.0)
+    truth = record.track_edges
+    rng = np.random.default_rng(0)
+    partner = torch.from_numpy(rng.permutation(truth.shape[1]))
+    fakes = torch.stack([truth[0], truth[1][partner]])
+    pid = record.particle_id
+    fakes = fakes[:, pid[fakes[0]] != pid[fakes[1]]]
+    record.edge_index = torch.cat([truth, fakes], dim=1)
+    record.scores = torch.cat([torch.ones(truth.shape[1]), torch.full((fakes.shape[1],), 0.45)])
+    tuned = tune_cut([record], TrackBuilder(method="components"), fake_target=0.05)
+    assert tuned.cut > 0.45
+    assert tuned.efficiency == pytest.approx(1.0)
+    low = [s for s in tuned.scan if s[0] < 0.45]
+    assert low and all(s[2] < 0.5 for s in low)   # merged tracks match nothing
+    assert not math.isnan(tuned.fake_rate) and tuned.fake_rate <= 0.05
+
+
+def test_short_candidates_are_dissolved_and_the_length_is_tuned():
+    """Cutting every true track into a long piece and a 3-hit fragment: the fragments are fake
+    tracks (they hold under half their particle's hits); min_length 4 dissolves exactly them."""
+    record = noise_free_simulated_record(seed=5, mu=4.0)
+    edges = record.track_edges
+    pid = record.particle_id[edges[0]]
+    keep = torch.ones(edges.shape[1], dtype=torch.bool)
+    for particle in torch.unique(pid):
+        own = torch.nonzero(pid == particle).flatten()
+        if own.numel() >= 8:            # >= 9 hits: break the chain after its third hit
+            keep[own[2]] = False
+    record.edge_index = edges[:, keep]
+    record.scores = torch.ones(record.edge_index.shape[1])
+    labels = TrackBuilder(method="components").build(record)
+    dissolved = dissolve_short(labels, 4)
+    _, counts = np.unique(labels, return_counts=True)
+    _, new_counts = np.unique(dissolved, return_counts=True)
+    assert (new_counts[new_counts > 1] >= 4).all()
+    assert (counts >= 4).sum() == (new_counts >= 4).sum()
+    tuned = tune_cut([record], TrackBuilder(method="components"), fake_target=0.01,
+                     cuts=(0.5,), lengths=(3, 4))
+    by_length = {length: (eff, fake) for _, length, eff, fake in tuned.scan}
+    assert by_length[3][1] > 0.2 and by_length[4][1] == 0.0
+    assert by_length[4][0] == pytest.approx(by_length[3][0])
+    assert tuned.min_length == 4
+
+
+def test_builder_keys_left_null_take_the_working_point():
+    options = builder_options({"method": "walkthrough", "walk_cut": None, "min_length": None},
+                              {"walk_cut": 0.25, "min_length": 5.0, "edge_cut": 0.25})
+    builder = TrackBuilder(**options)
+    assert builder.walk_cut == 0.25 and builder.min_length == 5
+    assert isinstance(builder.min_length, int)
+    with pytest.raises(ValueError, match="min_length is null"):
+        builder_options({"min_length": None}, {"walk_cut": 0.2})
+    with pytest.raises(ValueError, match="give the GNN checkpoint"):
+        builder_options({"walk_cut": None}, None)
