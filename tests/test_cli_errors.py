@@ -97,7 +97,8 @@ def test_distributed_config_without_torchrun(monkeypatch, capsys) -> None:
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert main(["train", "gnn", "--config", str(CONFIGS / "gnn_distributed.yaml"),
                  "--checkpoint", "/nonexistent/never-written.pt"]) == 2
-    assert "must run under torchrun: torchrun --nproc-per-node P" in error_line(capsys)
+    line = error_line(capsys)
+    assert "must run under torchrun" in line and "torchrun --nproc-per-node P -m trkx" in line
 
 
 def test_unknown_stage_of_evaluate(tmp_path: Path, capsys) -> None:

@@ -15,7 +15,6 @@ Inference adds ``scores`` to every record of ``--events`` and writes them to ``-
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,10 @@ def check_config(config: dict[str, Any], label: str) -> None:
     from trkx.training import TrainerOptions
     from trkx.training.data import StageData
 
-    if "distributed" in config:  # the torchrun entry checks its own sections
-        return
+    if config.get("distributed") is not None:  # graph-parallel: the same sections, + its own
+        from trkx.gnn.distributed.train import check_section
+
+        check_section(section(config, "distributed", label), label)
     model = section(config, "model", label)
     check_keys(InteractionGNN, model, f"{label}: model", provided=("node_features",))
     check_keys(GNNModule, section(config, "module", label), f"{label}: module",
@@ -54,16 +55,6 @@ def count_events(folder: str) -> int:
     return len(record_paths(folder))
 
 
-def require_torchrun(label: str) -> None:
-    """Graph-parallel training needs the process group torchrun sets up."""
-    from trkx.config import ConfigError
-
-    if "LOCAL_RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        raise ConfigError(f"{label}: the 'distributed' section trains graph-parallel and must "
-                          "run under torchrun: torchrun --nproc-per-node P -m trkx train gnn "
-                          f"--config {label}")
-
-
 def check_edge_inputs(path: Path, label: str) -> None:
     """A model with edge inputs needs records the filter scored (``scores``, ``pos``)."""
     from trkx.config import ConfigError
@@ -77,11 +68,8 @@ def check_edge_inputs(path: Path, label: str) -> None:
 
 
 def train(config: dict[str, Any], label: str, checkpoint: Path):
-    if "distributed" in config:
-        require_torchrun(label)
-        from trkx.gnn.distributed.train import train_from_config
-
-        return train_from_config(config, checkpoint.parent, label=label)
+    """Single-process training, or graph-parallel under torchrun when the config has a
+    ``distributed`` section (the same driver, the graph_parallel strategy)."""
     from torch.utils.data import DataLoader
 
     from trkx.config import instantiate, section
@@ -91,6 +79,11 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     from trkx.training import TrainerOptions, fit_stage
     from trkx.training.data import StageData, split_events
 
+    fit = fit_stage
+    if config.get("distributed") is not None:
+        from trkx.gnn.distributed.train import graph_parallel_fit
+
+        fit = graph_parallel_fit(section(config, "distributed", label), label)
     data = instantiate(StageData, section(config, "data", label), f"{label}: data")
     options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     train_slice, val_slice = split_events(data, count_events, label)
@@ -119,10 +112,10 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
                             collate_fn=single_event)
     val_loader = (DataLoader(GraphRecordDataset(paths(val_slice)), batch_size=1,
                              collate_fn=single_event) if val_slice else None)
-    return fit_stage(NAME, build, network=lambda m: m.model, constructor=lambda m: model_config,
-                     options=options, checkpoint=checkpoint, config=config,
-                     train_loader=loader, val_loader=val_loader, efficiency_key="val_efficiency",
-                     default_working_point=lambda m: {"edge_cut": float(m.edge_cut)})
+    return fit(NAME, build, network=lambda m: m.model, constructor=lambda m: model_config,
+               options=options, checkpoint=checkpoint, config=config,
+               train_loader=loader, val_loader=val_loader, efficiency_key="val_efficiency",
+               default_working_point=lambda m: {"edge_cut": float(m.edge_cut)})
 
 
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,

@@ -96,6 +96,12 @@ class GraphParallelStrategy(DDPStrategy):
     def batch_to_device(self, batch: Any, device: torch.device | None = None,
                         dataloader_idx: int = 0) -> Any:
         if isinstance(batch, Data) and self.parallel is not None:
+            model = getattr(self.lightning_module, "model", None)
+            if getattr(model, "edge_features", 0) and "edge_inputs" not in batch:
+                from trkx.gnn.edge_inputs import model_edge_inputs
+
+                batch = batch.clone()   # edge inputs need the whole event's edge_index
+                batch.edge_inputs = model_edge_inputs(model, batch)
             normaliser = getattr(self.lightning_module, "edge_loss_normaliser", edge_count)
             batch = shard_event(batch, self.parallel, normaliser)
         return super().batch_to_device(batch, device, dataloader_idx)
