@@ -9,7 +9,6 @@ to a temporary file and renamed, and read back with ``torch.load(weights_only=Tr
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
