@@ -111,7 +111,7 @@ def subsample(record, hits: int, seed: int = 0):
 
 
 def quality(network, records, radius: float, k: int, out_dir: Path) -> dict:
-    from trkx.embedding.evaluation import plot_efficiency, truth_edges_found
+    from benchmarks.graph_recall import plot_efficiency, truth_edges_found
     from trkx.embedding.inference import embedding_graph
     from trkx.embedding.labels import signal_truth_edges
 

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from trkx.arrays import as_numpy
+from trkx.data.truth import layer_key
 from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
 from trkx.tracks.event_truth import truth_from_record
@@ -32,10 +34,6 @@ PT_BINS = np.array([0.0, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, math.inf
 ETA_BINS = np.linspace(-4.0, 4.0, 17)
 
 
-def _np(value) -> np.ndarray:
-    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-
-
 def pair_keys(edges: np.ndarray, n: int) -> np.ndarray:
     """One int64 key per unordered hit pair."""
     return np.minimum(edges[0], edges[1]) * n + np.maximum(edges[0], edges[1])
@@ -43,8 +41,8 @@ def pair_keys(edges: np.ndarray, n: int) -> np.ndarray:
 
 def signal_truth_pairs(record: Data) -> np.ndarray:
     """[2, T] signal truth-graph edges (both hits signal), one per unordered pair."""
-    edges = _np(record.track_edges).astype(np.int64)
-    signal_hit = _np(record.signal_hit).astype(bool)
+    edges = as_numpy(record.track_edges).astype(np.int64)
+    signal_hit = as_numpy(record.signal_hit).astype(bool)
     edges = edges[:, signal_hit[edges[0]] & signal_hit[edges[1]]]
     _, first = np.unique(pair_keys(edges, int(record.num_nodes)), return_index=True)
     return edges[:, np.sort(first)]
@@ -52,10 +50,10 @@ def signal_truth_pairs(record: Data) -> np.ndarray:
 
 def kept_keys(record: Data, cut: float | None) -> np.ndarray:
     """Pair keys of the record's edges with ``scores >= cut`` (all when ``cut`` is None)."""
-    edges = _np(record.edge_index).astype(np.int64)
+    edges = as_numpy(record.edge_index).astype(np.int64)
     keep = np.ones(edges.shape[1], bool)
     if cut is not None:
-        keep = _np(record.scores) >= cut
+        keep = as_numpy(record.scores) >= cut
     return np.unique(pair_keys(edges[:, keep], int(record.num_nodes)))
 
 
@@ -129,7 +127,7 @@ def upper_bound(records: list[Data], builder: TrackBuilder,
 
 
 def _layer_key(record: Data) -> np.ndarray:
-    return _np(record.volume_id).astype(np.int64) * 1000 + _np(record.layer_id).astype(np.int64)
+    return layer_key(as_numpy(record.volume_id), as_numpy(record.layer_id))
 
 
 def edge_losses(stages: list[StageGraphs], top: int = 8) -> dict[str, dict]:
@@ -168,15 +166,15 @@ def edge_losses(stages: list[StageGraphs], top: int = 8) -> dict[str, dict]:
 
 def _edge_categories(record: Data, truth: np.ndarray) -> dict[str, np.ndarray]:
     layer = _layer_key(record)
-    pid = _np(record.particle_id).astype(np.int64)
-    pt = _np(record.pt).astype(np.float64)
+    pid = as_numpy(record.particle_id).astype(np.int64)
+    pt = as_numpy(record.pt).astype(np.float64)
     src, dst = truth
     pairs = np.array([f"{layer[a] // 1000}:{layer[a] % 1000}->{layer[b] // 1000}:{layer[b] % 1000}"
                       for a, b in zip(src, dst)], dtype=object)
     pt_bin = np.digitize(pt[src], PT_BINS) - 1
     pt_label = np.array([f"{PT_BINS[i]:g}-{PT_BINS[i + 1]:g}" for i in pt_bin], dtype=object)
     # Position on the particle's chain: a hit with no incoming truth edge starts it.
-    edges = _np(record.track_edges).astype(np.int64)
+    edges = as_numpy(record.track_edges).astype(np.int64)
     has_in = np.zeros(int(record.num_nodes), bool)
     has_out = np.zeros(int(record.num_nodes), bool)
     has_in[edges[1]] = True
@@ -201,7 +199,7 @@ def efficiency_by(stages: list[StageGraphs], variable: str, bins: np.ndarray) ->
             truth = signal_truth_pairs(record)
             keys = pair_keys(truth, int(record.num_nodes))
             kept = np.isin(keys, kept_keys(record, stage.cut))
-            value = _np(getattr(record, variable)).astype(np.float64)[truth[0]]
+            value = as_numpy(getattr(record, variable)).astype(np.float64)[truth[0]]
             which = np.clip(np.digitize(value, bins) - 1, 0, len(bins) - 2)
             all_total += np.bincount(which, minlength=len(bins) - 1)
             kept_total += np.bincount(which, weights=kept, minlength=len(bins) - 1)

@@ -19,6 +19,8 @@ import torch
 from scipy.spatial import cKDTree
 from torch_geometric.data import Data
 
+from trkx.data.truth import layer_key
+
 
 def replicate_event(record: Data, copies: int, seed: int = 0) -> Data:
     """``copies`` phi-rotated overlays of ``record`` as one event (see module docstring)."""
@@ -57,7 +59,7 @@ def candidate_graph(record: Data, k: int = 6, truth_loss: float = 0.02,
     pos = record.pos.numpy().astype(np.float64)
     r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
     eta = np.arcsinh(z / r)
-    layer = record.volume_id.numpy() * 1000 + record.layer_id.numpy()
+    layer = layer_key(record.volume_id.numpy(), record.layer_id.numpy())
     # Embed phi on a circle so neighbours wrap around at +-pi.
     points = np.stack([eta * 4.0, np.cos(phi) * 4.0, np.sin(phi) * 4.0], axis=1)
     _, neighbours = cKDTree(points).query(points, k=k + 1)

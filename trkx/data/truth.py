@@ -40,6 +40,12 @@ class SignalCuts:
         return mask
 
 
+def layer_key(volume_id: np.ndarray, layer_id: np.ndarray) -> np.ndarray:
+    """One integer per detector layer: ``volume_id * 1000 + layer_id`` (TrackML layer ids are
+    even numbers below 1000, so the key is unique)."""
+    return np.asarray(volume_id, np.int64) * 1000 + np.asarray(layer_id, np.int64)
+
+
 def pseudorapidity(px: np.ndarray, py: np.ndarray, pz: np.ndarray) -> np.ndarray:
     """eta = asinh(pz / pT) (finite for pT > 0)."""
     pt = np.hypot(px, py)
@@ -89,10 +95,9 @@ def truth_graph(particle_id: np.ndarray, vertex_distance: np.ndarray, volume_id:
         return np.zeros((2, 0), dtype=np.int64)
     order = real[np.lexsort((vertex_distance[real], particle_id[real]))]
     pid = particle_id[order]
-    layer_key = np.asarray(volume_id, np.int64)[order] * 1000 + np.asarray(layer_id,
-                                                                             np.int64)[order]
+    layers = layer_key(np.asarray(volume_id)[order], np.asarray(layer_id)[order])
     new_group = np.ones(len(order), dtype=bool)
-    new_group[1:] = (pid[1:] != pid[:-1]) | (layer_key[1:] != layer_key[:-1])
+    new_group[1:] = (pid[1:] != pid[:-1]) | (layers[1:] != layers[:-1])
     group = np.cumsum(new_group) - 1                    # group index per sorted hit
     starts = np.flatnonzero(new_group)                  # first sorted position of each group
     sizes = np.diff(np.append(starts, len(order)))

@@ -25,6 +25,7 @@ from torch_geometric.data import Data
 from trkx.filter.features import edge_features
 from trkx.filter.inference import score_edges
 from trkx.filter.model import FilterMLP
+from trkx.gnn.metrics import edge_weights, weighted_bce
 from trkx.schedules import adamw_warmup_cosine, total_steps
 from trkx.working_point import cut_for_efficiency
 
@@ -78,13 +79,9 @@ class FilterModule(pl.LightningModule):
         signal = record.signal if edges is None else record.signal[edges]
         logits = self.network(edge_features(record.x, record.pos, edge_index,
                                             self._names(record), self.hparams.hit_features))
-        target, signal = target.float(), signal.bool()
-        weight = torch.ones_like(target)
-        weight = torch.where(target > 0, torch.full_like(target, self.hparams.pos_weight), weight)
-        weight = torch.where(signal, torch.full_like(target, self.hparams.signal_weight), weight)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, target, weight,
-                                                                    reduction="sum")
-        return loss / weight.sum()
+        weights = edge_weights(target, signal, self.hparams.signal_weight,
+                               self.hparams.pos_weight, 1.0)
+        return weighted_bce(logits, target, weights)
 
     def sample_edges(self, n_edges: int) -> torch.Tensor | None:
         if n_edges <= self.hparams.edge_batch:

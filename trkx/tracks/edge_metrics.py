@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from trkx.arrays import as_numpy
 from trkx.tracks.metrics import binomial
-
-
-def _numpy(value) -> np.ndarray:
-    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
 
 
 def _pair_keys(edges: np.ndarray, n: int) -> np.ndarray:
@@ -32,18 +29,18 @@ def edge_metrics(record, cut: float = 0.5) -> dict[str, float | int] | None:
     if any(getattr(record, f, None) is None for f in needed):
         return None
     n = int(record.num_nodes)
-    edges = _numpy(record.edge_index).astype(np.int64)
+    edges = as_numpy(record.edge_index).astype(np.int64)
     keys = _pair_keys(edges, n)
     scores = getattr(record, "scores", None)
-    kept_mask = np.ones(len(keys), bool) if scores is None else _numpy(scores) >= cut
+    kept_mask = np.ones(len(keys), bool) if scores is None else as_numpy(scores) >= cut
     kept = np.unique(keys[kept_mask])
 
-    truth = _numpy(record.track_edges).astype(np.int64)
+    truth = as_numpy(record.track_edges).astype(np.int64)
     truth_keys = np.unique(_pair_keys(truth, n))
-    signal_hit = _numpy(record.signal_hit).astype(bool)
+    signal_hit = as_numpy(record.signal_hit).astype(bool)
     signal_truth = np.unique(_pair_keys(truth[:, signal_hit[truth[0]] & signal_hit[truth[1]]],
                                         n))
-    pid = _numpy(record.particle_id).astype(np.int64)
+    pid = as_numpy(record.particle_id).astype(np.int64)
     a, b = kept // n, kept % n
     same_particle = (pid[a] == pid[b]) & (pid[a] != 0)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trkx.arrays import as_numpy
 from trkx.data.truth import hit_truth
 
 _RECORD_FIELDS = ("hit_id", "particle_id", "pt", "eta", "nhits", "weight")
@@ -41,10 +42,6 @@ class EventTruth:
         return len(self.hit_id)
 
 
-def _numpy(value) -> np.ndarray:
-    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-
-
 def has_truth(record) -> bool:
     """Whether ``record`` carries every truth field that track evaluation reads."""
     return all(getattr(record, f, None) is not None for f in _RECORD_FIELDS)
@@ -58,19 +55,19 @@ def truth_from_record(record, label: str = "record") -> EventTruth:
                          " (evaluation needs hit_id, particle_id, pt, eta, nhits, weight)")
     pos = getattr(record, "pos", None)
     if pos is not None:
-        pos = _numpy(pos).astype(np.float64)
+        pos = as_numpy(pos).astype(np.float64)
         hit_eta = np.arcsinh(pos[:, 2] / np.maximum(pos[:, 0], 1e-9))
     else:
-        hit_eta = _numpy(record.eta).astype(np.float64)
+        hit_eta = as_numpy(record.eta).astype(np.float64)
     event_id = getattr(record, "event_id", None)
     return EventTruth(
         event_id=int(event_id) if event_id is not None else -1,
-        hit_id=_numpy(record.hit_id).astype(np.int64),
-        particle_id=_numpy(record.particle_id).astype(np.int64),
-        pt=_numpy(record.pt).astype(np.float64),
-        eta=_numpy(record.eta).astype(np.float64),
-        nhits=_numpy(record.nhits).astype(np.int64),
-        weight=_numpy(record.weight).astype(np.float64),
+        hit_id=as_numpy(record.hit_id).astype(np.int64),
+        particle_id=as_numpy(record.particle_id).astype(np.int64),
+        pt=as_numpy(record.pt).astype(np.float64),
+        eta=as_numpy(record.eta).astype(np.float64),
+        nhits=as_numpy(record.nhits).astype(np.int64),
+        weight=as_numpy(record.weight).astype(np.float64),
         hit_eta=hit_eta,
     )
 

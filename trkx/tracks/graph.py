@@ -24,6 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trkx.arrays import as_numpy
+from trkx.data.truth import layer_key as hit_layer_key
+
 ORIENTATIONS = ("given", "radius")
 
 @dataclass(frozen=True, eq=False)
@@ -44,10 +47,6 @@ class ScoredGraph:
                            self.rank, self.layer)
 
 
-def _numpy(value) -> np.ndarray:
-    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-
-
 def radial_rank(pos: np.ndarray | None, num_nodes: int) -> np.ndarray:
     """Inner-to-outer order of the hits: rank by transverse radius ``r``, ties by index."""
     if pos is None:
@@ -65,8 +64,8 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
 
     ``layer`` [N] is an optional per-hit layer key (``volume_id * 1000 + layer_id``).
     """
-    edges = _numpy(edge_index).astype(np.int64, copy=False)
-    score = _numpy(scores).astype(np.float64, copy=False).reshape(-1)
+    edges = as_numpy(edge_index).astype(np.int64, copy=False)
+    score = as_numpy(scores).astype(np.float64, copy=False).reshape(-1)
     if edges.ndim != 2 or edges.shape[0] != 2:
         raise ValueError(f"edge_index must have shape [2, E], got {list(edges.shape)}")
     if score.shape[0] != edges.shape[1]:
@@ -74,7 +73,7 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
     if edges.size and (edges.min() < 0 or edges.max() >= num_nodes):
         raise ValueError(f"edge_index refers to hit {int(edges.max())} (or a negative one) "
                          f"but the event has {num_nodes} hits")
-    rank = radial_rank(None if pos is None else _numpy(pos), num_nodes)
+    rank = radial_rank(None if pos is None else as_numpy(pos), num_nodes)
     a, b = edges
     not_loop = a != b
     a, b, score = a[not_loop], b[not_loop], score[not_loop]
@@ -92,7 +91,7 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
     first[1:] = key[order][1:] != key[order][:-1]
     keep = order[first]
     if layer is not None:
-        layer = _numpy(layer).astype(np.int64)
+        layer = as_numpy(layer).astype(np.int64)
         if len(layer) != num_nodes:
             raise ValueError(f"layer has {len(layer)} entries for {num_nodes} hits")
     return ScoredGraph(num_nodes, src[keep], dst[keep], score[keep], rank, layer)
@@ -106,6 +105,6 @@ def graph_from_record(record, orientation: str = "given") -> ScoredGraph:
                              "scored edges of an edge-classifier stage")
     volume, layer = getattr(record, "volume_id", None), getattr(record, "layer_id", None)
     layer_key = None if volume is None or layer is None else \
-        _numpy(volume).astype(np.int64) * 1000 + _numpy(layer).astype(np.int64)
+        hit_layer_key(as_numpy(volume), as_numpy(layer))
     return scored_graph(record.edge_index, record.scores, int(record.num_nodes),
                         getattr(record, "pos", None), layer_key, orientation)
