@@ -89,6 +89,12 @@ class GraphParallelStrategy(DDPStrategy):
         super().setup_distributed()
         self.parallel = GraphParallel(**self.graph_settings)
 
+    def setup(self, trainer: Any) -> None:
+        if getattr(self.lightning_module, "tune_tracks", False):
+            raise ValueError("GraphParallelStrategy: the module's tune_tracks needs whole "
+                             "events, each rank holds a block: set tune_tracks=False")
+        super().setup(trainer)
+
     @property
     def distributed_sampler_kwargs(self) -> dict[str, Any]:
         return {"num_replicas": 1, "rank": 0}     # every rank sees every event
