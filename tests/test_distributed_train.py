@@ -167,7 +167,9 @@ def test_a_stopped_rank_ends_the_job_within_the_timeout(tmp_path: Path) -> None:
         while message is None and time.time() < stopped + 60:
             message = next((item for item in list(lines) if "error:" in item[1]), None)
             time.sleep(0.2)
-    finally:
+    finally:   # torchrun starts every worker in its own session: end them one by one
+        for pid in worker_pids(process.pid) if process.poll() is None else []:
+            os.kill(pid, signal.SIGKILL)
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     assert message is not None, "".join(line for _, line in lines)[-3000:]
