@@ -24,7 +24,8 @@ from trkx.cli import main
 from trkx.data.record import save_record
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = {"hidden": 8, "n_graph_iters": 2, "n_mlp_layers": 1, "edge_features": 0}
+# edge inputs on: each rank's block needs the whole event's edge geometry and filter scores
+MODEL = {"hidden": 8, "n_graph_iters": 2, "n_mlp_layers": 1, "edge_features": 5}
 # a constant rate (lr_step_size beyond the budget), so resumed runs compare exactly
 MODULE = {"graph_ops": "csr", "learning_rate": 1e-3, "signal_weight": 3.0, "true_weight": 1.5,
           "lr_step_size": 1000, "tune_tracks": False, "edge_cut": 0.05}
@@ -44,7 +45,8 @@ def write_events(folder: Path) -> None:
         pos, x, edge_index, y = make_graph(seed=seed)
         signal_edges = y.bool() & (torch.arange(y.numel()) % 3 == 0)
         data = Data(x=x.double(), pos=pos.double(), edge_index=edge_index, y=y.bool(),
-                    signal=signal_edges)
+                    signal=signal_edges,
+                    scores=torch.rand(y.numel(), generator=torch.Generator().manual_seed(seed)))
         data.num_nodes = x.shape[0]
         save_record(data, folder / f"event{seed}.pt")
 
@@ -80,9 +82,16 @@ def train_one_process(config: Path, checkpoint: Path, steps: int):
     return load_checkpoint(checkpoint, "gnn")
 
 
-def assert_same_weights(got, expected, what: str) -> None:
-    for name, value in expected.state_dict.items():
-        assert torch.allclose(got.state_dict[name], value, rtol=1e-5, atol=1e-7), (what, name)
+def last_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    """The weights after the last step (the exported checkpoint holds the best ones)."""
+    return torch.load(checkpoint.with_suffix(".run") / "last.ckpt", map_location="cpu",
+                      weights_only=True)["state_dict"]
+
+
+def assert_same_weights(got: dict, expected: dict, what: str) -> None:
+    assert got.keys() == expected.keys()
+    for name, value in expected.items():
+        assert torch.allclose(got[name], value, rtol=1e-5, atol=1e-7), (what, name)
 
 
 def test_torchrun_trains_validates_and_resumes_like_one_process(tmp_path: Path) -> None:
@@ -98,11 +107,14 @@ def test_torchrun_trains_validates_and_resumes_like_one_process(tmp_path: Path) 
     first = torchrun(parallel, tmp_path / "dist.pt", "trainer.max_steps=2")
     assert first.returncode == 0, first.stderr[-3000:]
     two = load_checkpoint(tmp_path / "dist.pt", "gnn")
-    assert_same_weights(two, one, "k steps")
-    # validation ran on whole events: the same figures as one process
+    assert_same_weights(last_weights(tmp_path / "dist.pt"), last_weights(tmp_path / "single_k.pt"),
+                        "k steps")
+    # the exported weights are the best validated ones, validated on whole events: the same
+    # step and figures as one process
+    assert_same_weights(two.state_dict, one.state_dict, "best weights")
+    assert two.metrics["best_step"] == one.metrics["best_step"]
     for key in ("val_loss", "val_efficiency", "val_purity", "val_auc"):
         assert abs(two.metrics[key] - one.metrics[key]) < 1e-5, (key, one.metrics, two.metrics)
-    assert two.metrics["best_step"] == 2.0
     assert {p.name for p in (tmp_path / "dist.run").glob("*.ckpt")} == {"last.ckpt",
                                                                      "best.ckpt"}
 
@@ -110,10 +122,12 @@ def test_torchrun_trains_validates_and_resumes_like_one_process(tmp_path: Path) 
     second = torchrun(parallel, tmp_path / "dist.pt", "trainer.max_steps=4")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resuming" in second.stdout and "at step 2" in second.stdout, second.stdout[-2000:]
+    whole = train_one_process(single, tmp_path / "single_2k.pt", 4)
+    assert_same_weights(last_weights(tmp_path / "dist.pt"),
+                        last_weights(tmp_path / "single_2k.pt"), "k + resume + k steps")
     resumed = load_checkpoint(tmp_path / "dist.pt", "gnn")
-    assert resumed.metrics["best_step"] == 4.0
-    assert_same_weights(resumed, train_one_process(single, tmp_path / "single_2k.pt", 4),
-                        "k + resume + k steps")
+    assert resumed.metrics["best_step"] == whole.metrics["best_step"]
+    assert_same_weights(resumed.state_dict, whole.state_dict, "best weights after resume")
 
 
 def test_max_time_stops_every_rank_with_a_resumable_checkpoint(tmp_path: Path) -> None:
