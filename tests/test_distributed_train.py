@@ -209,3 +209,18 @@ def test_keys_that_cannot_act_on_blocks_are_refused(tmp_path: Path, capsys) -> N
         lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert len(lines) == 1 and key in lines[0], (key, lines)
     assert not (tmp_path / "never.pt").exists()
+
+
+def test_node_count_comes_from_torchrun(monkeypatch) -> None:
+    """Two torchrun agents of one process each: Lightning's default num_nodes=1 would refuse
+    (devices x num_nodes != WORLD_SIZE); checked by hand with two c10d agents on one host."""
+    from trkx.gnn.distributed.lightning import GraphParallelStrategy
+
+    strategy = GraphParallelStrategy()
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    strategy.num_nodes = 1           # what the Trainer sets from its num_nodes
+    assert strategy.num_nodes == 2
+    monkeypatch.delenv("WORLD_SIZE")
+    strategy.num_nodes = 3           # no torchrun: the Trainer's value
+    assert strategy.num_nodes == 3
