@@ -41,7 +41,8 @@ def folders(sample_prefix: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
 def train(folders: tuple[Path, Path], checkpoint: Path, *sets: str) -> int:
     base = [f"data.train_dir={folders[0]}", f"data.val_dir={folders[1]}", "model.hidden=8",
             "model.n_graph_iters=1", "trainer.progress_bar=false", "trainer.logger=none",
-            "trainer.min_signal_efficiency=0", "module.graph_ops=csr"]
+            "trainer.min_signal_efficiency=0", "module.graph_ops=csr", "model.edge_features=0",
+            "module.tune_tracks=false"]
     return main(["train", "gnn", "--config", str(CONFIG), "--checkpoint", str(checkpoint),
                  *(item for s in [*base, *sets] for item in ("--set", s))])
 
@@ -116,7 +117,8 @@ def test_old_flags_still_work_with_a_deprecation_line(folders, tmp_path: Path,
     assert main(["train", "gnn", "--config", str(CONFIG), "--output", str(tmp_path),
                  "--train-dir", str(folders[0]), "--val-dir", str(folders[1]), "--seed", "2",
                  "model.hidden=8", "model.n_graph_iters=1", "trainer.max_steps=1",
-                 "trainer.progress_bar=false", "trainer.logger=none"]) == 0
+                 "trainer.progress_bar=false", "trainer.logger=none", "model.edge_features=0",
+                 "module.tune_tracks=false"]) == 0
     err = capsys.readouterr().err
     for old in ("--output", "--train-dir", "--val-dir", "--seed", "positional KEY=VALUE"):
         assert f"trkx: warning: {old} is deprecated" in err

@@ -1,6 +1,6 @@
 """The event graph record passed between stages, and its safe on-disk form.
 
-A record is a ``torch_geometric.data.Data`` with the fields of DESIGN.md (``hit_id``, ``x``,
+A record is a ``torch_geometric.data.Data`` with the fields of docs/design.md (``hit_id``, ``x``,
 ``pos``, truth per hit, ``track_edges``, and per stage ``edge_index``, ``y``, ``y_pid``,
 ``signal``, ``scores``). On disk it is a plain ``dict[str, Tensor]`` written with ``torch.save``
 to a temporary file and renamed, and read back with ``torch.load(weights_only=True)``.
@@ -9,7 +9,6 @@ to a temporary file and renamed, and read back with ``torch.load(weights_only=Tr
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np

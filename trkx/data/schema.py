@@ -2,7 +2,7 @@
 
 The schema follows the TrackML challenge's data description (and the reference ``trackml``
 library's reader), except that identifiers are 64-bit: ``hit_id`` is stored as int64 so that
-tensors built from it match the event record of DESIGN.md without a cast.
+tensors built from it match the event record of docs/design.md without a cast.
 """
 
 from __future__ import annotations

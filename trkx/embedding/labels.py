@@ -1,4 +1,4 @@
-"""Edge labels and per-stage graph metrics (DESIGN.md "Metrics, defined once").
+"""Edge labels and per-stage graph metrics (docs/design.md, "Figures, defined once").
 
 For candidate edges with labels y (truth-graph edge), y_pid (same particle) and signal
 (truth edge of a signal particle):

@@ -1,4 +1,4 @@
-"""Edge weights of the loss and the signal-weighted edge metrics (DESIGN.md, "Metrics").
+"""Edge weights of the loss and the signal-weighted edge metrics (docs/design.md, "Figures").
 
 For edges ``k`` with truth label ``y_k`` (a truth-graph edge), signal flag ``sig_k`` (a truth
 edge of a signal particle) and score ``p_k``, at cut ``c``:

@@ -1,4 +1,4 @@
-"""Edge-level efficiency and purity of one stage's graph (DESIGN.md: "Metrics, defined once").
+"""Edge-level efficiency and purity of one stage's graph (docs/design.md, "Figures").
 
 Over unordered hit pairs (an edge given in both directions counts once), with ``K`` the edges
 the stage keeps (``score >= cut``; every edge when the record has no ``scores``), ``T_s`` the

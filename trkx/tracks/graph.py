@@ -1,7 +1,7 @@
 """The scored hit graph that track building works on, taken from an event graph record.
 
 Edges arrive as ``edge_index`` [2, E] with ``scores`` [E], directed inner -> outer by the
-DESIGN.md contract. Track building wants every hit pair once, oriented along the particle's
+docs/design.md contract. Track building wants every hit pair once, oriented along the particle's
 path. Two orientations:
 
 - ``"given"`` (default): keep each edge's direction (the truth graph's is the particle's own

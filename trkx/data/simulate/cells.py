@@ -15,9 +15,10 @@ clamped to the module's grid. Cells are the distinct channels hit; pixel cells (
 keep their charge as ``value`` (cells under ``pixel_threshold`` of the cluster's largest are
 dropped), strip cells get ``value = 1`` as in the TrackML files. The defaults (``dE/dx`` = 2
 charge units per mm, spread 0.15 pitch) give what the real sample event shows: ~6 cells per
-pixel-barrel hit, ~2 per pixel-endcap or strip hit, pixel-endcap cell values ~0.15. The measured position is the
-value-weighted centroid of the cell centres ``((ch0 + 1/2) pitch_u - maxhu, (ch1 + 1/2) pitch_v
-- hv)`` mapped back to global coordinates, so the resolution follows from the pitch.
+pixel-barrel hit, ~2 per pixel-endcap or strip hit, pixel-endcap cell values ~0.15. The
+measured position is the value-weighted centroid of the cell centres
+``((ch0 + 1/2) pitch_u - maxhu, (ch1 + 1/2) pitch_v - hv)`` mapped back to global
+coordinates, so the resolution follows from the pitch.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bulk ShaDow subgraph sampling, every step a sparse matrix product (DESIGN.md, "Minibatches").
+"""Bulk ShaDow subgraph sampling, every step a sparse product (docs/design.md, "Minibatches").
 
 For E directed edges ``k = (s_k -> d_k)`` over N hits let S and D be the E x N incidence
 matrices (``S[k, s_k] = 1``, ``D[k, d_k] = 1``) and
