@@ -1,18 +1,23 @@
-"""Distributed GNN benchmark: traffic per algorithm/partitioner/P, memory, step time, projection.
+"""Distributed GNN benchmark on the pipeline's own graphs: traffic, edge balance, memory, step
+time and hang detection (issue 17).
 
-Graph: a real TrackML event's hits (``kaggle_hits``, ~110k hits) joined by the layer-neighbour
-rule of ``benchmarks/geometric_graph.py`` (nearby hits on adjacent layers, k=6,
-|d eta|, |d phi| < 0.06): a realistic geometric stand-in until filtered simulated MU=200 graphs
-exist. Everything runs on gloo/CPU; traffic is counted by the ranks (``CommStats``).
+Graphs: filter-stage event records (``pos``, ``x``, ``edge_index``, ``y``, ``signal``: the
+output of ``trkx infer filter``, e.g. simulated pile-up-200 events run through the pipeline),
+plus a "multi-event" graph of ``--multi-event K`` of them side by side (node ids offset: one
+disconnected graph of ~K x the hits, the kind that outgrows one device). ``--quick`` instead
+takes a few hundred particles of the real sample event with an xyz radius graph (a check that
+the benchmark runs, not a measurement). Everything runs on gloo/CPU. Bytes are what the ranks'
+wrapped collectives sent and received (``CommStats``), checked against the analytic volumes
+(``trkx.gnn.distributed.figures``).
 
-    python benchmarks/distributed.py --json bench_distributed.json
+    python benchmarks/distributed.py --events runs/pu200/filter --json results/distributed.json
+    python benchmarks/distributed.py --quick --json /tmp/distributed_quick.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import socket
@@ -29,12 +34,12 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.distributed_projection import project
+from benchmarks.distributed_hang import measure_hang
+from trkx.gnn.distributed.figures import partition_figures
 from trkx.gnn.distributed.partition import make_partition
 
-ALGORITHMS = ("oblivious-1d", "sparse-1d", "1.5d")
-PARTITIONERS = ("contiguous", "sector", "balanced")
-
+PARTITIONERS = ("sector", "balanced", "refined")
+DEFAULT = "balanced"
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -64,20 +69,59 @@ def release_free_heap() -> None:
         pass
 
 
-# ---------------------------------------------------------------- graph
-def build_graph(hits_file: Path, k: int, window: float) -> dict:
-    import pandas as pd
+# ---------------------------------------------------------------- graphs
+def load_graphs(folder: Path, n_events: int) -> list[dict]:
+    from trkx.data.record import load_record
+    from trkx.gnn.records import record_paths
+    graphs = []
+    for path in record_paths(str(folder))[:n_events]:
+        data = load_record(path)
+        graphs.append({"name": path.name, "pos": data.pos.float(), "x": data.x.float(),
+                       "edge_index": data.edge_index.long(), "y": data.y.float(),
+                       "signal": data.signal.bool()})
+    if not graphs:
+        raise SystemExit(f"{folder}: no event records")
+    return graphs
 
-    from benchmarks.geometric_graph import layer_neighbour_graph
-    from trkx.data.features import cylindrical
-    hits = pd.read_csv(hits_file)
-    r, phi, z, _ = cylindrical(hits.x.to_numpy(), hits.y.to_numpy(), hits.z.to_numpy())
-    pos = torch.from_numpy(np.stack([r, phi, z], 1).astype(np.float32))
-    layer = torch.from_numpy((hits.volume_id * 100 + hits.layer_id).to_numpy(np.int64).copy())
-    edge_index = layer_neighbour_graph(pos, layer, k=k, d_eta=window, d_phi=window)
-    x = torch.stack([pos[:, 0] / 1000, pos[:, 1] / math.pi, pos[:, 2] / 1000], 1)
-    y = torch.rand(edge_index.shape[1], generator=torch.Generator().manual_seed(0)) < 0.2
-    return {"pos": pos, "x": x, "edge_index": edge_index, "y": y.float()}
+
+def side_by_side(graphs: list[dict]) -> dict:
+    """One graph of all ``graphs`` (node ids of graph i offset by the nodes before it)."""
+    offsets = np.cumsum([0] + [g["x"].shape[0] for g in graphs])[:-1]
+    return {"name": f"{len(graphs)} events side by side",
+            "pos": torch.cat([g["pos"] for g in graphs]), "x": torch.cat([g["x"] for g in graphs]),
+            "edge_index": torch.cat([g["edge_index"] + int(o) for g, o in zip(graphs, offsets)],
+                                    1),
+            "y": torch.cat([g["y"] for g in graphs]),
+            "signal": torch.cat([g["signal"] for g in graphs])}
+
+
+def quick_graph(particles: int = 300) -> dict:
+    """``particles`` particles' hits of the sample event with an xyz radius graph (labelled)."""
+    from trkx.data.detector import load_detector
+    from trkx.embedding.events import event_record
+    from trkx.embedding.graph import build_edges
+    from trkx.embedding.labels import label_edges
+    data = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))
+    record = event_record(str(data / "sample_event" / "event000000001"), load_detector(),
+                          use_cells=False, signal_pt_min=1.0)
+    pid = record.particle_id.numpy()
+    chosen = np.random.default_rng(0).choice(np.unique(pid[pid != 0]), particles, replace=False)
+    keep = torch.as_tensor(np.flatnonzero(np.isin(pid, chosen)))
+    from torch_geometric.data import Data
+    sub = Data(pos=record.pos[keep], x=record.x[keep], particle_id=record.particle_id[keep],
+               signal_hit=record.signal_hit[keep])
+    sub.num_nodes = keep.numel()
+    new = torch.full((int(record.num_nodes),), -1, dtype=torch.int64)
+    new[keep] = torch.arange(keep.numel())
+    edges = new[record.track_edges]
+    sub.track_edges = edges[:, (edges >= 0).all(0)]
+    r, phi, z = sub.pos.T
+    xyz = torch.stack([r * torch.cos(phi), r * torch.sin(phi), z], 1) / 1000.0
+    sub.edge_index = build_edges(xyz, 0.1, 8, "kdtree", pos=sub.pos)
+    y, _, signal_edges = label_edges(sub, sub.edge_index)
+    return {"name": f"quick: {particles} particles of sample event 1, xyz radius graph",
+            "pos": sub.pos.float(), "x": sub.x.float(), "edge_index": sub.edge_index.long(),
+            "y": y.float(), "signal": signal_edges.bool()}
 
 
 # ---------------------------------------------------------------- rank workers
@@ -132,7 +176,7 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
         ops = CsrGraphOps(edge_index, x.shape[0])
     del g
     torch.manual_seed(0)
-    model = InteractionGNN(3, **model_kwargs)
+    model = InteractionGNN(x.shape[1], **model_kwargs)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def step() -> None:
@@ -172,35 +216,25 @@ def spawn(fn, nprocs: int, *args) -> None:
 
 # ---------------------------------------------------------------- measurements
 def measure_traffic(graph_file: Path, world_sizes: list[int], width: int, work: Path) -> dict:
-    table = {}
+    """Bytes the ranks received in one GNN iteration, per algorithm/partitioner/P."""
+    table: dict = {}
     for P in world_sizes:
         configs = [(a, p, 1) for a in ("oblivious-1d", "sparse-1d") for p in PARTITIONERS]
-        if P % 4 == 0:
-            configs += [("1.5d", p, 2) for p in PARTITIONERS]
         t0 = time.perf_counter()
         spawn(traffic_worker, P, str(graph_file), configs, width, str(work))
         ranks = [torch.load(work / f"traffic{r}.pt", weights_only=True) for r in range(P)]
         for key in ranks[0]:
             per_rank = [sum(v["bytes_received"] for v in r[key].values()) for r in ranks]
-            msgs = [sum(v["messages_received"] for v in r[key].values()) for r in ranks]
-            algorithm, partitioner, c = key.split("|")
-            name = algorithm if c == "1" else f"{algorithm}-c{c}"
-            table.setdefault(name, {}).setdefault(partitioner, {})[str(P)] = {
-                "total_bytes": sum(per_rank), "max_rank_bytes": max(per_rank),
-                "max_rank_messages": max(msgs)}
+            algorithm, partitioner, _ = key.split("|")
+            table.setdefault(algorithm, {}).setdefault(partitioner, {})[str(P)] = {
+                "total_bytes": sum(per_rank), "max_rank_bytes": max(per_rank)}
         print(f"  traffic P={P}: {len(configs)} configs in {time.perf_counter() - t0:.1f} s",
               flush=True)
     return table
 
 
-# glibc serves allocations above this many bytes with mmap and unmaps them on free, so the
-# resident size follows the live tensors instead of the heap's high-water mark (without it,
-# freed activations stay resident in fragmented arenas and the peak RSS says little)
-MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
-
-
 def measure_steps(graph_file: Path, world: int, threads: int, model_kwargs: dict, steps: int,
-                  work: Path, algorithm: str = "sparse-1d", partitioner: str = "sector",
+                  work: Path, algorithm: str = "sparse-1d", partitioner: str = DEFAULT,
                   env: dict[str, str] | None = None) -> dict:
     saved = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
@@ -224,139 +258,124 @@ def measure_steps(graph_file: Path, world: int, threads: int, model_kwargs: dict
 
 
 # ---------------------------------------------------------------- main
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
 def main() -> int:
-    data = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hits", type=Path,
-                        default=data / "kaggle_hits" / "event000001012-hits.csv.gz")
+    parser.add_argument("--events", type=Path, help="filter-stage event records")
+    parser.add_argument("--n-events", type=int, default=8, help="records used (default 8)")
+    parser.add_argument("--multi-event", type=int, default=8,
+                        help="events side by side in the measured graph (default 8; 1: one)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a small graph from the sample event; checks the script runs")
     parser.add_argument("--width", type=int, default=128, help="feature columns per exchange")
-    parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4, 8])
-    parser.add_argument("--hidden", type=int, default=32, help="model width (memory/time)")
+    parser.add_argument("--world-sizes", type=int, nargs="+", default=[4, 8],
+                        help="processes for the measured traffic (default 4 8)")
+    parser.add_argument("--balance-sizes", type=int, nargs="+", default=[2, 4, 8, 16, 32, 64],
+                        help="P of the edge-balance figures (no processes)")
+    parser.add_argument("--hidden", type=int, default=64, help="model width (memory/time)")
     parser.add_argument("--iters", type=int, default=4, help="model iterations (memory/time)")
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--alpha", type=float, default=5e-6, help="latency per message (s)")
-    parser.add_argument("--beta", type=float, default=25e9, help="bandwidth (bytes/s)")
-    parser.add_argument("--gpu-speedup", type=float, default=100.0,
-                        help="projection: ASSUMED accelerator compute speed over this CPU "
-                             "(2 threads); nothing here is measured on a GPU")
-    parser.add_argument("--skip-steps", action="store_true",
-                        help="traffic and projection only (no memory / step-time runs)")
+    parser.add_argument("--hang-timeout", type=float, default=60.0,
+                        help="distributed.timeout_s of the hang measurement (default: the "
+                             "shipped default)")
+    parser.add_argument("--skip-steps", action="store_true", help="no memory / step-time runs")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    if not args.hits.is_file():
-        print(f"{args.hits}: hits file not found (set TRKX_DATA or --hits)", file=sys.stderr)
-        return 2
+    if args.quick:
+        graph = quick_graph()
+        args.world_sizes, args.balance_sizes = [2, 4], [2, 4, 8]
+        args.hidden, args.iters, args.steps = 8, 1, 1
+        args.hang_timeout = min(args.hang_timeout, 5.0)
+    elif args.events is None:
+        parser.error("--events DIR (filter-stage records) or --quick")
+    else:
+        graphs = load_graphs(args.events, args.n_events)
+        graph = side_by_side(graphs[:args.multi_event]) if args.multi_event > 1 else graphs[0]
     work = Path(tempfile.mkdtemp(prefix="trkx_bench_dist_"))
-    t0 = time.perf_counter()
-    g = build_graph(args.hits, k=6, window=0.06)
-    N, E = g["x"].shape[0], g["edge_index"].shape[1]
-    print(f"graph: {args.hits.name}: {N} hits, {E} edges ({time.perf_counter() - t0:.1f} s)")
-    owners = {}
-    for P in sorted(set(args.world_sizes) | {P // 2 for P in args.world_sizes if P % 4 == 0}):
-        for name in PARTITIONERS:
-            owners[f"{name}|{P}"] = make_partition(name, P, g["edge_index"], g["pos"], N)
+    N, E = graph["x"].shape[0], graph["edge_index"].shape[1]
+    print(f"graph: {graph['name']}: {N} hits, {E} edges", flush=True)
+
+    balance = {}
+    for P in args.balance_sizes:
+        balance[str(P)] = {name: partition_figures(graph["edge_index"], graph["pos"], N, P, name,
+                                                   args.width) for name in PARTITIONERS}
+        cells = "  ".join(f"{n} {f['edge_imbalance']:.3f}" for n, f in balance[str(P)].items())
+        print(f"  edges max/mean P={P}: {cells}", flush=True)
+
+    owners = {f"{name}|{P}": make_partition(name, P, graph["edge_index"], graph["pos"], N)
+              for P in args.world_sizes for name in PARTITIONERS}
     graph_file = work / "graph.pt"
-    torch.save({**g, "owners": owners}, graph_file)
-
-    print("traffic per GNN iteration (gather + aggregate, forward + backward, "
-          f"{args.width} fp32 columns):", flush=True)
+    torch.save({**graph, "owners": owners}, graph_file)
     traffic = measure_traffic(graph_file, args.world_sizes, args.width, work)
-    for name, by_part in traffic.items():
-        for part, by_p in by_part.items():
-            cells = "  ".join(f"P={p}: {v['total_bytes'] / 1e6:9.2f} MB" for p, v in
-                              by_p.items())
-            print(f"  {name:14s} {part:10s} {cells}")
+    analytic_equal = True
+    for P in args.world_sizes:
+        for name in PARTITIONERS:
+            figures = partition_figures(graph["edge_index"], graph["pos"], N, P, name,
+                                        args.width)["bytes"]
+            for algorithm in ("sparse-1d", "oblivious-1d"):
+                measured = traffic[algorithm][name][str(P)]
+                analytic_equal &= (measured["total_bytes"] == figures[algorithm]["total"]
+                                   and measured["max_rank_bytes"]
+                                   == figures[algorithm]["max_rank"])
 
-    def ratio(P: int) -> float | None:
-        try:
-            return (traffic["sparse-1d"]["sector"][str(P)]["total_bytes"]
-                    / traffic["oblivious-1d"]["sector"][str(P)]["total_bytes"])
-        except KeyError:
+    def bytes_ratio(P: int) -> float | None:
+        if P not in args.world_sizes:
             return None
+        return ratio(traffic["sparse-1d"][DEFAULT][str(P)]["total_bytes"],
+                     traffic["oblivious-1d"][DEFAULT][str(P)]["total_bytes"])
 
     model = {"hidden": args.hidden, "n_graph_iters": args.iters, "n_mlp_layers": 1}
     single = four = None
-    mem_ratio = abs_ratio = data_ratio = step_ratio = time_ratio = None
-    one_proc, two_proc = [math.nan], [math.nan]
+    one_proc: list[float] = []
+    two_proc: list[float] = []
     if not args.skip_steps:
-        print(f"memory: InteractionGNN {model}, sparse-1d + sector, {MEMORY_ENV}", flush=True)
-        single = measure_steps(graph_file, 1, 1, model, args.steps, work, env=MEMORY_ENV)
-        four = measure_steps(graph_file, 4, 1, model, args.steps, work, env=MEMORY_ENV)
-        abs_ratio = max(four["peak_rss_mib"]) / single["peak_rss_mib"][0]
-        mem_ratio = abs_ratio          # the target: whole-process peak per rank vs one process
-        step_ratio = (max(four["step_peak_increase_mib"])
-                      / single["step_peak_increase_mib"][0])
-        data_ratio = (max(four["peak_above_runtime_mib"])
-                      / single["peak_above_runtime_mib"][0])
-        print(f"  single process: step peak +{single['step_peak_increase_mib'][0]:.0f} MiB "
-              f"(peak RSS {single['peak_rss_mib'][0]:.0f} MiB)")
-        print(f"  P=4 per rank:   step peak +{max(four['step_peak_increase_mib']):.0f} MiB "
-              f"(peak RSS {max(four['peak_rss_mib']):.0f} MiB): whole-process peak RSS ratio "
-              f"{abs_ratio:.3f}; above the torch runtime {data_ratio:.3f}; step increase "
-              f"{step_ratio:.3f}")
-
-        print("step time: 2 processes x 1 thread vs 1 process x 2 threads (alternating)",
+        print(f"memory: InteractionGNN {model}, sparse-1d + {DEFAULT}, default allocator",
               flush=True)
-        two_proc, one_proc = [], []
+        single = measure_steps(graph_file, 1, 1, model, args.steps, work)
+        four = measure_steps(graph_file, 4, 1, model, args.steps, work)
+        print("step time: 2 processes x 1 thread vs 1 process x 2 threads", flush=True)
         for _ in range(2):
             for world, threads, times in ((1, 2, one_proc), (2, 1, two_proc)):
                 times.append(measure_steps(graph_file, world, threads, model, args.steps,
                                            work)["step_time_s"])
-        time_ratio = statistics.median(two_proc) / statistics.median(one_proc)
-        print(f"  1x2 threads: {statistics.median(one_proc):.3f} s  2x1: "
-              f"{statistics.median(two_proc):.3f} s  ratio {time_ratio:.3f}")
+    print(f"hang: SIGSTOP one of 2 ranks, distributed.timeout_s={args.hang_timeout:g}",
+          flush=True)
+    hang = measure_hang(graph, args.hang_timeout, work)
 
-    # projection for the production model (hidden 128, 8 iterations, 2-layer MLPs): compute
-    # = the measured 1x2-thread step of the benchmark model scaled by the FLOP ratio and an
-    # assumed accelerator speed-up; traffic = (T + 1) GNN iterations at width 128
-    from trkx.gnn.model import InteractionGNN
-    production = {"hidden": 128, "n_graph_iters": 8, "n_mlp_layers": 2}
+    def imbalance(P: int) -> float | None:
+        row = balance.get(str(P))
+        return None if row is None else row[DEFAULT]["edge_imbalance"]
 
-    def flops(kwargs: dict) -> float:
-        per_edge, per_node = InteractionGNN(3, **kwargs).flops_per_edge_and_node()
-        return per_edge * E + per_node * N
-
-    flop_ratio = flops(production) / flops(model)
-    compute_gpu = statistics.median(one_proc) * flop_ratio / args.gpu_speedup
-    iterations_per_step = production["n_graph_iters"] + 1
-    formulas = {
-        "oblivious-1d": "CAGNET 1D, per process per SpMM: alpha * P log P + beta * n f",
-        "1.5d": "CAGNET 1.5D: alpha * ((P/c^2) log(P/c) + log c) + beta * (n f / c + 2 n f c / P)",
-        "sparse-1d": "alpha * (neighbour blocks) + beta * |halo| f  (|halo| << n for sectors)"}
-    # one exchange per gather/aggregate: (T + 2) gathers and T aggregates per step at width 128
-    projection = project(g["edge_index"], g["pos"], N, args.width, compute_gpu, args.alpha,
-                         args.beta, iterations_per_step)
-    for name, formula in formulas.items():
-        print(f"  model {name}: {formula}")
-    print(f"projection of one training step of InteractionGNN {production} "
-          f"({iterations_per_step} GNN iterations of traffic at width {args.width}); alpha "
-          f"{args.alpha:g} s, beta {args.beta:g} B/s; compute = measured 1x2-thread step x "
-          f"FLOP ratio {flop_ratio:.1f} / assumed speed-up {args.gpu_speedup:g} / P:")
-    for P, rows in projection.items():
-        for name, row in rows.items():
-            print(f"  P={P:>3} {name:13s} {row['bytes'] / 1e6:9.3f} MB/rank "
-                  f"{row['latency_steps']:6d} alpha  comm {row['comm_s'] * 1e3:8.3f} ms  "
-                  f"compute {row['compute_s'] * 1e3:8.3f} ms  step {row['step_s'] * 1e3:8.3f} ms")
     result = {
-        "graph": {"source": str(args.hits.name), "nodes": N, "edges": E,
-                  "rule": "layer-neighbour k=6, |deta|,|dphi|<0.06 (stand-in for filtered "
-                          "MU=200 graph)"},
-        "width": args.width, "bytes": traffic,
-        "sparse1d_sector_over_oblivious_p4": ratio(4),
-        "sparse1d_sector_over_oblivious_p8": ratio(8),
-        "peak_memory_ratio_p4": mem_ratio, "peak_rss_ratio_p4_whole_process": abs_ratio,
-        "peak_rss_ratio_p4_above_runtime": data_ratio,
-        "step_peak_increase_ratio_p4": step_ratio,
+        "graph": {"name": graph["name"], "nodes": N, "edges": E, "quick": args.quick,
+                  "events": None if args.events is None else str(args.events)},
+        "partitioner": DEFAULT, "width": args.width,
+        "sparse1d_over_oblivious_p4": bytes_ratio(4),
+        "sparse1d_over_oblivious_p8": bytes_ratio(8),
+        "measured_bytes_equal_analytic": analytic_equal,
+        "edge_imbalance_p4": imbalance(4), "edge_imbalance_p8": imbalance(8),
+        "edge_imbalance_p64": imbalance(64),
+        "peak_memory_ratio_p4": None if single is None else ratio(
+            max(four["peak_rss_mib"]), single["peak_rss_mib"][0]),
+        "step_time_ratio_2proc": ratio(statistics.median(two_proc) if two_proc else None,
+                                       statistics.median(one_proc) if one_proc else None),
+        "overlap_step_time_ratio": None,
+        "overlap_note": "no switch to turn the halo/compute overlap off yet (issue 17 item 4)",
+        "hang_detect_seconds": hang, "hang_timeout_s": args.hang_timeout,
+        "balance": balance, "bytes": traffic,
         "memory": {"single": single, "p4": four, "model": model},
-        "step_time_ratio_2proc": time_ratio,
         "step_times": {"one_proc_two_threads": one_proc, "two_proc_one_thread": two_proc},
-        "projection": {"alpha_s": args.alpha, "beta_bytes_per_s": args.beta,
-                       "gpu_speedup_assumed": args.gpu_speedup, "flop_ratio": flop_ratio,
-                       "model": production, "iterations_of_traffic": iterations_per_step,
-                       "per_step": projection, "formulas": formulas},
     }
-    print(f"sparse-1d+sector / oblivious-1d: P=4 {ratio(4)}, P=8 {ratio(8)}")
+    for key in ("sparse1d_over_oblivious_p4", "sparse1d_over_oblivious_p8",
+                "measured_bytes_equal_analytic", "edge_imbalance_p4", "edge_imbalance_p8",
+                "edge_imbalance_p64", "peak_memory_ratio_p4", "step_time_ratio_2proc",
+                "hang_detect_seconds"):
+        print(f"{key}: {result[key]}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
         print(f"wrote {args.json}")
     return 0

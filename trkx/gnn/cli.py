@@ -33,9 +33,9 @@ def check_config(config: dict[str, Any], label: str) -> None:
     from trkx.training.data import StageData
 
     if config.get("distributed") is not None:  # graph-parallel: the same sections, + its own
-        from trkx.gnn.distributed.train import check_section
+        from trkx.gnn.distributed.train import check_config as check_distributed
 
-        check_section(section(config, "distributed", label), label)
+        check_distributed(config, label)
     model = section(config, "model", label)
     check_keys(InteractionGNN, model, f"{label}: model", provided=("node_features",))
     check_keys(GNNModule, section(config, "module", label), f"{label}: module",

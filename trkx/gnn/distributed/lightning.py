@@ -26,6 +26,7 @@ nothing; the gnn CLI calls the hook when it imports the GNN).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -71,6 +72,14 @@ def shard_event(data: Data, parallel: GraphParallel,
     return local
 
 
+def torchrun_nodes() -> int | None:
+    """``WORLD_SIZE / LOCAL_WORLD_SIZE`` when torchrun started this process, else None."""
+    world, local = os.environ.get("WORLD_SIZE"), os.environ.get("LOCAL_WORLD_SIZE")
+    if world is None or local is None or int(local) < 1:
+        return None
+    return max(1, int(world) // int(local))
+
+
 class GraphParallelStrategy(DDPStrategy):
     """DDP whose ranks share each event graph instead of splitting the dataset."""
 
@@ -88,6 +97,21 @@ class GraphParallelStrategy(DDPStrategy):
     def setup_distributed(self) -> None:
         super().setup_distributed()
         self.parallel = GraphParallel(**self.graph_settings)
+
+    @property
+    def num_nodes(self) -> int:
+        return self._num_nodes
+
+    @num_nodes.setter
+    def num_nodes(self, num_nodes: int) -> None:
+        # under torchrun the launcher decided the nodes (the Trainer's num_nodes defaults to 1)
+        self._num_nodes = torchrun_nodes() or num_nodes
+
+    def setup(self, trainer: Any) -> None:
+        if getattr(self.lightning_module, "tune_tracks", False):
+            raise ValueError("GraphParallelStrategy: the module's tune_tracks needs whole "
+                             "events, each rank holds a block: set tune_tracks=False")
+        super().setup(trainer)
 
     @property
     def distributed_sampler_kwargs(self) -> dict[str, Any]:

@@ -18,7 +18,10 @@ optimiser, scheduler and step, seeding) with three differences made here:
 - a collective that times out (a stopped, dead or far slower rank) ends this rank with one line
   naming ``distributed.timeout_s`` (:class:`PeerTimeout`); torchrun then stops the others.
 
-Without torchrun the entry refuses to start (:func:`require_torchrun`).
+Keys that cannot act on a rank's block are refused by :func:`check_config` (one line, exit 2)
+rather than ignored: ``module.graph_ops`` other than ``csr``/``auto``, ``module.tune_tracks:
+true`` and a ``sampling`` section. Without torchrun the entry refuses to start
+(:func:`require_torchrun`).
 """
 
 from __future__ import annotations
@@ -81,6 +84,29 @@ def check_section(section: dict[str, Any], label: str) -> None:
                           f"{world}")
 
 
+LOCAL_KERNELS = ("csr", "auto")   # a block's local products are CSR (trkx.gnn.local_ops)
+
+
+def check_config(config: dict[str, Any], label: str) -> None:
+    """The ``distributed`` section (:func:`check_section`) and the keys of the other sections
+    that cannot act on graph-parallel blocks: ``module.graph_ops`` must be ``csr`` or ``auto``
+    (both run the CSR incidence kernels per block), ``module.tune_tracks`` must be false (the
+    track builder needs whole events; tune it single-process), and no ``sampling`` section."""
+    check_section(dict(config.get("distributed") or {}), label)
+    module = dict(config.get("module") or {})
+    graph_ops = module.get("graph_ops", "auto")
+    if graph_ops not in LOCAL_KERNELS:
+        raise ConfigError(f"{label}: module.graph_ops: {graph_ops!r} with a 'distributed' "
+                          "section: graph-parallel blocks use the CSR kernels, set csr or auto")
+    if module.get("tune_tracks", True):
+        raise ConfigError(f"{label}: module.tune_tracks: true with a 'distributed' section: the "
+                          "track builder's cut is tuned on whole events, set false (tune it "
+                          "single-process with configs/gnn.yaml)")
+    if config.get("sampling") is not None:
+        raise ConfigError(f"{label}: 'sampling' and 'distributed' sections together: sampled "
+                          "subgraphs train data-parallel, whole graphs graph-parallel; keep one")
+
+
 def _timed_out(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "timed out" in text or "timeout" in text
@@ -94,7 +120,7 @@ def graph_parallel_fit(section: dict[str, Any], label: str) -> Callable[..., Any
     from .lightning import GraphParallelStrategy
 
     require_torchrun(label)
-    check_section(section, label)
+    check_section(section, label)   # also checked with the whole config by check_config
 
     def fit(*args: Any, options, **kwargs: Any):
         local = int(os.environ["LOCAL_WORLD_SIZE"])
