@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from trkx.arrays import as_numpy
 from trkx.data.truth import edge_truth
 
 
@@ -22,16 +23,17 @@ def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, .
     for key in ("particle_id", "track_edges", "signal_hit"):
         if getattr(record, key, None) is None:
             raise ValueError(f"event record has no {key!r}: edge labels need truth")
-    y, y_pid, signal = edge_truth(edge_index.cpu().numpy(), record.particle_id.numpy(),
-                                  record.track_edges.numpy(), record.signal_hit.numpy(),
+    y, y_pid, signal = edge_truth(as_numpy(edge_index), as_numpy(record.particle_id),
+                                  as_numpy(record.track_edges), as_numpy(record.signal_hit),
                                   int(record.num_nodes))
-    return torch.from_numpy(y), torch.from_numpy(y_pid), torch.from_numpy(signal)
+    device = edge_index.device    # labels live where the edges do (CUDA training)
+    return tuple(torch.from_numpy(v).to(device) for v in (y, y_pid, signal))
 
 
 def signal_truth_edges(record: Data) -> int:
     """Number of distinct truth-graph pairs whose two hits are signal."""
-    edges = record.track_edges.numpy()
-    signal_hit = record.signal_hit.numpy()
+    edges = as_numpy(record.track_edges)
+    signal_hit = as_numpy(record.signal_hit)
     keep = signal_hit[edges[0]] & signal_hit[edges[1]]
     lo = np.minimum(edges[0, keep], edges[1, keep])
     hi = np.maximum(edges[0, keep], edges[1, keep])
