@@ -146,16 +146,59 @@ def test_evaluate_reads_trackml_csv_events(tmp_path, sample_prefix):
     assert overall["efficiency"] == 1.0 and overall["fake_rate"] == 0.0
 
 
-def test_notebook_runs_headless_on_the_evaluate_output(evaluated, monkeypatch):
+def test_notebook_as_shipped_reads_the_demo_output(evaluated, tmp_path, monkeypatch):
+    """No TRKX_EVAL_DIR: the notebook, run from notebooks/, reads what `make demo` writes."""
+    import re
+    import shutil
+
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     root, _ = evaluated
-    monkeypatch.setenv("TRKX_EVAL_DIR", str(root / "eval"))
+    workdir = re.search(r"--workdir (\S+)", (REPO / "Makefile").read_text()).group(1)
+    shutil.copytree(root / "eval", tmp_path / workdir / "evaluate")
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.delenv("TRKX_EVAL_DIR", raising=False)
     notebook = nbformat.read(REPO / "notebooks" / "evaluate_tracking.ipynb", as_version=4)
     nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(root)}}).execute()
+                            resources={"metadata": {"path": str(tmp_path / "notebooks")}}
+                            ).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code"
                for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == 5
+
+
+def test_no_track_with_three_hits_is_zero_efficiency(tmp_path, capsys):
+    """Every hit its own track: no candidate track, efficiency 0, rates n/a (no TypeError)."""
+    record = scored_simulated_record()
+    save_record(record, tmp_path / "records" / "event000000042.pt")
+    (tmp_path / "tracks").mkdir()
+    pd.DataFrame({"event_id": 42, "hit_id": record.hit_id.numpy(),
+                  "track_id": np.arange(record.num_nodes)}).to_csv(
+        tmp_path / "tracks" / "event000000042-tracks.csv", index=False)
+    assert main(["evaluate", "--tracks", str(tmp_path / "tracks"), "--events",
+                 str(tmp_path / "records"), "--out", str(tmp_path / "eval")]) == 0
+    out = capsys.readouterr().out
+    assert "fake rate        n/a" in out and "efficiency         0.00 +- 0.00 %" in out
+    overall = json.loads((tmp_path / "eval" / "metrics.json").read_text())["overall"]
+    assert overall["n_tracks"] == 0 and overall["efficiency"] == 0.0
+    assert overall["n_signal_particles"] > 0 and overall["fake_rate"] is None
+
+
+def test_reused_out_folder_never_evaluates_stale_tracks(evaluated, tmp_path, capsys):
+    """Track files of an earlier run in --out are removed: evaluate sees this run's events."""
+    root, _ = evaluated
+    out = tmp_path / "tracks"
+    out.mkdir()
+    stale = out / "event000000007-tracks.csv"
+    stale.write_text("event_id,hit_id,track_id\n7,1,0\n")
+    assert main(["build-tracks", "--events", str(root / "records"), "--out", str(out),
+                 "--config", str(REPO / "configs/tracks.yaml"),
+                 "--set", "builder.walk_cut=0.3", "--set", "builder.min_length=1"]) == 0
+    assert "removed 1 file(s) of an earlier run" in capsys.readouterr().out
+    assert [f.name for f in out.iterdir()] == ["event000000042-tracks.csv"]
+    assert main(["evaluate", "--tracks", str(out), "--events", str(root / "records"),
+                 "--out", str(tmp_path / "eval")]) == 0
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert [e["event_id"] for e in metrics["events"]] == [42]

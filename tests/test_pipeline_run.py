@@ -100,3 +100,31 @@ def test_bad_config_key_fails_before_any_work(tmp_path: Path,
     err = capsys.readouterr().err
     assert "unknown key 'tset_events' (did you mean 'test_events'?)" in err
     assert not (tmp_path / "w").exists()
+
+
+def test_dry_run_catches_a_typo_in_a_stage_override(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    config = tiny_config(tmp_path)
+    text = yaml.safe_load(config.read_text())
+    text["stages"]["filter"]["overrides"].append("model.hiden=8")
+    config.write_text(yaml.safe_dump(text))
+    assert trkx_main(["run", str(config), "--workdir", str(tmp_path / "w"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "filter.yaml: model: unknown key 'hiden'" in err[0]
+    assert not (tmp_path / "w").exists()                    # nothing was simulated
+
+
+def test_dry_run_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    """`trkx run --dry-run | head`: the reader goes away, no BrokenPipeError traceback."""
+    import os
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trkx", "run", str(tiny_config(tmp_path)), "--workdir",
+         str(tmp_path / "w"), "--dry-run"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    process.stdout.close()                                  # before the plan is printed
+    err = process.stderr.read()
+    assert process.wait(timeout=120) == 141                 # 128 + SIGPIPE, as a shell's
+    assert err == ""
