@@ -6,11 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from trkx.checkpoint import load_checkpoint
 from trkx.cli import main as trkx_main
+from trkx.pipeline.config import load_pipeline_config
+from trkx.pipeline.steps import plan_steps
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -57,11 +60,27 @@ def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
     assert set(filter_.working_point) == {"score_cut"}
     gnn = load_checkpoint(workdir / "checkpoints" / "gnn.pt", "gnn")
     assert {"walk_cut", "min_length"} <= set(gnn.working_point)
+    # the one test event (first simulated test id 300000): every hit in exactly one track
+    hits = pd.read_csv(workdir / "data" / "test" / "event000300000-hits.csv.gz")
+    assert [p.name for p in (workdir / "tracks").iterdir()] == ["event000300000-tracks.csv"]
+    tracks = pd.read_csv(workdir / "tracks" / "event000300000-tracks.csv")
+    assert sorted(tracks["hit_id"]) == sorted(hits["hit_id"])
     metrics = json.loads((workdir / "evaluate" / "metrics.json").read_text())
-    assert 0.0 <= metrics["overall"]["efficiency"] <= 1.0
-    assert list((workdir / "tracks").glob("event*-tracks.csv"))
+    overall = metrics["overall"]
+    assert overall["n_events"] == 1 and overall["n_hits"] == len(hits)
+    assert [e["event_id"] for e in metrics["events"]] == [300000]
+    assert overall["n_signal_particles"] > 0 and overall["efficiency"] == (
+        overall["n_matched_signal_particles"] / overall["n_signal_particles"])
+    assert overall["n_tracks"] == (overall["n_matched_tracks"] + overall["n_fake_tracks"])
+    # each stage keeps a subset of the edges it is given, on the same truth
+    edges = {name: metrics["edges"][name]["overall"] for name in ("embedding", "filter")}
+    edges["gnn"] = metrics["edges"]["events"]["overall"]
+    assert len({e["n_signal_truth_edges"] for e in edges.values()}) == 1
+    assert edges["embedding"]["n_kept"] >= edges["filter"]["n_kept"] >= edges["gnn"]["n_kept"]
     summary = json.loads((workdir / "run_summary.json").read_text())
-    assert set(summary["seconds_per_stage"]) >= {"simulate", "embedding", "filter", "gnn"}
+    assert summary["overall"] == overall
+    assert list(summary["seconds_per_stage"]) == ["simulate", "embedding", "filter", "gnn",
+                                                   "tracks", "evaluate"]
 
 
 def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
@@ -71,8 +90,12 @@ def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
     capsys.readouterr()
     assert trkx_main(["run", str(config), "--workdir", str(workdir)]) == 0
     out = capsys.readouterr().out
-    assert "train-gnn: done before" in out and "simulate-train: done before" in out
-    assert "[" in out and "evaluate: finished" in out
+    names = [step.name for step in plan_steps(load_pipeline_config(config, []), workdir)]
+    n = len(names)
+    for index, name in enumerate(names[:-1], start=1):      # every step but the evaluation
+        assert f"[{index}/{n}] {name}: done before" in out
+    assert names[-1] == "evaluate" and f"[{n}/{n}] evaluate: finished" in out
+    assert out.count("done before") == n - 1
 
 
 def test_infer_on_events_without_cells_or_truth(tiny_run: tuple[Path, Path],
@@ -88,7 +111,14 @@ def test_infer_on_events_without_cells_or_truth(tiny_run: tuple[Path, Path],
                       "--out", str(out)]) == 0
     timing = json.loads((out / "timing.json").read_text())
     assert set(timing["mean_seconds"]) >= {"embedding", "filter", "gnn", "tracks"}
-    assert list(out.glob("event*-tracks.csv")) and not (out / "evaluate").exists()
+    assert [p.name for p in out.glob("event*-tracks.csv")] == ["event000300000-tracks.csv"]
+    assert not (out / "evaluate").exists()
+    # the same checkpoints on the same hits: the tracks of the run's build-tracks step
+    ours = pd.read_csv(out / "event000300000-tracks.csv").sort_values("hit_id")
+    run = pd.read_csv(workdir / "tracks" / "event000300000-tracks.csv").sort_values("hit_id")
+    assert ours["hit_id"].tolist() == run["hit_id"].tolist()
+    pairs = set(zip(ours["track_id"], run["track_id"]))     # one-to-one relabelling
+    assert len(pairs) == ours["track_id"].nunique() == run["track_id"].nunique()
 
 
 def test_bad_config_key_fails_before_any_work(tmp_path: Path,
