@@ -14,7 +14,6 @@ from typing import Any
 NAME = "filter"
 SECTIONS = ("model", "data", "trainer", "inference", "checkpoint")
 DEFAULT_CONFIG = "configs/filter.yaml"
-EDGE_KEYS: tuple[str, ...] = ("edge_index", "y", "y_pid", "signal")
 
 
 def check_config(config: dict[str, Any], label: str) -> None:
@@ -38,10 +37,12 @@ def count_events(folder: str) -> int:
     return len(record_files(folder))
 
 
-def check_edges(records, folder: str, key: str, keys: tuple[str, ...] = EDGE_KEYS) -> None:
+def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
     """The filter trains (and runs) on the embedding stage's (labelled) graphs."""
     from trkx.data.errors import TrackMLFormatError
+    from trkx.data.record import EDGE_INDEX, EDGE_LABELS
 
+    keys = (EDGE_INDEX, *EDGE_LABELS) if labels else (EDGE_INDEX,)
     for record in records:
         missing = [k for k in keys if getattr(record, k, None) is None]
         if missing:
@@ -102,7 +103,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     except ValueError as exc:
         raise ConfigError(f"{label}: {exc}") from exc
     records = load_records(events, n_events)
-    check_edges(records, str(events), "--events", keys=("edge_index",))
+    check_edges(records, str(events), "--events", labels=False)
     scores: dict[int, Any] = {}
 
     def transform(record):
