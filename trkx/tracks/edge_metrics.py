@@ -24,7 +24,7 @@ def _pair_keys(edges: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(edges[0], edges[1]) * n + np.maximum(edges[0], edges[1])
 
 
-def edge_metrics(record, cut: float = 0.5) -> dict[str, float | int] | None:
+def edge_metrics(record, cut: float) -> dict[str, float | int] | None:
     """Edge efficiency and purity of ``record``'s ``edge_index`` (None without edges/truth)."""
     needed = (EDGE_INDEX, *EDGE_TRUTH_SOURCES)
     if any(getattr(record, f, None) is None for f in needed):
