@@ -53,37 +53,29 @@ def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
 
 
 def train(config: dict[str, Any], label: str, checkpoint: Path):
-    from torch.utils.data import DataLoader
-
     from trkx.config import instantiate, section
     from trkx.embedding.events import load_records
     from trkx.filter.checkpoint import network_constructor
     from trkx.filter.module import FilterModule
-    from trkx.training import TrainerOptions, fit_stage
-    from trkx.training.data import StageData, split_events
+    from trkx.stage_tools import fit_on_records, load_split
+    from trkx.training import TrainerOptions
+    from trkx.training.data import StageData
 
     data = instantiate(StageData, section(config, "data", label), f"{label}: data")
     options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
-    train_slice, val_slice = split_events(data, count_events, label)
-    train_records = load_records(train_slice.folder, train_slice.count, train_slice.first)
-    check_edges(train_records, train_slice.folder, "data.train_dir")
-    val_records = None
-    if val_slice:
-        val_records = load_records(val_slice.folder, val_slice.count, val_slice.first)
-        check_edges(val_records, val_slice.folder, "data.val_dir")
+    train_records, val_records = load_split(data, count_events, label, load_records,
+                                            check_edges)
     model = section(config, "model", label)
 
     def default_point(module) -> dict[str, float]:
         cut = module.hparams.get("score_cut")
         return {} if cut is None else {"score_cut": float(cut)}
 
-    return fit_stage(
+    return fit_on_records(
         NAME, lambda: instantiate(FilterModule, model, f"{label}: model"),
-        network=lambda m: m.network, constructor=lambda m: network_constructor(m.hparams),
-        options=options, checkpoint=checkpoint, config=config,
-        train_loader=DataLoader(train_records, batch_size=None, shuffle=True),
-        val_loader=DataLoader(val_records, batch_size=None) if val_records else None,
-        efficiency_key="val_signal_efficiency", default_working_point=default_point)
+        network_constructor, train_records, val_records, options=options,
+        checkpoint=checkpoint, config=config, efficiency_key="val_signal_efficiency",
+        default_working_point=default_point)
 
 
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
