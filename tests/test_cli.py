@@ -56,3 +56,13 @@ def test_console_entry_point_and_demo(sample_prefix: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "truth as tracks          1.0000" in result.stdout
     assert "truth-graph components   1.0000" in result.stdout
+
+
+def test_help_imports_no_heavy_package() -> None:
+    """Every command registers without torch, Lightning, pandas or FAISS: `trkx --help` is fast."""
+    code = ("import sys; from trkx.cli import build_parser; build_parser(); "
+            "print(sorted({'torch', 'pytorch_lightning', 'pandas', 'faiss', 'scipy'} "
+            "& set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
