@@ -56,3 +56,60 @@ def test_console_entry_point_and_demo(sample_prefix: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "truth as tracks          1.0000" in result.stdout
     assert "truth-graph components   1.0000" in result.stdout
+
+
+def test_help_imports_no_heavy_package() -> None:
+    """Every command registers without torch, Lightning, pandas or FAISS: `trkx --help` is fast."""
+    code = ("import sys; from trkx.cli import build_parser; build_parser(); "
+            "print(sorted({'torch', 'pytorch_lightning', 'pandas', 'faiss', 'scipy'} "
+            "& set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+
+def _subcommands(parser) -> dict:
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices
+    return {}
+
+
+def _readme_commands() -> list[str]:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Commands", 1)[1].split("\n#", 1)[0]
+    return [row.split("`")[1] for row in section.splitlines() if row.startswith("| `trkx ")]
+
+
+def test_the_readme_command_table_matches_every_help() -> None:
+    """Every command has a README row; each row names only options that its command's --help
+    shows, every required option, and the positional arguments by their --help names."""
+    import argparse
+    import re
+
+    from trkx.cli import build_parser
+
+    commands = _subcommands(build_parser())
+    rows = _readme_commands()
+    assert {row.split()[1] for row in rows} == set(commands)
+    for row in rows:
+        words = row.split()[1:]
+        parsers = [commands[words[0]]]
+        if len(words) > 1 and words[1] == "STAGE":
+            parsers = list(_subcommands(parsers[0]).values())
+            assert sorted(_subcommands(commands[words[0]])) == ["embedding", "filter", "gnn"]
+        flags = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", row))
+        for parser in parsers:
+            visible = {s for a in parser._actions if a.help != argparse.SUPPRESS
+                       for s in a.option_strings}
+            required = {a.option_strings[0] for a in parser._actions
+                        if a.required and a.option_strings}
+            assert flags <= visible, (row, flags - visible)
+            assert required <= flags, (row, required - flags)
+            for action in parser._actions:
+                if not action.option_strings and action.help != argparse.SUPPRESS and \
+                        not isinstance(action, argparse._SubParsersAction):
+                    assert (action.metavar or action.dest.upper()) in words, (row, action.dest)

@@ -69,7 +69,8 @@ def test_edge_labels_on_a_hand_made_event() -> None:
     record.edge_index, record.y, record.y_pid, record.signal = edges, y, y_pid, signal
     metrics = graph_metrics(record)
     assert metrics["edge_efficiency"] == 1.0  # both signal truth pairs kept
-    assert metrics["purity"] == pytest.approx(4 / 6)
+    assert metrics["purity"] == pytest.approx(3 / 6)      # truth-graph edges 0, 2, 5
+    assert metrics["purity_pid"] == pytest.approx(4 / 6)  # and the skip 0 -> 2 of particle 7
     assert metrics["edges_per_hit"] == 1.0
 
 

@@ -130,4 +130,4 @@ def test_edge_metrics_counts_pairs_once():
     assert metrics["efficiency"] == 0.5 and metrics["purity"] == pytest.approx(2 / 3)
     pooled = pool_edge_metrics([metrics, metrics])
     assert pooled["n_kept"] == 6 and pooled["purity"] == pytest.approx(2 / 3)
-    assert edge_metrics(Data(edge_index=torch.zeros(2, 0, dtype=torch.long))) is None
+    assert edge_metrics(Data(edge_index=torch.zeros(2, 0, dtype=torch.long)), 0.5) is None

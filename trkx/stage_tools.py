@@ -211,3 +211,38 @@ def write_records(records: Iterable[Any], out: Path, transform: Callable[[Any], 
         print(f"{path}: {describe(record, result)}")
     remove_stale(out, written)
     return written
+
+
+def load_split(data: Any, count_events: Callable[[str], int], label: str,
+               load: Callable[..., list], check: Callable[[list, str, str], None] | None = None,
+               ) -> tuple[list, list | None]:
+    """Train and validation records of a stage's ``data`` section (``split_events``), read
+    with ``load(folder, count, first)`` and checked with ``check(records, folder, key)``."""
+    from trkx.training.data import split_events
+
+    slices = split_events(data, count_events, label)
+    loaded: list[list | None] = []
+    for part, key in zip(slices, ("data.train_dir", "data.val_dir")):
+        records = load(part.folder, part.count, part.first) if part else None
+        if records is not None and check is not None:
+            check(records, part.folder, key)
+        loaded.append(records)
+    return loaded[0], loaded[1]
+
+
+def fit_on_records(name: str, build_module: Callable[[], Any],
+                   network_constructor: Callable[[Any], dict], train: list, val: list | None,
+                   **fit_options: Any):
+    """:func:`trkx.training.fit_stage` over in-memory event records, one event per step
+    (shuffled), the stage network at ``module.network`` and its constructor from the module's
+    hyperparameters; ``fit_options``: options, checkpoint, config, efficiency_key,
+    default_working_point."""
+    from torch.utils.data import DataLoader
+
+    from trkx.training import fit_stage
+
+    return fit_stage(
+        name, build_module, network=lambda m: m.network,
+        constructor=lambda m: network_constructor(m.hparams),
+        train_loader=DataLoader(train, batch_size=None, shuffle=True),
+        val_loader=DataLoader(val, batch_size=None) if val else None, **fit_options)

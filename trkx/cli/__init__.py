@@ -34,6 +34,8 @@ def command_modules() -> list:
     """The subcommand modules of this package, in name order."""
     modules = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):          # helpers (_tracks_io), imported by handlers
+            continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         if hasattr(module, "register"):
             modules.append(module)

@@ -13,17 +13,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
-
-from trkx.data.detector import load_detector
-from trkx.data.io import event_id_from_prefix, load_event
-from trkx.data.record import build_event_record
-from trkx.data.summary import event_summary, format_summary
-from trkx.tracks.score import score_event
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -45,6 +34,19 @@ def default_event() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+    import pandas as pd
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from trkx.data.detector import load_detector
+    from trkx.data.io import event_id_from_prefix, load_event
+    from trkx.data.record import build_event_record
+    from trkx.data.summary import event_summary, format_summary
+    from trkx.data.truth import SignalCuts
+    from trkx.tracks.score import score_event
+
+    cuts = SignalCuts()
     prefix = args.event or default_event()
     start = time.perf_counter()
     hits, cells, particles, truth = load_event(prefix)
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     n_signal = int(np.unique(record.particle_id[record.signal_hit].numpy()).size)
     print(f"\nfeatures: {', '.join(record.feature_names)}")
     print(f"truth graph: {record.track_edges.shape[1]:,d} edges; "
-          f"{n_signal} signal particles (pT >= 1 GeV, >= 3 hits)")
+          f"{n_signal} signal particles (pT >= {cuts.pt_min:g} GeV, >= {cuts.min_hits} hits)")
 
     rng = np.random.default_rng(args.seed)
     perfect = pd.DataFrame({"hit_id": truth["hit_id"], "track_id": truth["particle_id"]})

@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from trkx.data.errors import EventFileNotFoundError
-from trkx.data.io import event_id_from_prefix, find_part_file, load_event
-from trkx.data.schema import PARTS
-from trkx.data.summary import event_summary, format_summary
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -22,6 +17,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def available_parts(prefix: str) -> list[str]:
     """The parts of an event that exist on disk (hits must)."""
+    from trkx.data.errors import EventFileNotFoundError
+    from trkx.data.io import find_part_file
+    from trkx.data.schema import PARTS
+
     parts = []
     for part in PARTS:
         try:
@@ -34,6 +33,9 @@ def available_parts(prefix: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trkx.data.io import event_id_from_prefix, load_event
+    from trkx.data.summary import event_summary, format_summary
+
     parts = available_parts(args.prefix)
     frames = dict(zip(parts, load_event(args.prefix, parts)))
     summary = event_summary(event_id_from_prefix(args.prefix), **frames)

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-
-from trkx.data.errors import EventFileNotFoundError, TrackMLFormatError
-from trkx.data.io import event_id_from_prefix, load_event
-from trkx.tracks.score import match_tracks
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_submission(path: str, event_id: int) -> pd.DataFrame:
     """The rows of a submission file for ``event_id`` (all rows when it has no event_id)."""
+    import numpy as np
+    import pandas as pd
+
+    from trkx.data.errors import EventFileNotFoundError, TrackMLFormatError
+
     try:
         table = pd.read_csv(path)
     except FileNotFoundError as exc:
@@ -45,6 +47,11 @@ def read_submission(path: str, event_id: int) -> pd.DataFrame:
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from trkx.data.io import event_id_from_prefix, load_event
+    from trkx.tracks.score import match_tracks
+
     (truth,) = load_event(args.prefix, ["truth"], detector=None)
     event_id = event_id_from_prefix(args.prefix)
     submission = read_submission(args.submission, event_id)

@@ -34,6 +34,7 @@ FEATURE_SCALES: dict[str, float] = {
     "r": 1000.0, "phi": np.pi, "z": 1000.0, "cell_count": 10.0, "cell_charge": 1.0,
     "extent_u": 1.0, "extent_v": 1.0, "dir_alpha": np.pi, "dir_beta": np.pi,
     "dir_eta": 4.0, "dir_phi": np.pi,
+    "eta": 3.0,   # not a column: the hit pseudorapidity that the embedding computes from r, z
 }
 
 

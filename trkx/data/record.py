@@ -1,14 +1,21 @@
-"""The event graph record passed between stages, and its safe on-disk form.
+"""The event graph record passed between stages: its contract, built, written and read.
 
-A record is a ``torch_geometric.data.Data`` with the fields of docs/design.md (``hit_id``, ``x``,
-``pos``, truth per hit, ``track_edges``, and per stage ``edge_index``, ``y``, ``y_pid``,
-``signal``, ``scores``). On disk it is a plain ``dict[str, Tensor]`` written with ``torch.save``
-to a temporary file and renamed, and read back with ``torch.load(weights_only=True)``.
+A record is a ``torch_geometric.data.Data``. Its fields are declared once, here (``FIELDS``:
+name, shape, dtype, the stage that adds it, meaning; the table of docs/design.md is this one),
+and stage code imports the names and groups from this module. Shapes use N hits, F features, E
+candidate edges, T truth-graph edges. Every field but ``x`` is optional (no truth without truth
+files, no edges before the embedding stage); a field that is present must have its dtype (a
+float field may be float64 too: the float64 equality tests) and a shape consistent with the
+others, which :func:`check_record` verifies on every read.
+
+On disk a record is a plain ``dict[str, Tensor]`` written with ``torch.save`` to a temporary
+file and renamed, and read back with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +28,109 @@ from trkx.data.detector import Detector
 from trkx.data.errors import TrackMLFormatError
 from trkx.data.features import cylindrical, hit_features
 from trkx.data.truth import SignalCuts, hit_truth, signal_hits, truth_graph, vertex_distance
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of the record: ``shape`` in symbols (N, F, E, T) and sizes, one dtype."""
+
+    name: str
+    shape: tuple[str | int, ...]
+    dtype: torch.dtype
+    stage: str          # "data", "embedding", "filter", "gnn": the first stage that writes it
+    meaning: str
+
+
+# names, for stage code (``getattr(record, SCORES, None)``, key tuples)
+HIT_ID, X, POS, VOLUME_ID, LAYER_ID, EVENT_ID = ("hit_id", "x", "pos", "volume_id", "layer_id",
+                                                 "event_id")
+PARTICLE_ID, PT, ETA, NHITS, WEIGHT, SIGNAL_HIT, TRACK_EDGES = (
+    "particle_id", "pt", "eta", "nhits", "weight", "signal_hit", "track_edges")
+EDGE_INDEX, Y, Y_PID, SIGNAL, SCORES = "edge_index", "y", "y_pid", "signal", "scores"
+
+FIELDS: tuple[Field, ...] = (
+    Field(HIT_ID, ("N",), torch.int64, "data", "TrackML hit id"),
+    Field(X, ("N", "F"), torch.float32, "data",
+          "model features: scaled r, phi, z, then cluster-shape features with cells"),
+    Field(POS, ("N", 3), torch.float32, "data", "r [mm], phi [rad], z [mm]"),
+    Field(VOLUME_ID, ("N",), torch.int64, "data", "TrackML volume"),
+    Field(LAYER_ID, ("N",), torch.int64, "data", "TrackML layer within the volume"),
+    Field(EVENT_ID, (), torch.int64, "data", "event number (-1: unknown)"),
+    Field(PARTICLE_ID, ("N",), torch.int64, "data", "truth: particle of the hit, 0 = noise"),
+    Field(PT, ("N",), torch.float32, "data", "truth: transverse momentum of the particle [GeV]"),
+    Field(ETA, ("N",), torch.float32, "data", "truth: pseudorapidity of the particle"),
+    Field(NHITS, ("N",), torch.int64, "data", "truth: hits of the particle"),
+    Field(WEIGHT, ("N",), torch.float32, "data", "truth: TrackML score weight of the hit"),
+    Field(SIGNAL_HIT, ("N",), torch.bool, "data",
+          "truth: hit of a signal particle (trkx.data.truth.SignalCuts)"),
+    Field(TRACK_EDGES, (2, "T"), torch.int64, "data",
+          "truth graph: each particle's hits from its vertex outwards, consecutive hits joined"),
+    Field(EDGE_INDEX, (2, "E"), torch.int64, "embedding", "candidate edges, inner -> outer"),
+    Field(Y, ("E",), torch.bool, "embedding", "the edge is a truth-graph edge"),
+    Field(Y_PID, ("E",), torch.bool, "embedding", "the edge joins two hits of one particle"),
+    Field(SIGNAL, ("E",), torch.bool, "embedding", "truth-graph edge of a signal particle"),
+    Field(SCORES, ("E",), torch.float32, "filter",
+          "the latest edge classifier's score (filter, then replaced by the GNN's)"),
+)
+FIELD: dict[str, Field] = {f.name: f for f in FIELDS}
+
+#: Per-hit truth (present with truth files); what track evaluation reads.
+HIT_TRUTH: tuple[str, ...] = (HIT_ID, PARTICLE_ID, PT, ETA, NHITS, WEIGHT)
+#: Truth that edge labels are computed from.
+EDGE_TRUTH_SOURCES: tuple[str, ...] = (PARTICLE_ID, TRACK_EDGES, SIGNAL_HIT)
+#: Labels of each candidate edge (added with the edges by the embedding stage).
+EDGE_LABELS: tuple[str, ...] = (Y, Y_PID, SIGNAL)
+#: Every per-edge field: what a stage that drops edges must subset.
+EDGE_FIELDS: tuple[str, ...] = (*EDGE_LABELS, SCORES)
+
+
+def _shape_error(field: Field, value: torch.Tensor, sizes: dict[str, int]) -> str | None:
+    if value.dtype != field.dtype and not (value.is_floating_point()
+                                           and field.dtype.is_floating_point):
+        return f"dtype {str(value.dtype).removeprefix('torch.')}, expected " \
+               f"{str(field.dtype).removeprefix('torch.')}"
+    if value.dim() != len(field.shape):
+        return f"shape {tuple(value.shape)}, expected [{', '.join(map(str, field.shape))}]"
+    for size, symbol in zip(value.shape, field.shape):
+        expected = sizes.setdefault(symbol, size) if isinstance(symbol, str) else symbol
+        if size != expected:
+            where = f" with {symbol}={expected}" if isinstance(symbol, str) else ""
+            return (f"shape {tuple(value.shape)}, expected [{', '.join(map(str, field.shape))}]"
+                    f"{where}")
+    return None
+
+
+def check_record(data: Data, source: str = "event record") -> None:
+    """Raise :class:`TrackMLFormatError` naming ``source`` and the field when a present field of
+    ``FIELDS`` has the wrong dtype or a shape inconsistent with the others (N from ``x``, E from
+    ``edge_index``), or ``edge_index``/``track_edges`` name hits outside ``[0, N)``."""
+    if getattr(data, X, None) is None:
+        raise TrackMLFormatError(f"{source}: not an event record (no {X!r})")
+    sizes: dict[str, int] = {"N": int(data.x.shape[0])} if data.x.dim() else {}
+    for field in FIELDS:
+        value = getattr(data, field.name, None)
+        if value is None:
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise TrackMLFormatError(f"{source}: field {field.name!r} is not a tensor")
+        problem = _shape_error(field, value, sizes)
+        if problem:
+            raise TrackMLFormatError(f"{source}: field {field.name!r} has {problem} "
+                                     "(the record contract: docs/design.md)")
+    for name in (EDGE_INDEX, TRACK_EDGES):
+        edges = getattr(data, name, None)
+        if edges is not None and edges.numel() and (
+                int(edges.min()) < 0 or int(edges.max()) >= sizes["N"]):
+            raise TrackMLFormatError(f"{source}: {name!r} names hits outside [0, {sizes['N']})")
+
+
+def require(data: Data, names: tuple[str, ...], source: str, hint: str) -> None:
+    """Raise :class:`TrackMLFormatError` when ``data`` lacks one of ``names`` (the message
+    names ``source``, the missing fields and ``hint``, e.g. which stage adds them)."""
+    missing = [name for name in names if getattr(data, name, None) is None]
+    if missing:
+        raise TrackMLFormatError(f"{source}: the event record has no {', '.join(missing)} "
+                                 f"({hint})")
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
@@ -73,12 +183,14 @@ def save_record(data: Data, path: str | os.PathLike) -> Path:
 
 
 def load_record(path: str | os.PathLike) -> Data:
-    """Read a record written by :func:`save_record` (``weights_only=True``: no pickled code)."""
+    """Read a record written by :func:`save_record` (``weights_only=True``: no pickled code),
+    checked against the contract (:func:`check_record`)."""
     payload = load_tensors(path, "event record")
-    if "x" not in payload:
+    if not isinstance(payload, dict) or X not in payload:
         raise TrackMLFormatError(f"{path}: not an event record (expected a dict with 'x')")
     num_nodes = payload.pop("num_nodes", None)
     data = Data(**payload)
     if num_nodes is not None:
         data.num_nodes = num_nodes
+    check_record(data, str(path))
     return data

@@ -39,31 +39,26 @@ def count_events(folder: str) -> int:
 
 
 def train(config: dict[str, Any], label: str, checkpoint: Path):
-    from torch.utils.data import DataLoader
+    import functools
 
     from trkx.config import instantiate, section
     from trkx.embedding.checkpoint import network_constructor
     from trkx.embedding.events import load_records
     from trkx.embedding.module import EmbeddingModule
-    from trkx.training import TrainerOptions, fit_stage
-    from trkx.training.data import EmbeddingData, split_events
+    from trkx.stage_tools import fit_on_records, load_split
+    from trkx.training import TrainerOptions
+    from trkx.training.data import EmbeddingData
 
     data = instantiate(EmbeddingData, section(config, "data", label), f"{label}: data")
     options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
-    train_slice, val_slice = split_events(data, count_events, label)
-    load = {"use_cells": data.use_cells, "signal_pt_min": data.signal_pt_min}
-    train_records = load_records(train_slice.folder, train_slice.count, train_slice.first,
-                                 **load)
-    val_records = (load_records(val_slice.folder, val_slice.count, val_slice.first, **load)
-                   if val_slice else None)
+    load = functools.partial(load_records, use_cells=data.use_cells,
+                             signal_pt_min=data.signal_pt_min)
+    train_records, val_records = load_split(data, count_events, label, load)
     model = section(config, "model", label)
-    return fit_stage(
+    return fit_on_records(
         NAME, lambda: instantiate(EmbeddingModule, model, f"{label}: model"),
-        network=lambda m: m.network, constructor=lambda m: network_constructor(m.hparams),
-        options=options, checkpoint=checkpoint, config=config,
-        train_loader=DataLoader(train_records, batch_size=None, shuffle=True),
-        val_loader=DataLoader(val_records, batch_size=None) if val_records else None,
-        efficiency_key="val_edge_efficiency",
+        network_constructor, train_records, val_records, options=options,
+        checkpoint=checkpoint, config=config, efficiency_key="val_edge_efficiency",
         default_working_point=lambda m: {"radius": m.hparams.radius,
                                          "max_neighbours": m.hparams.max_neighbours})
 

@@ -28,7 +28,7 @@ def event_prefixes(path: str | os.PathLike) -> list[str]:
 
 
 def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int = 0,
-                 use_cells: bool = False, signal_pt_min: float = 1.0,
+                 use_cells: bool = False, signal_pt_min: float = SignalCuts.pt_min,
                  desc: str = "events") -> list[Data]:
     """Records of the events in ``path`` (TrackML CSV events or ``*.pt`` records)."""
     from trkx.data.detector import load_detector
@@ -76,7 +76,7 @@ class EventRecords(pl.LightningDataModule):
     the next ``val_events`` of ``events``, or validation from ``val_events_dir`` when given."""
 
     def __init__(self, events: str, train_events: int = 8, val_events: int = 1,
-                 use_cells: bool = False, signal_pt_min: float = 1.0,
+                 use_cells: bool = False, signal_pt_min: float = SignalCuts.pt_min,
                  val_events_dir: str | None = None) -> None:
         super().__init__()
         self.events, self.use_cells, self.signal_pt_min = events, use_cells, signal_pt_min

@@ -3,8 +3,9 @@
 For candidate edges with labels y (truth-graph edge), y_pid (same particle) and signal
 (truth edge of a signal particle):
 
-    edge efficiency = #(signal edges kept) / #(signal truth edges)
-    purity          = #(y_pid edges kept) / #(edges kept)      (truth-graph purity also given)
+    edge efficiency = #(signal edges kept) / #(signal truth pairs)
+    purity          = #(y edges kept) / #(edges kept)          (trkx.figures: one definition)
+    purity_pid      = #(y_pid edges kept) / #(edges kept)
     edges per hit   = #(edges kept) / N
 """
 
@@ -15,12 +16,14 @@ import torch
 from torch_geometric.data import Data
 
 from trkx.arrays import as_numpy
+from trkx.data.record import EDGE_TRUTH_SOURCES
 from trkx.data.truth import edge_truth
+from trkx.figures import all_kept, edge_efficiency, edge_purity
 
 
 def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """``(y, y_pid, signal)`` of ``edge_index`` using the record's truth (trkx.data.truth)."""
-    for key in ("particle_id", "track_edges", "signal_hit"):
+    for key in EDGE_TRUTH_SOURCES:
         if getattr(record, key, None) is None:
             raise ValueError(f"event record has no {key!r}: edge labels need truth")
     y, y_pid, signal = edge_truth(as_numpy(edge_index), as_numpy(record.particle_id),
@@ -46,11 +49,11 @@ def graph_metrics(record: Data, keep: torch.Tensor | None = None) -> dict[str, f
     if keep is not None:
         y, y_pid, signal = y[keep], y_pid[keep], signal[keep]
     n_edges = int(y.numel())
-    n_signal = signal_truth_edges(record)
+    kept = all_kept(n_edges)
     return {
-        "edge_efficiency": float(signal.sum()) / max(n_signal, 1),
-        "purity": float(y_pid.sum()) / max(n_edges, 1),
-        "truth_purity": float(y.sum()) / max(n_edges, 1),
+        "edge_efficiency": edge_efficiency(kept, signal, signal_truth_edges(record)),
+        "purity": edge_purity(kept, y),
+        "purity_pid": edge_purity(kept, y_pid),
         "edges_per_hit": n_edges / max(int(record.num_nodes), 1),
         "edges": float(n_edges),
     }

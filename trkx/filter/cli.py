@@ -14,7 +14,6 @@ from typing import Any
 NAME = "filter"
 SECTIONS = ("model", "data", "trainer", "inference", "checkpoint")
 DEFAULT_CONFIG = "configs/filter.yaml"
-EDGE_KEYS: tuple[str, ...] = ("edge_index", "y", "y_pid", "signal")
 
 
 def check_config(config: dict[str, Any], label: str) -> None:
@@ -38,10 +37,12 @@ def count_events(folder: str) -> int:
     return len(record_files(folder))
 
 
-def check_edges(records, folder: str, key: str, keys: tuple[str, ...] = EDGE_KEYS) -> None:
+def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
     """The filter trains (and runs) on the embedding stage's (labelled) graphs."""
     from trkx.data.errors import TrackMLFormatError
+    from trkx.data.record import EDGE_INDEX, EDGE_LABELS
 
+    keys = (EDGE_INDEX, *EDGE_LABELS) if labels else (EDGE_INDEX,)
     for record in records:
         missing = [k for k in keys if getattr(record, k, None) is None]
         if missing:
@@ -52,37 +53,29 @@ def check_edges(records, folder: str, key: str, keys: tuple[str, ...] = EDGE_KEY
 
 
 def train(config: dict[str, Any], label: str, checkpoint: Path):
-    from torch.utils.data import DataLoader
-
     from trkx.config import instantiate, section
     from trkx.embedding.events import load_records
     from trkx.filter.checkpoint import network_constructor
     from trkx.filter.module import FilterModule
-    from trkx.training import TrainerOptions, fit_stage
-    from trkx.training.data import StageData, split_events
+    from trkx.stage_tools import fit_on_records, load_split
+    from trkx.training import TrainerOptions
+    from trkx.training.data import StageData
 
     data = instantiate(StageData, section(config, "data", label), f"{label}: data")
     options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
-    train_slice, val_slice = split_events(data, count_events, label)
-    train_records = load_records(train_slice.folder, train_slice.count, train_slice.first)
-    check_edges(train_records, train_slice.folder, "data.train_dir")
-    val_records = None
-    if val_slice:
-        val_records = load_records(val_slice.folder, val_slice.count, val_slice.first)
-        check_edges(val_records, val_slice.folder, "data.val_dir")
+    train_records, val_records = load_split(data, count_events, label, load_records,
+                                            check_edges)
     model = section(config, "model", label)
 
     def default_point(module) -> dict[str, float]:
         cut = module.hparams.get("score_cut")
         return {} if cut is None else {"score_cut": float(cut)}
 
-    return fit_stage(
+    return fit_on_records(
         NAME, lambda: instantiate(FilterModule, model, f"{label}: model"),
-        network=lambda m: m.network, constructor=lambda m: network_constructor(m.hparams),
-        options=options, checkpoint=checkpoint, config=config,
-        train_loader=DataLoader(train_records, batch_size=None, shuffle=True),
-        val_loader=DataLoader(val_records, batch_size=None) if val_records else None,
-        efficiency_key="val_signal_efficiency", default_working_point=default_point)
+        network_constructor, train_records, val_records, options=options,
+        checkpoint=checkpoint, config=config, efficiency_key="val_signal_efficiency",
+        default_working_point=default_point)
 
 
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
@@ -102,7 +95,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     except ValueError as exc:
         raise ConfigError(f"{label}: {exc}") from exc
     records = load_records(events, n_events)
-    check_edges(records, str(events), "--events", keys=("edge_index",))
+    check_edges(records, str(events), "--events", labels=False)
     scores: dict[int, Any] = {}
 
     def transform(record):

@@ -11,10 +11,9 @@ from __future__ import annotations
 import torch
 from torch_geometric.data import Data
 
+from trkx.data.record import EDGE_LABELS
 from trkx.filter.features import edge_features, has_cell_directions
 from trkx.filter.model import FilterMLP
-
-EDGE_FIELDS = ("y", "y_pid", "signal")
 
 
 @torch.no_grad()
@@ -43,7 +42,7 @@ def apply_cut(record: Data, scores: torch.Tensor, score_cut: float) -> Data:
     out = record.clone()
     out.edge_index = record.edge_index[:, keep]
     out.scores = scores[keep]
-    for key in EDGE_FIELDS:
+    for key in EDGE_LABELS:
         value = getattr(record, key, None)
         if value is not None:
             setattr(out, key, value[keep])

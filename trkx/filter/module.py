@@ -22,6 +22,7 @@ import pytorch_lightning as pl
 import torch
 from torch_geometric.data import Data
 
+from trkx.figures import edge_purity
 from trkx.filter.features import edge_features
 from trkx.filter.inference import score_edges
 from trkx.filter.model import FilterMLP
@@ -39,7 +40,7 @@ def filter_metrics(record: Data, scores: torch.Tensor, score_cut: float) -> dict
     return {
         "signal_efficiency": float((keep & signal).sum()) / max(int(signal.sum()), 1),
         "fake_rejection": float((~keep & ~true).sum()) / max(int((~true).sum()), 1),
-        "purity": float((keep & true).sum()) / max(int(keep.sum()), 1),
+        "purity": edge_purity(keep, record.y),
         "edges_per_hit": float(keep.sum()) / max(int(record.num_nodes), 1),
     }
 

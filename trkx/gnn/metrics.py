@@ -5,8 +5,8 @@ edge of a signal particle) and score ``p_k``, at cut ``c``:
 
     weight w_k     = w_signal if sig_k, else w_true if y_k, else w_fake
     loss           = sum_k w_k BCE(logit_k, y_k) / sum_k w_k
-    efficiency     = #{k : sig_k, p_k > c} / #{k : sig_k}
-    purity         = #{k : y_k, p_k > c} / #{k : p_k > c}
+    efficiency     = #{k : sig_k, p_k >= c} / #{k : sig_k}        (trkx.figures)
+    purity         = #{k : y_k, p_k >= c} / #{k : p_k >= c}
     AUC            = P_w(p_pos > p_neg) + 1/2 P_w(p_pos = p_neg),  pairs drawn with weights w
                      (positives: y_k; negatives: not y_k; the weighted Mann-Whitney statistic)
 """
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 from torch.nn import functional as F
+
+from trkx.figures import edge_efficiency, edge_purity, kept_edges
 
 
 def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: float,
@@ -67,8 +69,6 @@ def edge_metrics(scores: Tensor, y: Tensor, signal: Tensor, weights: Tensor,
                  cut: float) -> EdgeMetrics:
     """Metrics of sigmoid ``scores`` [E] against truth ``y`` and ``signal`` (bool [E])."""
     y, signal = y.bool(), signal.bool()
-    kept = scores > cut
-    n_signal, n_kept = int(signal.sum()), int(kept.sum())
-    efficiency = int((kept & signal).sum()) / n_signal if n_signal else float("nan")
-    purity = int((kept & y).sum()) / n_kept if n_kept else float("nan")
-    return EdgeMetrics(efficiency, purity, weighted_auc(scores, y, weights), cut)
+    kept = kept_edges(scores, cut)
+    return EdgeMetrics(edge_efficiency(kept, signal), edge_purity(kept, y),
+                       weighted_auc(scores, y, weights), cut)

@@ -10,10 +10,10 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
 from trkx.data.errors import TrackMLFormatError
-from trkx.data.record import load_record
+from trkx.data.record import EDGE_INDEX, SIGNAL, X, Y, load_record
 
-TRAINING_KEYS: tuple[str, ...] = ("x", "edge_index", "y", "signal")
-INFERENCE_KEYS: tuple[str, ...] = ("x", "edge_index")
+TRAINING_KEYS: tuple[str, ...] = (X, EDGE_INDEX, Y, SIGNAL)
+INFERENCE_KEYS: tuple[str, ...] = (X, EDGE_INDEX)
 
 
 def check_graph_record(data: Data, where: str, keys: tuple[str, ...] = TRAINING_KEYS) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from trkx.data.truth import SignalCuts
+
 
 def load_metrics(evaluate_dir: Path) -> dict:
     """``metrics.json`` written by `trkx evaluate`."""
@@ -28,7 +30,7 @@ def format_run_summary(metrics: dict, seconds: dict[str, float]) -> str:
     overall = metrics["overall"]
     cuts = metrics.get("cuts", {})
     lines += ["", f"tracks ({cuts.get('matching', 'double_majority')} matching, "
-                  f"pT > {cuts.get('pt_min', 1.0)} GeV)"]
+                  f"pT >= {cuts.get('pt_min', SignalCuts.pt_min)} GeV)"]
     for key, label in [("efficiency", "efficiency"), ("fake_rate", "fake rate"),
                        ("duplicate_rate", "duplicate rate"), ("trackml_score", "TrackML score")]:
         value = overall.get(key)

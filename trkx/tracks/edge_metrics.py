@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from trkx.arrays import as_numpy
+from trkx.data.record import EDGE_INDEX, EDGE_TRUTH_SOURCES, SCORES
 from trkx.tracks.metrics import binomial
 
 
@@ -23,15 +24,15 @@ def _pair_keys(edges: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(edges[0], edges[1]) * n + np.maximum(edges[0], edges[1])
 
 
-def edge_metrics(record, cut: float = 0.5) -> dict[str, float | int] | None:
+def edge_metrics(record, cut: float) -> dict[str, float | int] | None:
     """Edge efficiency and purity of ``record``'s ``edge_index`` (None without edges/truth)."""
-    needed = ("edge_index", "track_edges", "particle_id", "signal_hit")
+    needed = (EDGE_INDEX, *EDGE_TRUTH_SOURCES)
     if any(getattr(record, f, None) is None for f in needed):
         return None
     n = int(record.num_nodes)
     edges = as_numpy(record.edge_index).astype(np.int64)
     keys = _pair_keys(edges, n)
-    scores = getattr(record, "scores", None)
+    scores = getattr(record, SCORES, None)
     kept_mask = np.ones(len(keys), bool) if scores is None else as_numpy(scores) >= cut
     kept = np.unique(keys[kept_mask])
 

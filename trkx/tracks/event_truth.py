@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from trkx.arrays import as_numpy
+from trkx.data.record import HIT_TRUTH
 from trkx.data.truth import hit_truth
 
-_RECORD_FIELDS = ("hit_id", "particle_id", "pt", "eta", "nhits", "weight")
+_RECORD_FIELDS = HIT_TRUTH
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trkx.arrays import as_numpy
+from trkx.data.record import EDGE_INDEX, SCORES
 from trkx.data.truth import layer_key as hit_layer_key
 
 ORIENTATIONS = ("given", "radius")
@@ -99,7 +100,7 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
 
 def graph_from_record(record, orientation: str = "given") -> ScoredGraph:
     """The :class:`ScoredGraph` of a record with ``edge_index``, ``scores``, ``num_nodes``."""
-    for field in ("edge_index", "scores"):
+    for field in (EDGE_INDEX, SCORES):
         if getattr(record, field, None) is None:
             raise ValueError(f"the event record has no {field!r}: track building needs the "
                              "scored edges of an edge-classifier stage")

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from trkx.data.truth import SignalCuts
 from trkx.tracks.event_truth import EventTruth
 from trkx.tracks.matching import MATCHINGS, duplicate_flags, track_is_matched
 from trkx.tracks.score import match_tracks
@@ -32,9 +33,9 @@ from trkx.tracks.score import match_tracks
 class MetricCuts:
     """Signal-particle cuts, the candidate-track length and the matching definition."""
 
-    pt_min: float = 1.0            # GeV
-    max_eta: float | None = None
-    min_hits: int = 3
+    pt_min: float = SignalCuts.pt_min        # GeV; the signal definition of trkx.data.truth
+    max_eta: float | None = SignalCuts.max_eta
+    min_hits: int = SignalCuts.min_hits
     min_track_hits: int = 3
     matching: str = "double_majority"
 

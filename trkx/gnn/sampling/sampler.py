@@ -52,8 +52,10 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-NODE_KEYS: tuple[str, ...] = ("x", "pos")  # pos: the GNN's edge geometry inputs
-EDGE_KEYS: tuple[str, ...] = ("y", "y_pid", "signal", "scores")  # scores: the filter's
+from trkx.data.record import EDGE_FIELDS, POS, X
+
+NODE_KEYS: tuple[str, ...] = (X, POS)  # pos: the GNN's edge geometry inputs
+EDGE_KEYS: tuple[str, ...] = EDGE_FIELDS  # labels and the filter's scores
 
 
 def _csr(rows: Tensor, cols: Tensor, shape: tuple[int, int],
