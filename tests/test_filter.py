@@ -102,11 +102,17 @@ def test_works_without_cell_features(tiny_event: Data) -> None:
     plain.feature_names = ["r", "phi", "z"]
     features = edge_features(plain.x, plain.pos, plain.edge_index, plain.feature_names)
     assert features.shape == (plain.edge_index.shape[1], edge_feature_count(3, False))
-    assert torch.isfinite(features).all()
+    # The hits-only features are the (r, phi, z) part of the cells record's features, cells
+    # columns left out.
+    with_cells = edge_features(tiny_event.x, tiny_event.pos, tiny_event.edge_index,
+                               tiny_event.feature_names)
+    torch.testing.assert_close(features, torch.cat(
+        [with_cells[:, :3], with_cells[:, 11:14], with_cells[:, 22:26]], dim=1))
     module = FilterModule(hit_features=3, cell_agreement=False, hidden=16, layers=1)
     loss = module.edge_loss(plain)
     loss.backward()
     assert torch.isfinite(loss)
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in module.parameters())
     # A cell-trained filter refuses a record without cells, naming the problem.
     with pytest.raises(ValueError, match="use_cells"):
         score_edges(FilterMLP(3, cell_agreement=True), plain)

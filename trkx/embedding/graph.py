@@ -144,12 +144,17 @@ def resolve_backend(backend: str, embedding: torch.Tensor | np.ndarray) -> str:
     if backend != "auto":
         return backend
     if isinstance(embedding, torch.Tensor) and embedding.is_cuda:
-        import faiss
-
-        if faiss.get_num_gpus() > 0 and hasattr(faiss, "StandardGpuResources"):
-            return "faiss_gpu"
-        return "torch"
+        return "faiss_gpu" if faiss_sees_gpu() else "torch"
     return "kdtree"
+
+
+def faiss_sees_gpu() -> bool:
+    """Whether an installed faiss build can search on a GPU (False without faiss)."""
+    try:
+        import faiss
+    except ImportError:      # faiss is optional on CUDA machines: the torch search serves
+        return False
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
 
 def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbours: int,

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from trkx.arrays import as_numpy
 from trkx.data.record import EDGE_TRUTH_SOURCES
 from trkx.data.truth import edge_truth
 from trkx.figures import all_kept, edge_efficiency, edge_purity
@@ -25,16 +26,17 @@ def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, .
     for key in EDGE_TRUTH_SOURCES:
         if getattr(record, key, None) is None:
             raise ValueError(f"event record has no {key!r}: edge labels need truth")
-    y, y_pid, signal = edge_truth(edge_index.cpu().numpy(), record.particle_id.numpy(),
-                                  record.track_edges.numpy(), record.signal_hit.numpy(),
+    y, y_pid, signal = edge_truth(as_numpy(edge_index), as_numpy(record.particle_id),
+                                  as_numpy(record.track_edges), as_numpy(record.signal_hit),
                                   int(record.num_nodes))
-    return torch.from_numpy(y), torch.from_numpy(y_pid), torch.from_numpy(signal)
+    device = edge_index.device    # labels live where the edges do (CUDA training)
+    return tuple(torch.from_numpy(v).to(device) for v in (y, y_pid, signal))
 
 
 def signal_truth_edges(record: Data) -> int:
     """Number of distinct truth-graph pairs whose two hits are signal."""
-    edges = record.track_edges.numpy()
-    signal_hit = record.signal_hit.numpy()
+    edges = as_numpy(record.track_edges)
+    signal_hit = as_numpy(record.signal_hit)
     keep = signal_hit[edges[0]] & signal_hit[edges[1]]
     lo = np.minimum(edges[0, keep], edges[1, keep])
     hi = np.maximum(edges[0, keep], edges[1, keep])
@@ -47,7 +49,7 @@ def graph_metrics(record: Data, keep: torch.Tensor | None = None) -> dict[str, f
     if keep is not None:
         y, y_pid, signal = y[keep], y_pid[keep], signal[keep]
     n_edges = int(y.numel())
-    kept = all_kept(n_edges)
+    kept = all_kept(n_edges, y.device)
     return {
         "edge_efficiency": edge_efficiency(kept, signal, signal_truth_edges(record)),
         "purity": edge_purity(kept, y),

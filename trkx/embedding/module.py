@@ -39,8 +39,9 @@ def phi_sector(record: Data, sectors: int, generator: np.random.Generator) -> Da
     centre = generator.uniform(-np.pi, np.pi)
     dphi = torch.remainder(record.pos[:, 1] - centre + np.pi, 2 * np.pi) - np.pi
     keep = dphi.abs() < np.pi / sectors
-    new_index = torch.full((int(record.num_nodes),), -1, dtype=torch.int64)
-    new_index[keep] = torch.arange(int(keep.sum()))
+    device = record.pos.device
+    new_index = torch.full((int(record.num_nodes),), -1, dtype=torch.int64, device=device)
+    new_index[keep] = torch.arange(int(keep.sum()), device=device)
     edges = new_index[record.track_edges]
     sub = Data(x=record.x[keep], pos=record.pos[keep], particle_id=record.particle_id[keep],
                signal_hit=record.signal_hit[keep],

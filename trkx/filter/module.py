@@ -35,7 +35,7 @@ TARGETS = ("y", "y_pid")
 
 def filter_metrics(record: Data, scores: torch.Tensor, score_cut: float) -> dict[str, float]:
     """Efficiency on signal edges, rejection of fake edges, purity and kept edges per hit."""
-    keep = scores >= score_cut
+    keep = scores.to(record.signal.device) >= score_cut
     signal, true = record.signal.bool(), record.y_pid.bool()
     return {
         "signal_efficiency": float((keep & signal).sum()) / max(int(signal.sum()), 1),

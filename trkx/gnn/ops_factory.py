@@ -31,17 +31,22 @@ def size_class(num_nodes: int, num_edges: int, width: int) -> tuple[int, int, in
 
 
 def time_graph_ops(ops: GraphOps, width: int, repeats: int = 2,
-                   dtype: torch.dtype = torch.float32) -> float:
+                   dtype: torch.dtype = torch.float32,
+                   device: torch.device | str = "cpu") -> float:
     """Best-of-``repeats`` seconds for one forward+backward of ``gather`` then ``aggregate``
-    (the first, untimed round warms caches: CSR build, allocator)."""
+    on ``device`` (the first, untimed round warms caches: CSR build, allocator)."""
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(ops.num_nodes, width, generator=generator, dtype=dtype, requires_grad=True)
+    x = torch.randn(ops.num_nodes, width, generator=generator, dtype=dtype).to(device)
+    x.requires_grad_(True)
+    synchronize = torch.cuda.synchronize if x.is_cuda else (lambda: None)
     best = math.inf
     for _ in range(repeats + 1):
+        synchronize()
         start = time.perf_counter()
         x_src, x_dst = ops.gather(x)
         m_in, m_out = ops.aggregate(x_src + x_dst)
         (m_in + m_out).sum().backward()
+        synchronize()
         best = min(best, time.perf_counter() - start)
         x.grad = None
     return best
@@ -56,7 +61,8 @@ def time_kernels(edge_index: Tensor, num_nodes: int, width: int,
     inference mode so that the timed operators may save it for backward."""
     with torch.inference_mode(False), torch.enable_grad():
         edge_index = edge_index.clone()
-        return {name: time_graph_ops(make(edge_index, num_nodes), width, repeats)
+        return {name: time_graph_ops(make(edge_index, num_nodes), width, repeats,
+                                     device=edge_index.device)
                 for name, make in KERNELS.items()}
 
 

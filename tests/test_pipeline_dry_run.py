@@ -1,0 +1,159 @@
+"""`trkx run --dry-run` and resume on a work folder whose steps are marked done (nothing is
+simulated or trained: the steps' outputs are stand-in files, the runner and planner are real)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trkx.cli import main as trkx_main
+from trkx.pipeline.config import load_pipeline_config
+from trkx.pipeline.runner import Step, plan_states, run_steps
+from trkx.pipeline.steps import plan_steps
+
+from .test_pipeline_run import tiny_config
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+
+SIMULATE = ["simulate-train", "simulate-val", "simulate-test"]
+EMBEDDING = ["train-embedding", "infer-embedding-train", "infer-embedding-val",
+             "infer-embedding-test"]
+FILTER = ["train-filter", "infer-filter-train", "infer-filter-val", "infer-filter-test"]
+GNN = ["train-gnn", "infer-gnn-test"]
+TRACKS = ["build-tracks", "evaluate"]
+#: The steps that run each stage (the ones whose command line names its config).
+OWN_STEPS = {"embedding": EMBEDDING, "filter": FILTER, "gnn": GNN, "tracks": ["build-tracks"]}
+#: What an edit of each stage config must rerun: the stage and everything downstream of it.
+RERUN = {"embedding": [*EMBEDDING, *FILTER, *GNN, *TRACKS],
+         "filter": [*FILTER, *GNN, *TRACKS],
+         "gnn": [*GNN, *TRACKS],
+         "tracks": TRACKS}
+
+
+def own_configs(tmp_path: Path) -> Path:
+    """The tiny pipeline with copies of the stage configs in tmp_path (so they can be edited)."""
+    pipeline = tiny_config(tmp_path)
+    config = yaml.safe_load(pipeline.read_text())
+    for plan in [*config["stages"].values(), config["tracks"]]:
+        copy = tmp_path / Path(plan["config"]).name
+        shutil.copy(plan["config"], copy)
+        plan["config"] = str(copy)
+    pipeline.write_text(yaml.safe_dump(config))
+    return pipeline
+
+
+def produce(steps: list[Step], ran: list[str]):
+    """An ``execute(argv)`` that writes a stand-in output for the step and records its name."""
+    by_argv = {tuple(step.argv): step for step in steps}
+
+    def execute(argv) -> int:
+        step = by_argv[tuple(argv)]
+        if step.output.suffix == ".pt":
+            step.output.parent.mkdir(parents=True, exist_ok=True)
+            step.output.write_bytes(b"stand-in")
+        else:
+            step.output.mkdir(parents=True, exist_ok=True)
+            (step.output / "stand-in").write_text("")
+        ran.append(step.name)
+        return 0
+    return execute
+
+
+def to_do(pipeline: Path, workdir: Path) -> list[str]:
+    steps = plan_steps(load_pipeline_config(pipeline), workdir)
+    states = plan_states(steps, workdir)
+    return [step.name for step in steps if states[step.name] is None]
+
+
+def test_editing_a_stage_config_reruns_exactly_its_downstream_steps(tmp_path: Path,
+                                                                    capsys) -> None:
+    """Edit embedding.yaml, filter.yaml, gnn.yaml, tracks.yaml in turn: the plan (and the dry
+    run) marks exactly that stage and its downstream steps to do, also after a run that was
+    interrupted once the edited stage's own steps had rerun; the runner reruns exactly those."""
+    pipeline = own_configs(tmp_path)
+    workdir = tmp_path / "work"
+    steps = plan_steps(load_pipeline_config(pipeline), workdir)
+    ran: list[str] = []
+    run_steps(steps, workdir, produce(steps, ran), log=lambda _: None)
+    assert ran == [*SIMULATE, *EMBEDDING, *FILTER, *GNN, *TRACKS]
+    assert to_do(pipeline, workdir) == []
+
+    stage_files = {name: Path(plan["config"]) for name, plan in
+                   {**yaml.safe_load(pipeline.read_text())["stages"],
+                    "tracks": yaml.safe_load(pipeline.read_text())["tracks"]}.items()}
+    for stage, expected in RERUN.items():
+        path = stage_files[stage]
+        path.write_text(path.read_text() + f"\n# edited: {stage}\n")
+        assert to_do(pipeline, workdir) == expected, stage
+        if stage == "filter":   # the dry run prints the same plan
+            capsys.readouterr()
+            assert trkx_main(["run", str(pipeline), "--workdir", str(workdir),
+                              "--dry-run"]) == 0
+            lines = capsys.readouterr().out.splitlines()
+            assert [line.split()[2] for line in lines if line.startswith(" to do")] == expected
+            assert sum(line.startswith("  done") for line in lines) == len(steps) - len(expected)
+        # Ctrl-C once the edited stage's own steps have rerun: the next plan still reruns
+        # everything downstream (their fingerprints include the new upstream ones), though
+        # their direct inputs are done and their own command lines did not change.
+        own = len(OWN_STEPS[stage])
+        ran.clear()
+        steps = plan_steps(load_pipeline_config(pipeline), workdir)
+        execute = produce(steps, ran)
+
+        def interrupted(argv, execute=execute, own=own):
+            if len(ran) == own:
+                raise KeyboardInterrupt
+            return execute(argv)
+        with pytest.raises(KeyboardInterrupt):
+            run_steps(steps, workdir, interrupted, log=lambda _: None)
+        assert ran == expected[:own]
+        assert to_do(pipeline, workdir) == expected[own:], stage
+        ran.clear()
+        run_steps(steps, workdir, execute, log=lambda _: None)
+        assert ran == expected[own:], stage
+        assert to_do(pipeline, workdir) == []
+
+
+def test_dry_run_catches_a_typo_in_a_stage_override(tmp_path: Path, capsys) -> None:
+    pipeline = tiny_config(tmp_path)
+    config = yaml.safe_load(pipeline.read_text())
+    config["stages"]["filter"]["overrides"].append("model.hiden=8")
+    pipeline.write_text(yaml.safe_dump(config))
+    workdir = tmp_path / "work"
+    capsys.readouterr()
+    assert trkx_main(["run", str(pipeline), "--workdir", str(workdir), "--dry-run"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""                       # no plan printed, nothing simulated
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"trkx run: error: {CONFIGS / 'filter.yaml'}: model: unknown "
+                               "key 'hiden' (did you mean 'hidden'?)")
+    assert not workdir.exists()
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="needs Linux pipe sizes")
+def test_dry_run_into_a_reader_that_stops_after_one_line(tmp_path: Path) -> None:
+    """`trkx run ... --dry-run | head -1`: the plan (over 20 kB with a long workdir path) does
+    not fit the 4 kB pipe, so writes after the reader has gone fail with EPIPE; the command
+    must end quietly (exit 141, like a shell pipeline's SIGPIPE), without a traceback."""
+    workdir = tmp_path / ("w" * 200) / ("w" * 200)
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trkx", "run", str(tiny_config(tmp_path)), "--workdir",
+         str(workdir), "--dry-run"], stdout=write, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    os.close(write)
+    with os.fdopen(read, "rb") as reader:
+        first = reader.readline()
+    _, err = process.communicate(timeout=60)
+    assert first.startswith(b" to do  simulate-train ")
+    assert err == "" and process.returncode == 141
