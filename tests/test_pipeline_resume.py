@@ -24,7 +24,6 @@ GNN = ["train-gnn", "infer-gnn-test"]
 TRACKS = ["build-tracks", "evaluate"]
 
 
-
 def pipeline(tmp_path: Path) -> Path:
     """configs/quickstart_hits_only.yaml with copies of its stage configs beside it."""
     config = yaml.safe_load((CONFIGS / "quickstart_hits_only.yaml").read_text())
