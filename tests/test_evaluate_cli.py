@@ -146,22 +146,14 @@ def test_evaluate_reads_trackml_csv_events(tmp_path, sample_prefix):
     assert overall["efficiency"] == 1.0 and overall["fake_rate"] == 0.0
 
 
-def test_notebook_as_shipped_reads_the_demo_output(evaluated, tmp_path, monkeypatch):
-    """No TRKX_EVAL_DIR: the notebook, run from notebooks/, reads what `make demo` writes."""
-    import re
-    import shutil
-
+def test_notebook_runs_headless_on_the_evaluate_output(evaluated, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     root, _ = evaluated
-    workdir = re.search(r"--workdir (\S+)", (REPO / "Makefile").read_text()).group(1)
-    shutil.copytree(root / "eval", tmp_path / workdir / "evaluate")
-    (tmp_path / "notebooks").mkdir()
-    monkeypatch.delenv("TRKX_EVAL_DIR", raising=False)
+    monkeypatch.setenv("TRKX_EVAL_DIR", str(root / "eval"))
     notebook = nbformat.read(REPO / "notebooks" / "evaluate_tracking.ipynb", as_version=4)
     nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path / "notebooks")}}
-                            ).execute()
+                            resources={"metadata": {"path": str(root)}}).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code"
                for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
@@ -169,36 +161,71 @@ def test_notebook_as_shipped_reads_the_demo_output(evaluated, tmp_path, monkeypa
     assert len(images) == 5
 
 
-def test_no_track_with_three_hits_is_zero_efficiency(tmp_path, capsys):
-    """Every hit its own track: no candidate track, efficiency 0, rates n/a (no TypeError)."""
-    record = scored_simulated_record()
-    save_record(record, tmp_path / "records" / "event000000042.pt")
-    (tmp_path / "tracks").mkdir()
-    pd.DataFrame({"event_id": 42, "hit_id": record.hit_id.numpy(),
-                  "track_id": np.arange(record.num_nodes)}).to_csv(
-        tmp_path / "tracks" / "event000000042-tracks.csv", index=False)
+def test_no_track_long_enough_prints_na_rates(tmp_path, capsys):
+    """Every hit its own track: no track reaches min_track_hits, so the fake and duplicate
+    rates are undefined (n/a, null in metrics.json), the efficiency is 0, and nothing crashes."""
+    for event_id, seed in ((42, 3), (43, 4)):
+        record = scored_simulated_record(seed)
+        record.event_id = torch.tensor(event_id)
+        save_record(record, tmp_path / "records" / f"event{event_id:09d}.pt")
+        (tmp_path / "tracks").mkdir(exist_ok=True)
+        pd.DataFrame({"event_id": event_id, "hit_id": record.hit_id.numpy(),
+                      "track_id": np.arange(record.num_nodes)}).to_csv(
+            tmp_path / "tracks" / f"event{event_id:09d}-tracks.csv", index=False)
+    capsys.readouterr()
     assert main(["evaluate", "--tracks", str(tmp_path / "tracks"), "--events",
                  str(tmp_path / "records"), "--out", str(tmp_path / "eval")]) == 0
     out = capsys.readouterr().out
-    assert "fake rate        n/a" in out and "efficiency         0.00 +- 0.00 %" in out
+    assert "  fake rate        n/a" in out and "  duplicate rate   n/a" in out
+    assert "  efficiency         0.00 +- 0.00 %" in out
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["42"], ["43"])]
+    assert [row[2:4] for row in rows] == [["n/a", "n/a"]] * 2       # per-event fake, dup
     overall = json.loads((tmp_path / "eval" / "metrics.json").read_text())["overall"]
-    assert overall["n_tracks"] == 0 and overall["efficiency"] == 0.0
-    assert overall["n_signal_particles"] > 0 and overall["fake_rate"] is None
+    assert overall["n_tracks"] == 0 and overall["n_signal_particles"] > 0
+    assert overall["efficiency"] == 0.0
+    assert overall["fake_rate"] is None and overall["duplicate_rate"] is None
 
 
-def test_reused_out_folder_never_evaluates_stale_tracks(evaluated, tmp_path, capsys):
-    """Track files of an earlier run in --out are removed: evaluate sees this run's events."""
-    root, _ = evaluated
+def test_notebook_reads_the_folder_the_demo_writes():
+    """The notebook's default EVAL_DIR (relative to notebooks/) is the evaluate folder of the
+    `make demo` run: the workdir of the Makefile's demo line, laid out by trkx.pipeline."""
+    import re
+
+    from trkx.pipeline.config import load_pipeline_config
+    from trkx.pipeline.steps import plan_steps
+
+    demo = re.search(r"trkx run (\S+) --workdir (\S+)", (REPO / "Makefile").read_text())
+    assert demo is not None, "Makefile: no `trkx run CONFIG --workdir DIR` demo line"
+    steps = plan_steps(load_pipeline_config(str(REPO / demo.group(1))), Path(demo.group(2)))
+    written = next(step.output for step in steps if step.name == "evaluate")
+    notebook = json.loads((REPO / "notebooks" / "evaluate_tracking.ipynb").read_text())
+    source = "\n".join("".join(cell["source"]) for cell in notebook["cells"]
+                       if cell["cell_type"] == "code")
+    default = re.search(r"""TRKX_EVAL_DIR["'],\s*["']([^"']+)["']""", source)
+    assert default is not None, "notebook: no EVAL_DIR default"
+    assert (REPO / "notebooks" / default.group(1)).resolve() == (REPO / written).resolve()
+
+
+def test_reused_out_folder_holds_and_evaluates_only_the_new_events(tmp_path, capsys):
+    """build-tracks into a folder that holds tracks of other events removes those files
+    (other files stay), so evaluate on it sees exactly the new input's events."""
+    records = tmp_path / "records"
+    for event_id, seed in ((42, 3), (43, 4)):
+        record = scored_simulated_record(seed)
+        record.event_id = torch.tensor(event_id)
+        save_record(record, records / f"event{event_id:09d}.pt")
+    config = ["--config", str(REPO / "configs/tracks.yaml"), "--set", "builder.walk_cut=0.3",
+              "--set", "builder.min_length=1"]
     out = tmp_path / "tracks"
-    out.mkdir()
-    stale = out / "event000000007-tracks.csv"
-    stale.write_text("event_id,hit_id,track_id\n7,1,0\n")
-    assert main(["build-tracks", "--events", str(root / "records"), "--out", str(out),
-                 "--config", str(REPO / "configs/tracks.yaml"),
-                 "--set", "builder.walk_cut=0.3", "--set", "builder.min_length=1"]) == 0
-    assert "removed 1 file(s) of an earlier run" in capsys.readouterr().out
-    assert [f.name for f in out.iterdir()] == ["event000000042-tracks.csv"]
-    assert main(["evaluate", "--tracks", str(out), "--events", str(root / "records"),
+    assert main(["build-tracks", "--events", str(records), "--out", str(out), *config]) == 0
+    (out / "notes.txt").write_text("mine")
+    (records / "event000000043.pt").unlink()
+    capsys.readouterr()
+    assert main(["build-tracks", "--events", str(records), "--out", str(out), *config]) == 0
+    assert f"{out}: removed 1 file(s) of an earlier run" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["event000000042-tracks.csv", "notes.txt"]
+    assert main(["evaluate", "--tracks", str(out), "--events", str(records),
                  "--out", str(tmp_path / "eval")]) == 0
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert [e["event_id"] for e in metrics["events"]] == [42]
+    assert metrics["overall"]["n_events"] == 1

@@ -101,9 +101,9 @@ def test_cli_train_then_infer(sample_prefix: Path, tmp_path: Path) -> None:
     scored, original = load_record(out_dir / "event9.pt"), load_record(val_dir / "event9.pt")
     assert torch.equal(scored.edge_index, original.edge_index)
     assert scored.scores.shape == original.y.shape and scored.scores.dtype == torch.float32
-    # the CLI's scores are the checkpoint's network on the record (scatter == csr kernels)
-    network, _ = load_model(run / "gnn.pt")
-    expected = score_edges(network, original.x, original.edge_index, graph_ops="csr")
+    # The CLI's scores are the stored model's, computed here in-process with the other kernel.
+    model, _ = load_model(run / "gnn.pt")
+    expected = score_edges(model, original.x, original.edge_index, graph_ops="csr")
     torch.testing.assert_close(scored.scores, expected, rtol=1e-5, atol=1e-6)
     auc = weighted_auc(scored.scores, scored.y, torch.ones_like(scored.scores))
     assert auc > 0.8

@@ -41,6 +41,11 @@ def test_a_built_record_has_the_declared_dtypes_and_shapes(sample_prefix: Path) 
     stage_data = [f.name for f in FIELDS if f.stage == "data"]
     assert all(getattr(record, name).dtype == FIELD[name].dtype for name in stage_data)
     assert record.x.shape == (500, 3) and record.track_edges.shape[0] == 2
+    record.x, record.pos = record.x.double(), record.pos.double()   # float64 tests: accepted
+    check_record(record)
+    record.hit_id = record.hit_id.int()
+    with pytest.raises(TrackMLFormatError, match="'hit_id' has dtype int32, expected int64"):
+        check_record(record)
 
 
 def _event(n: int = 5, e: int = 4):

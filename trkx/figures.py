@@ -30,16 +30,16 @@ def share(part: int | Tensor, whole: int | Tensor) -> float:
 
 def edge_efficiency(kept: Tensor, signal: Tensor, n_signal: int | None = None) -> float:
     """Signal edges kept / ``n_signal`` (default: the signal edges among these edges)."""
-    signal = signal.bool()
+    signal = signal.bool().to(kept.device)
     total = int(signal.sum()) if n_signal is None else n_signal
     return share((kept & signal).sum(), total)
 
 
 def edge_purity(kept: Tensor, y: Tensor) -> float:
     """Truth-graph edges (``y``) among kept edges: ``|K & y| / |K|``."""
-    return share((kept & y.bool()).sum(), kept.sum())
+    return share((kept & y.bool().to(kept.device)).sum(), kept.sum())
 
 
-def all_kept(n_edges: int) -> Tensor:
+def all_kept(n_edges: int, device: torch.device | str = "cpu") -> Tensor:
     """The kept mask of a graph whose every edge counts (a stage's output records)."""
-    return torch.ones(n_edges, dtype=torch.bool)
+    return torch.ones(n_edges, dtype=torch.bool, device=device)

@@ -4,9 +4,10 @@ A record is a ``torch_geometric.data.Data``. Its fields are declared once, here 
 name, shape, dtype, the stage that adds it, meaning; the table of docs/design.md is this one),
 and stage code imports the names and groups from this module. Shapes use N hits, F features, E
 candidate edges, T truth-graph edges. Every field but ``x`` is optional (no truth without truth
-files, no edges before the embedding stage); a field that is present must have its dtype (a
-float field may be float64 too: the float64 equality tests) and a shape consistent with the
-others, which :func:`check_record` verifies on every read.
+files, no edges before the embedding stage); a field that is present must have its dtype and a
+shape consistent with the others, which :func:`check_record` verifies on every read. The stages
+write float32; a float32 field may hold float64 (the float64 equality tests of the distributed
+GNN run on such records).
 
 On disk a record is a plain ``dict[str, Tensor]`` written with ``torch.save`` to a temporary
 file and renamed, and read back with ``torch.load(weights_only=True)``.
@@ -85,8 +86,8 @@ EDGE_FIELDS: tuple[str, ...] = (*EDGE_LABELS, SCORES)
 
 
 def _shape_error(field: Field, value: torch.Tensor, sizes: dict[str, int]) -> str | None:
-    if value.dtype != field.dtype and not (value.is_floating_point()
-                                           and field.dtype.is_floating_point):
+    if value.dtype != field.dtype and not (field.dtype == torch.float32
+                                           and value.dtype == torch.float64):
         return f"dtype {str(value.dtype).removeprefix('torch.')}, expected " \
                f"{str(field.dtype).removeprefix('torch.')}"
     if value.dim() != len(field.shape):

@@ -49,7 +49,7 @@ def graph_metrics(record: Data, keep: torch.Tensor | None = None) -> dict[str, f
     if keep is not None:
         y, y_pid, signal = y[keep], y_pid[keep], signal[keep]
     n_edges = int(y.numel())
-    kept = all_kept(n_edges)
+    kept = all_kept(n_edges, y.device)
     return {
         "edge_efficiency": edge_efficiency(kept, signal, signal_truth_edges(record)),
         "purity": edge_purity(kept, y),
