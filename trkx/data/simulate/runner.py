@@ -83,5 +83,12 @@ def run_jobs(jobs: list[EventJob], out_dir: str | os.PathLike, workers: int = 1,
         for job in jobs:
             yield run_job(job, out_dir, config)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
         yield from pool.map(_run_job_star, [(job, out_dir, config) for job in jobs])
+    except BaseException:  # Ctrl-C or an abandoned generator: drop the queued events now
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()   # a running event is lost; its file is written atomically
+        raise
+    pool.shutdown()
