@@ -120,7 +120,10 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "trkx", "simulate", "--out", str(tmp_path), "--n-events", "50",
          "--pileup", "200"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"})
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        # a foreground command as a user at a terminal has it: a runner that started us in
+        # the background (``cmd &`` in a script) leaves SIGINT ignored, and children inherit it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while not list(tmp_path.glob("event*-hits.csv.gz")) and time.time() < deadline:
         time.sleep(0.2)                     # the command is simulating
