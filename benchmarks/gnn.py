@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["flops_per_event"] = flops
     timed = interleaved({
         "inference_fp32": lambda: score_edges(model, x, edge_index, "csr"),
-        "inference_bf16": lambda: score_edges(model, x, edge_index, "csr", bf16=True),
+        "inference_bf16": lambda: score_edges(model, x, edge_index, "csr", precision="bf16"),
         "matmul_fp32": matmul_fn(torch.float32),
         "matmul_bf16": matmul_fn(torch.bfloat16),
     }, args.repeats)

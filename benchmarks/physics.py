@@ -76,7 +76,7 @@ def trained_pipeline(config: Path, workdir: Path):
                      for name, p in plan.stages.items()}
     stage_configs["tracks"] = (plan.stage_config_path(plan.tracks), plan.tracks.overrides)
     return TrainedPipeline.load(workdir / "checkpoints", stage_configs,
-                                plan.inference.graph_ops, plan.inference.bf16)
+                                plan.inference.graph_ops, plan.inference.precision)
 
 
 def gnn_cut(pipeline) -> float:

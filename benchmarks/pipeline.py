@@ -86,7 +86,7 @@ def main() -> None:
 
     config = load_pipeline_config(args.config)
     pipeline = TrainedPipeline.load(args.checkpoints, stage_configs(config),
-                                    config.inference.graph_ops, config.inference.bf16)
+                                    config.inference.graph_ops, config.inference.precision)
     with tempfile.TemporaryDirectory() as scratch:
         events = args.events
         if events is None:

@@ -115,7 +115,8 @@ def add_infer_arguments(parser: argparse.ArgumentParser, stage: str) -> None:
                             new="--set inference.graph_ops=NAME",
                             template="inference.graph_ops={}")
         parser.add_argument("--bf16", nargs=0, action=DeprecatedOverride,
-                            new="--set inference.bf16=true", template="inference.bf16=true")
+                            new="--set inference.precision=bf16",
+                            template="inference.precision=bf16")
 
 
 def stage_config(path: str | Path, overrides: Iterable[str], stage: Any) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
                      for name, plan in config.stages.items()}
     stage_configs["tracks"] = (config.stage_config_path(config.tracks), config.tracks.overrides)
     pipeline = TrainedPipeline.load(args.checkpoints, stage_configs,
-                                    config.inference.graph_ops, config.inference.bf16)
+                                    config.inference.graph_ops, config.inference.precision)
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder")
     prefixes = event_prefixes(args.events)[: args.n_events]

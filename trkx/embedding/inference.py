@@ -14,6 +14,7 @@ from torch_geometric.data import Data
 from trkx.embedding.graph import BACKENDS, build_edges
 from trkx.embedding.labels import label_edges
 from trkx.embedding.model import EmbeddingMLP
+from trkx.precision import dense_precision, resolve_precision
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,17 @@ class GraphBuilding:
 
 
 @torch.no_grad()
-def embed(network: EmbeddingMLP, x: torch.Tensor, chunk_size: int = 262144) -> torch.Tensor:
-    """Embeddings of all hits, in chunks of ``chunk_size`` rows."""
+def embed(network: EmbeddingMLP, x: torch.Tensor, chunk_size: int = 262144,
+          precision: str = "fp32") -> torch.Tensor:
+    """Embeddings [N, d] float32 of all hits, in chunks of ``chunk_size`` rows, the dense layers
+    at ``precision`` (fp32, bf16 or auto: :mod:`trkx.precision`)."""
     network.eval()
-    return torch.cat([network(part) for part in x.split(chunk_size)]) if len(x) else \
-        x.new_zeros((0, network.net[-1].out_features))
+    if not len(x):
+        return x.new_zeros((0, network.net[-1].out_features))
+    chosen = resolve_precision(precision, x.device, network.net[0].out_features)
+    with dense_precision(chosen, x.device):
+        parts = [network(part) for part in x.split(chunk_size)]
+    return torch.cat(parts).float()
 
 
 def embedding_graph(network: EmbeddingMLP, record: Data, radius: float, max_neighbours: int,

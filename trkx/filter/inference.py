@@ -8,19 +8,25 @@ graph itself (an event with 2M edges and 30 features would otherwise need ~0.25 
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch_geometric.data import Data
 
 from trkx.data.record import EDGE_LABELS
 from trkx.filter.features import edge_features, has_cell_directions
 from trkx.filter.model import FilterMLP
+from trkx.precision import dense_precision, resolve_precision
 
 
 @torch.no_grad()
 def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_000,
-                ) -> torch.Tensor:
-    """Scores [E] of ``record.edge_index``; ``chunk_size=None`` scores all edges at once."""
+                precision: str = "fp32") -> torch.Tensor:
+    """Scores [E] of ``record.edge_index``; ``chunk_size=None`` scores all edges at once;
+    ``precision`` of the dense layers: fp32, bf16 or auto (:mod:`trkx.precision`)."""
     network.eval()
+    device = record.x.device
+    chosen = resolve_precision(precision, device, network.net[0].out_features)
     names = getattr(record, "feature_names", None) if network.cell_agreement else None
     if network.cell_agreement and not has_cell_directions(names):
         raise ValueError("this filter was trained with cell features (cell_agreement) but the "
@@ -31,15 +37,17 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
     parts = []
     for start in range(0, total, max(step, 1)):
         chunk = edge_index[:, start:start + step]
-        parts.append(torch.sigmoid(network(edge_features(record.x, record.pos, chunk, names,
-                                                         network.hit_features))))
+        features = edge_features(record.x, record.pos, chunk, names, network.hit_features)
+        with dense_precision(chosen, device):
+            logits = network(features)
+        parts.append(torch.sigmoid(logits.float()))
     return torch.cat(parts) if parts else torch.zeros(0)
 
 
 def apply_cut(record: Data, scores: torch.Tensor, score_cut: float) -> Data:
     """A copy of ``record`` keeping the edges with score >= ``score_cut``, with ``scores``."""
     keep = scores >= score_cut
-    out = record.clone()
+    out = copy.copy(record)             # shallow: hit tensors shared, edge tensors replaced
     out.edge_index = record.edge_index[:, keep]
     out.scores = scores[keep]
     for key in EDGE_LABELS:
@@ -50,6 +58,6 @@ def apply_cut(record: Data, scores: torch.Tensor, score_cut: float) -> Data:
 
 
 def filter_graph(network: FilterMLP, record: Data, score_cut: float = 0.5,
-                 chunk_size: int | None = 500_000) -> Data:
+                 chunk_size: int | None = 500_000, precision: str = "fp32") -> Data:
     """Score (chunked) and cut: the filtered record."""
-    return apply_cut(record, score_edges(network, record, chunk_size), score_cut)
+    return apply_cut(record, score_edges(network, record, chunk_size, precision), score_cut)

@@ -147,7 +147,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     def transform(data):
         scored = data.clone()
         scored.scores = score_edges(model, data.x, data.edge_index.long(), graph_ops, chooser,
-                                    bf16=options.bf16,
+                                    precision=options.precision,
                                     edge_attr=model_edge_inputs(model, data, label))
         return scored
 

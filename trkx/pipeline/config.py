@@ -5,7 +5,7 @@ A pipeline YAML has four sections, each mapping one-to-one onto a dataclass here
     events:    EventPlan   - simulate train/val/test events, or use existing folders
     stages:    {embedding|filter|gnn: StagePlan}   - stage config file + overrides
     tracks:    StagePlan   - configs/tracks.yaml (builder, metrics) + overrides
-    inference: InferencePlan - options of `trkx infer` (e.g. bf16 for the GNN)
+    inference: InferencePlan - options of `trkx infer` (e.g. the precision)
 
 Stage config paths are relative to the pipeline file's folder. Every key is checked before any
 work starts; a bad key fails with a message that names it.
@@ -74,8 +74,13 @@ class StagePlan:
 class InferencePlan:
     """Options of pipeline inference."""
 
-    bf16: bool = False          # bfloat16 autocast in the GNN (fast on AVX-512 CPUs)
+    precision: str = "auto"     # fp32 | bf16 | auto: dense layers of every stage (trkx.precision)
     graph_ops: str = "auto"     # csr | scatter | auto
+
+    def __post_init__(self) -> None:
+        from trkx.precision import check_precision
+
+        check_precision(self.precision)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,11 @@
 """Trained pipeline inference on one event: record in, tracks out, time per stage.
 
-    record --embedding--> radius graph --filter--> reduced graph --gnn--> edge scores
-           --track building--> a track id per hit
+    record --embedding--> points --graph--> radius graph --filter--> reduced graph
+           --gnn--> edge scores --track building--> a track id per hit
+
+The dense layers of the three learned stages run at ``precision`` (trkx.precision: ``auto``
+takes bf16 only where it measures faster). Edge truth labels are attached only when asked
+(``edge_labels=True``, for per-stage figures): inference does not need them.
 
 Every stage is the same pure function the stage CLIs use; this module only loads the trained
 models once (``WORKDIR/checkpoints/{embedding,filter,gnn}.pt``) and times each stage.
@@ -9,6 +13,7 @@ models once (``WORKDIR/checkpoints/{embedding,filter,gnn}.pt``) and times each s
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +24,7 @@ import torch
 from torch_geometric.data import Data
 
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
+from trkx.precision import check_precision
 
 CHECKPOINT_FILES = {"embedding": "embedding.pt", "filter": "filter.pt", "gnn": "gnn.pt"}
 
@@ -49,13 +55,13 @@ class TrainedPipeline:
     filter_chunk: int
     gnn: Any
     graph_ops: str
-    bf16: bool
+    precision: str
     builder: Any
     chooser: Any = field(default=None)
 
     @classmethod
     def load(cls, checkpoints: str | Path, stage_configs: dict[str, tuple[Path, list[str]]],
-             graph_ops: str = "auto", bf16: bool = False) -> TrainedPipeline:
+             graph_ops: str = "auto", precision: str = "auto") -> TrainedPipeline:
         """Load the models; ``stage_configs[stage] = (yaml path, overrides)`` give the working
         points (embedding ``graph``, filter ``inference``, tracks ``builder``); a null value
         there takes the checkpoint's working point. Builder keys set to null take the GNN
@@ -97,6 +103,10 @@ class TrainedPipeline:
         if graph_ops not in ("csr", "scatter", "auto"):
             raise ConfigError(f"graph_ops must be csr, scatter or auto, not {graph_ops!r}")
         try:
+            check_precision(precision)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        try:
             filter_cut = filter_options.cut(filt)
         except ValueError as exc:
             raise ConfigError(f"{label('filter', 'inference')}: {exc}") from exc
@@ -108,32 +118,49 @@ class TrainedPipeline:
                                else point["max_neighbours"]),
             graph_backend=graph.backend, use_cells=trained.use_cells,
             signal_pt_min=trained.signal_pt_min, filter=filter_net, filter_cut=filter_cut,
-            filter_chunk=filter_options.chunk_size, gnn=gnn, graph_ops=graph_ops, bf16=bf16,
+            filter_chunk=filter_options.chunk_size, gnn=gnn, graph_ops=graph_ops,
+            precision=precision,
             builder=builder, chooser=KernelChooser(width=gnn.hidden))
 
     @torch.no_grad()
-    def run(self, record: Data) -> tuple[dict[str, Data], np.ndarray, dict[str, float]]:
-        """Graphs after each stage, the track id of every hit, and seconds per stage."""
-        from trkx.embedding.inference import embedding_graph
+    def run(self, record: Data, edge_labels: bool = False,
+            ) -> tuple[dict[str, Data], np.ndarray, dict[str, float]]:
+        """Graphs after each stage, the track id of every hit, and seconds per stage
+        (``embedding``, ``graph``, ``filter``, ``gnn``, ``tracks``)."""
+        from trkx.embedding.graph import build_edges
+        from trkx.embedding.inference import embed
+        from trkx.embedding.labels import label_edges
         from trkx.filter.inference import filter_graph
         from trkx.gnn.edge_inputs import model_edge_inputs
         from trkx.gnn.inference import score_edges
 
         seconds: dict[str, float] = {}
-        start = time.perf_counter()
-        embedded = embedding_graph(self.embedding, record, self.radius, self.max_neighbours,
-                                   self.graph_backend)
-        seconds["embedding"] = time.perf_counter() - start
-        start = time.perf_counter()
-        filtered = filter_graph(self.filter, embedded, self.filter_cut, self.filter_chunk)
-        seconds["filter"] = time.perf_counter() - start
-        start = time.perf_counter()
-        scored = filtered.clone()
-        scored.scores = score_edges(self.gnn, filtered.x, filtered.edge_index.long(),
-                                    self.graph_ops, self.chooser, bf16=self.bf16,
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            seconds[name] = now - clock
+            clock = now
+
+        points = embed(self.embedding, record.x, precision=self.precision)
+        lap("embedding")
+        embedded = copy.copy(record)        # shallow: the hit tensors are shared, not copied
+        embedded.edge_index = build_edges(points, self.radius, self.max_neighbours,
+                                          self.graph_backend, pos=record.pos).cpu()
+        lap("graph")
+        if edge_labels and getattr(record, "particle_id", None) is not None:
+            embedded.y, embedded.y_pid, embedded.signal = label_edges(record,
+                                                                      embedded.edge_index)
+            clock = time.perf_counter()          # labelling is evaluation, not inference
+        filtered = filter_graph(self.filter, embedded, self.filter_cut, self.filter_chunk,
+                                precision=self.precision)
+        lap("filter")
+        scored = copy.copy(filtered)
+        scored.scores = score_edges(self.gnn, filtered.x, filtered.edge_index, self.graph_ops,
+                                    self.chooser, precision=self.precision,
                                     edge_attr=model_edge_inputs(self.gnn, filtered))
-        seconds["gnn"] = time.perf_counter() - start
-        start = time.perf_counter()
+        lap("gnn")
         labels = self.builder.build(scored)
-        seconds["tracks"] = time.perf_counter() - start
+        lap("tracks")
         return {"embedding": embedded, "filter": filtered, "gnn": scored}, labels, seconds

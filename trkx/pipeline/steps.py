@@ -93,7 +93,7 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
             *_sets([*plan.overrides, *data])), checkpoint,
             inputs(_source(stage, "train", simulate), _source(stage, "val", simulate))))
         extra = ([f"inference.graph_ops={config.inference.graph_ops}",
-                  f"inference.bf16={str(config.inference.bf16).lower()}"]
+                  f"inference.precision={config.inference.precision}"]
                  if stage == "gnn" else [])
         for split in (SPLITS if stage != "gnn" else ("test",)):
             out = graphs / stage / split
