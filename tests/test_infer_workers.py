@@ -97,3 +97,13 @@ def test_a_bad_event_in_a_worker_is_one_line_and_leaves_no_partial_file(
     event = bad.name.split("-")[0]
     assert not [n for n in written if n.startswith(".") or n.startswith(event)
                 or n == "timing.json"], written
+
+
+def test_events_with_truth_are_evaluated_with_the_checkpoints_working_point(
+        tiny_run: tuple[Path, Path], tmp_path: Path, threads) -> None:
+    # the tracks config leaves walk_cut null: evaluate must get it from the GNN checkpoint
+    _, workdir = tiny_run
+    out = tmp_path / "out"
+    assert infer(tiny_run, workdir / "data" / "test", out, "--threads", "1") == 0
+    metrics = json.loads((out / "evaluate" / "metrics.json").read_text())
+    assert (metrics["overall"]["n_events"], metrics["overall"]["n_hits"]) == (1, 758)

@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     stage_configs = {name: (config.stage_config_path(plan), plan.overrides)
                      for name, plan in config.stages.items()}
     stage_configs["tracks"] = (config.stage_config_path(config.tracks), config.tracks.overrides)
-    checkpoint_paths(args.checkpoints)      # a missing file fails before any worker starts
+    gnn_checkpoint = checkpoint_paths(args.checkpoints)["gnn"]   # fails before any worker
     source = PipelineSource(args.checkpoints, stage_configs, config.inference.graph_ops,
                             config.inference.bf16)
     if not args.events.is_dir():
@@ -200,7 +200,6 @@ def run(args: argparse.Namespace) -> int:
     if not prefixes:
         raise FileNotFoundError(f"{args.events}: no TrackML events (event*-hits.csv[.gz])")
     workers = min(args.workers, len(prefixes))     # no idle process per missing event
-    args.out.mkdir(parents=True, exist_ok=True)
     with tqdm(total=len(prefixes), desc="trkx infer", unit="event") as bar:
         if workers == 1:
             results, wall, threads = run_in_process(source, prefixes, args.out, bar)
@@ -223,5 +222,6 @@ def run(args: argparse.Namespace) -> int:
         return trkx_main(["evaluate", "--tracks", str(args.out), "--events", str(args.events),
                           "--out", str(args.out / "evaluate"),
                           "--config", str(stage_configs["tracks"][0]),
+                          "--checkpoint", str(gnn_checkpoint),   # the builder's working point
                           *(item for o in config.tracks.overrides for item in ("--set", o))])
     return 0
