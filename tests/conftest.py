@@ -1,4 +1,5 @@
-"""Shared fixtures: the real TrackML data folder (tests skip clearly when it is absent)."""
+"""Shared fixtures: the real TrackML data folder (tests skip clearly when it is absent), and one
+tiny trained pipeline per session."""
 
 from __future__ import annotations
 
@@ -28,3 +29,17 @@ def trackml_dir() -> Path:
 @pytest.fixture(scope="session")
 def sample_prefix(trackml_dir: Path) -> Path:
     return trackml_dir / "sample_event" / "event000000001"
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """``trkx run`` of the tiny configuration of tests/test_pipeline_run.py, once per session
+    (it is the slowest fixture): ``(config, workdir)``. Tests that change the workdir restore it."""
+    from tests.test_pipeline_run import tiny_config
+    from trkx.cli import main as trkx_main
+
+    base = tmp_path_factory.mktemp("run")
+    config = tiny_config(base)
+    workdir = base / "work"
+    assert trkx_main(["run", str(config), "--workdir", str(workdir)]) == 0
+    return config, workdir

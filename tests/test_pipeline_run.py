@@ -37,13 +37,7 @@ def tiny_config(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    base = tmp_path_factory.mktemp("run")
-    config = tiny_config(base)
-    workdir = base / "work"
-    assert trkx_main(["run", str(config), "--workdir", str(workdir)]) == 0
-    return config, workdir
+# ``tiny_run`` (tests/conftest.py): ``trkx run`` of tiny_config, once per session.
 
 
 def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:

@@ -1,9 +1,16 @@
-"""``trkx infer --config PIPELINE.yaml --checkpoints DIR --events DIR --out DIR [--set ...]``.
+"""``trkx infer --config PIPELINE.yaml --checkpoints DIR --events DIR --out DIR [--workers N]``.
 
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event and
-``timing.json`` (seconds per stage per event) in ``--out``; when the events carry truth,
-``trkx evaluate`` runs on the result into ``--out/evaluate``.
+``timing.json`` (seconds per stage per event, and the throughput of the run) in ``--out``; when
+the events carry truth, ``trkx evaluate`` runs on the result into ``--out/evaluate``.
+
+``--workers N > 1`` (throughput mode) runs the events in N spawned processes, each loading the
+pipeline once and using ``max(1, T // N)`` torch threads, T the command's thread count
+(``--threads`` / ``TRKX_THREADS``). ``--workers 1`` runs them in this process, as before. Either
+way ``events_per_second = events / wall_seconds``, where ``wall_seconds`` runs from the moment
+the first pipeline is loaded and ready to the last event's tracks written (loading is excluded;
+the start times of workers are compared on ``time.monotonic``, one clock for all processes).
 """
 
 from __future__ import annotations
@@ -11,7 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trkx.config import ConfigError
 from trkx.stage_tools import DeprecatedRename
@@ -28,8 +37,135 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                        help="only the first N events")
     group.add_argument("--nevents", dest="n_events", type=int, action=DeprecatedRename,
                        new="--n-events")
+    group.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="events in N parallel processes, each with max(1, threads // N) "
+                            "threads (default 1: in this process)")
     group.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="KEY=VALUE", help="pipeline config override (repeatable)")
+
+
+@dataclass(frozen=True)
+class PipelineSource:
+    """Everything needed to load the trained pipeline (picklable, so a worker loads its own)."""
+
+    checkpoints: Path
+    stage_configs: dict[str, tuple[Path, list[str]]]
+    graph_ops: str
+    bf16: bool
+
+    def load(self) -> Any:
+        from trkx.pipeline.inference import TrainedPipeline
+
+        return TrainedPipeline.load(self.checkpoints, self.stage_configs, self.graph_ops,
+                                    self.bf16)
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """One event's outcome: its tracks file, seconds per stage, and whether it has truth."""
+
+    event_id: int
+    path: Path
+    seconds: dict[str, float]
+    has_truth: bool
+
+
+def infer_event(pipeline: Any, detector: Any, prefix: str, out: Path) -> EventResult:
+    """Read one event, run the pipeline, write ``out/eventNNNNNNNNN-tracks.csv`` atomically."""
+    from trkx.cli._tracks_io import atomic_write, tracks_file_name
+    from trkx.data.errors import EventFileNotFoundError
+    from trkx.data.io import find_part_file
+    from trkx.embedding.events import event_record
+    from trkx.tracks.building import tracks_frame
+
+    start = time.perf_counter()
+    record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min)
+    load_seconds = time.perf_counter() - start
+    _, labels, seconds = pipeline.run(record)
+    event_id = int(record.event_id)
+    table = tracks_frame(record.hit_id, labels, event_id)
+    path = atomic_write(out / tracks_file_name(event_id),
+                        lambda tmp: table.to_csv(tmp, index=False))
+    try:
+        find_part_file(prefix, "truth")
+        has_truth = True
+    except EventFileNotFoundError:
+        has_truth = False
+    return EventResult(event_id, path, {"load": load_seconds, **seconds,
+                                        "total": load_seconds + sum(seconds.values()),
+                                        "n_hits": int(record.num_nodes)}, has_truth)
+
+
+#: A worker's pipeline, detector, start time and threads, or the error loading them raised.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(source: PipelineSource, threads: int) -> None:
+    """Pool initializer: set this worker's threads, load the pipeline once. A loading error is
+    kept and raised by the first event, so the parent reports it like any other error."""
+    from trkx.threads import configure_threads
+
+    configure_threads(threads)
+    try:
+        import torch
+
+        from trkx.data.detector import load_detector
+
+        _WORKER.update(pipeline=source.load(), detector=load_detector(),
+                       threads=torch.get_num_threads(), ready=time.monotonic())
+    except Exception as exc:  # re-raised in the parent through the first event's future
+        _WORKER["error"] = exc
+
+
+def _worker_event(prefix: str, out: Path) -> tuple[EventResult, float, int]:
+    if "error" in _WORKER:
+        raise _WORKER["error"]
+    return (infer_event(_WORKER["pipeline"], _WORKER["detector"], prefix, out),
+            _WORKER["ready"], _WORKER["threads"])
+
+
+def run_in_process(source: PipelineSource, prefixes: list[str], out: Path, bar: Any,
+                   ) -> tuple[list[EventResult], float, int]:
+    """Events one after another here: (results in order, wall seconds, torch threads)."""
+    import torch
+
+    from trkx.data.detector import load_detector
+
+    pipeline, detector = source.load(), load_detector()
+    start = time.monotonic()
+    results = []
+    for prefix in prefixes:
+        results.append(infer_event(pipeline, detector, prefix, out))
+        bar.update(1)
+    return results, time.monotonic() - start, torch.get_num_threads()
+
+
+def run_in_workers(source: PipelineSource, prefixes: list[str], out: Path, bar: Any,
+                   workers: int, threads: int) -> tuple[list[EventResult], float, int]:
+    """Events in ``workers`` spawned processes of ``threads`` threads each: (results in the
+    order of ``prefixes``, wall seconds from the first worker ready, threads per worker). An
+    error or Ctrl-C drops the queued events, stops the workers and removes the temporary file
+    of an event cut short."""
+    from concurrent.futures import as_completed
+
+    from trkx.parallel import worker_pool
+
+    try:
+        with worker_pool(workers, _init_worker, (source, threads), context="spawn") as pool:
+            futures = {pool.submit(_worker_event, prefix, out): i
+                       for i, prefix in enumerate(prefixes)}
+            done: dict[int, tuple[EventResult, float, int]] = {}
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                bar.update(1)
+            end = time.monotonic()
+    except BaseException:
+        for tmp in out.glob(".event*-tracks.csv.*.tmp"):   # atomic_write's temporary files
+            tmp.unlink(missing_ok=True)
+        raise
+    start = min(ready for _, ready, _ in done.values())
+    return ([done[i][0] for i in range(len(prefixes))], end - start,
+            max(n for _, _, n in done.values()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,60 +174,54 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"trkx infer needs a STAGE, or {', '.join(missing)} for the whole "
                           "pipeline")
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers} (1: events in this "
+                          "process, N > 1: N parallel processes)")
     from tqdm import tqdm
 
     from trkx.cli import main as trkx_main
-    from trkx.cli._tracks_io import TRACKS_FILE, atomic_write, tracks_file_name
-    from trkx.data.detector import load_detector
-    from trkx.data.errors import EventFileNotFoundError
-    from trkx.data.io import find_part_file
-    from trkx.embedding.events import event_prefixes, event_record
+    from trkx.cli._tracks_io import TRACKS_FILE, atomic_write
+    from trkx.embedding.events import event_prefixes
     from trkx.pipeline.config import load_pipeline_config
-    from trkx.pipeline.inference import TrainedPipeline
+    from trkx.pipeline.inference import checkpoint_paths
     from trkx.stage_tools import remove_stale
-    from trkx.tracks.building import tracks_frame
+    from trkx.threads import choose_threads
 
     config = load_pipeline_config(args.config, args.overrides)
     stage_configs = {name: (config.stage_config_path(plan), plan.overrides)
                      for name, plan in config.stages.items()}
     stage_configs["tracks"] = (config.stage_config_path(config.tracks), config.tracks.overrides)
-    pipeline = TrainedPipeline.load(args.checkpoints, stage_configs,
-                                    config.inference.graph_ops, config.inference.precision)
+    gnn_checkpoint = checkpoint_paths(args.checkpoints)["gnn"]   # fails before any worker
+    source = PipelineSource(args.checkpoints, stage_configs, config.inference.graph_ops,
+                            config.inference.precision)
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder")
     prefixes = event_prefixes(args.events)[: args.n_events]
     if not prefixes:
         raise FileNotFoundError(f"{args.events}: no TrackML events (event*-hits.csv[.gz])")
-    detector = load_detector()
-    timing: dict[str, dict[str, float]] = {}
-    written = []
-    with_truth = True
-    for prefix in tqdm(prefixes, desc="trkx infer", unit="event"):
-        start = time.perf_counter()
-        record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min)
-        load_seconds = time.perf_counter() - start
-        _, labels, seconds = pipeline.run(record)
-        event_id = int(record.event_id)
-        table = tracks_frame(record.hit_id, labels, event_id)
-        written.append(atomic_write(args.out / tracks_file_name(event_id),
-                                    lambda tmp, t=table: t.to_csv(tmp, index=False)))
-        timing[str(event_id)] = {"load": load_seconds, **seconds,
-                                 "total": load_seconds + sum(seconds.values()),
-                                 "n_hits": int(record.num_nodes)}
-        try:
-            find_part_file(prefix, "truth")
-        except EventFileNotFoundError:
-            with_truth = False
-    remove_stale(args.out, written, TRACKS_FILE)
+    workers = min(args.workers, len(prefixes))     # no idle process per missing event
+    with tqdm(total=len(prefixes), desc="trkx infer", unit="event") as bar:
+        if workers == 1:
+            results, wall, threads = run_in_process(source, prefixes, args.out, bar)
+        else:
+            results, wall, threads = run_in_workers(source, prefixes, args.out, bar, workers,
+                                                    max(1, choose_threads(None) // workers))
+    remove_stale(args.out, [r.path for r in results], TRACKS_FILE)
+    timing = {str(r.event_id): r.seconds for r in results}
     stages = ["load", "embedding", "filter", "gnn", "tracks", "total"]
     mean = {s: sum(t[s] for t in timing.values()) / len(timing) for s in stages}
-    text = json.dumps({"events": timing, "mean_seconds": mean}, indent=2)
+    rate = len(results) / wall if wall > 0 else float("inf")
+    text = json.dumps({"events": timing, "mean_seconds": mean, "workers": workers,
+                       "threads_per_worker": threads, "wall_seconds": wall,
+                       "events_per_second": rate}, indent=2)
     atomic_write(args.out / "timing.json", lambda tmp: tmp.write_text(text))
-    print(f"{len(timing)} event(s) -> {args.out}; mean seconds per event: "
+    print(f"{len(timing)} event(s) -> {args.out}; {rate:.2f} events/s with {workers} "
+          f"worker(s) of {threads} thread(s); mean seconds per event: "
           + ", ".join(f"{s} {mean[s]:.2f}" for s in stages))
-    if with_truth:
+    if all(r.has_truth for r in results):
         return trkx_main(["evaluate", "--tracks", str(args.out), "--events", str(args.events),
                           "--out", str(args.out / "evaluate"),
                           "--config", str(stage_configs["tracks"][0]),
+                          "--checkpoint", str(gnn_checkpoint),   # the builder's working point
                           *(item for o in config.tracks.overrides for item in ("--set", o))])
     return 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from trkx.data.simulate.particles import (
     load_particles,
     particle_sources,
 )
+from trkx.parallel import worker_pool
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,5 @@ def run_jobs(jobs: list[EventJob], out_dir: str | os.PathLike, workers: int = 1,
         for job in jobs:
             yield run_job(job, out_dir, config)
         return
-    pool = ProcessPoolExecutor(max_workers=workers)
-    try:
+    with worker_pool(workers) as pool:  # Ctrl-C or an abandoned generator stops it at once
         yield from pool.map(_run_job_star, [(job, out_dir, config) for job in jobs])
-    except BaseException:  # Ctrl-C or an abandoned generator: drop the queued events now
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()   # a running event is lost; its file is written atomically
-        raise
-    pool.shutdown()

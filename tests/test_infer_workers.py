@@ -1,0 +1,109 @@
+"""`trkx infer --workers N`: events in parallel processes give the tracks of the in-process
+loop byte for byte; timing.json reports the throughput; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from trkx.cli import main as trkx_main
+
+
+@pytest.fixture(scope="module")
+def events(tiny_run: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Hits files (no truth: no evaluation step) of the tiny run's four simulated events."""
+    _, workdir = tiny_run
+    folder = tmp_path_factory.mktemp("events")
+    for path in sorted((workdir / "data").glob("*/event*-hits.csv.gz")):
+        shutil.copy(path, folder / path.name)
+    assert len(list(folder.iterdir())) == 4
+    return folder
+
+
+@pytest.fixture
+def threads(monkeypatch: pytest.MonkeyPatch):
+    """``trkx_main`` sets the thread variables and torch's pool: undo both after the test."""
+    for name in ("TRKX_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(name, os.environ.get(name, "1"))
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def infer(tiny_run: tuple[Path, Path], events: Path, out: Path, *extra: str) -> int:
+    config, workdir = tiny_run
+    return trkx_main([*extra[:2], "infer", "--config", str(config), "--checkpoints",
+                      str(workdir / "checkpoints"), "--events", str(events), "--out", str(out),
+                      *extra[2:]])
+
+
+def test_workers_write_the_tracks_of_the_single_process_loop(
+        tiny_run: tuple[Path, Path], events: Path, tmp_path: Path, threads,
+        capsys: pytest.CaptureFixture) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    # one thread per event computation in both runs (2 threads // 2 workers), so the float
+    # results cannot differ by a thread-dependent summation order
+    assert infer(tiny_run, events, one, "--threads", "1", "--workers", "1") == 0
+    assert infer(tiny_run, events, two, "--threads", "2", "--workers", "2") == 0
+    names = sorted(p.name for p in one.glob("event*-tracks.csv"))
+    assert len(names) == 4
+    assert sorted(p.name for p in two.iterdir()) == sorted([*names, "timing.json"])
+    for name in names:
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
+    for out, workers in ((one, 1), (two, 2)):
+        timing = json.loads((out / "timing.json").read_text())
+        assert timing["workers"] == workers
+        assert timing["threads_per_worker"] == 1          # 2 threads split over 2 workers
+        assert sorted(f"event{int(e):09d}-tracks.csv" for e in timing["events"]) == names
+        assert timing["wall_seconds"] > 0
+        assert timing["events_per_second"] == pytest.approx(4 / timing["wall_seconds"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    rate = json.loads((two / "timing.json").read_text())["events_per_second"]
+    assert f"{rate:.2f} events/s with 2 worker(s) of 1 thread(s)" in last
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_workers_below_one_is_one_line(tiny_run: tuple[Path, Path], events: Path,
+                                       tmp_path: Path, workers: str,
+                                       capsys: pytest.CaptureFixture) -> None:
+    assert infer(tiny_run, events, tmp_path / "out", "--threads", "1", "--workers",
+                 workers) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"trkx infer: error: --workers must be >= 1, got {workers} (1: events in "
+                   "this process, N > 1: N parallel processes)"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_event_in_a_worker_is_one_line_and_leaves_no_partial_file(
+        tiny_run: tuple[Path, Path], events: Path, tmp_path: Path, threads,
+        capsys: pytest.CaptureFixture) -> None:
+    bad_events = tmp_path / "events"
+    shutil.copytree(events, bad_events)
+    bad = sorted(bad_events.iterdir())[1]
+    bad.write_bytes(gzip.compress(b"hit_id,x,y\n1,not-a-number,2\n"))
+    out = tmp_path / "out"
+    assert infer(tiny_run, bad_events, out, "--threads", "2", "--workers", "2") == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]                     # after the progress bar
+    assert last.startswith("trkx infer: error: ") and str(bad) in last, err
+    assert "Traceback" not in err
+    written = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    event = bad.name.split("-")[0]
+    assert not [n for n in written if n.startswith(".") or n.startswith(event)
+                or n == "timing.json"], written
+
+
+def test_events_with_truth_are_evaluated_with_the_checkpoints_working_point(
+        tiny_run: tuple[Path, Path], tmp_path: Path, threads) -> None:
+    # the tracks config leaves walk_cut null: evaluate must get it from the GNN checkpoint
+    _, workdir = tiny_run
+    out = tmp_path / "out"
+    assert infer(tiny_run, workdir / "data" / "test", out, "--threads", "1") == 0
+    metrics = json.loads((out / "evaluate" / "metrics.json").read_text())
+    assert (metrics["overall"]["n_events"], metrics["overall"]["n_hits"]) == (1, 758)
