@@ -75,6 +75,11 @@ def resolve_precision(precision: str, device: torch.device | str = "cpu",
     return _decisions[key]
 
 
+def decisions() -> dict[str, str]:
+    """The ``auto`` choices made so far in this process, ``{"cpu:128": "fp32", ...}``."""
+    return {f"{device}:{width}": choice for (device, width), choice in _decisions.items()}
+
+
 @contextlib.contextmanager
 def dense_precision(precision: str, device: torch.device | str = "cpu") -> Iterator[None]:
     """Autocast context of a resolved precision (``fp32``: no autocast)."""

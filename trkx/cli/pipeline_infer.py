@@ -51,13 +51,13 @@ class PipelineSource:
     checkpoints: Path
     stage_configs: dict[str, tuple[Path, list[str]]]
     graph_ops: str
-    bf16: bool
+    precision: str
 
     def load(self) -> Any:
         from trkx.pipeline.inference import TrainedPipeline
 
         return TrainedPipeline.load(self.checkpoints, self.stage_configs, self.graph_ops,
-                                    self.bf16)
+                                    self.precision)
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,16 @@ def infer_event(pipeline: Any, detector: Any, prefix: str, out: Path) -> EventRe
     from trkx.tracks.building import tracks_frame
 
     start = time.perf_counter()
-    record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min)
+    record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,
+                          with_truth=False)      # evaluation reads truth from the files
     load_seconds = time.perf_counter() - start
     _, labels, seconds = pipeline.run(record)
     event_id = int(record.event_id)
+    start = time.perf_counter()
     table = tracks_frame(record.hit_id, labels, event_id)
     path = atomic_write(out / tracks_file_name(event_id),
                         lambda tmp: table.to_csv(tmp, index=False))
+    seconds["write"] = time.perf_counter() - start
     try:
         find_part_file(prefix, "truth")
         has_truth = True
@@ -208,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
                                                     max(1, choose_threads(None) // workers))
     remove_stale(args.out, [r.path for r in results], TRACKS_FILE)
     timing = {str(r.event_id): r.seconds for r in results}
-    stages = ["load", "embedding", "filter", "gnn", "tracks", "total"]
+    stages = ["load", "embedding", "graph", "filter", "gnn", "tracks", "write", "total"]
     mean = {s: sum(t[s] for t in timing.values()) / len(timing) for s in stages}
     rate = len(results) / wall if wall > 0 else float("inf")
     text = json.dumps({"events": timing, "mean_seconds": mean, "workers": workers,

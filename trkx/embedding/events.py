@@ -52,12 +52,14 @@ def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int 
     return records
 
 
-def event_record(prefix: str, detector, use_cells: bool, signal_pt_min: float) -> Data:
-    """The record of one TrackML event (cells only read when ``use_cells``)."""
+def event_record(prefix: str, detector, use_cells: bool, signal_pt_min: float,
+                 with_truth: bool = True) -> Data:
+    """The record of one TrackML event (cells only read when ``use_cells``; particles and
+    truth when they exist and ``with_truth``: inference needs neither)."""
     from trkx.data.errors import EventFileNotFoundError
     from trkx.data.io import event_id_from_prefix, find_part_file, load_event
 
-    parts = ["hits", "particles", "truth"]
+    parts = ["hits", "particles", "truth"] if with_truth else ["hits"]
     try:
         find_part_file(prefix, "truth")
     except EventFileNotFoundError:

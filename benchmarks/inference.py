@@ -1,0 +1,241 @@
+"""Inference speed of the trained pipeline, per stage, with the physics of the same run.
+
+    python benchmarks/inference.py --config configs/pu200_cpu.yaml \
+        --checkpoints runs/pu200_cpu/checkpoints --events runs/pu200_cpu/data/test \
+        [--real-events $TRKX_DATA/kaggle_hits] [--n-events 6] [--json out.json]
+
+For torch threads = 2 and = 1 (``--threads``), on the simulated events (truth, ``--events``)
+and on the real hit files (``--real-events``, hits only, needs a hits-only pipeline): the first
+event warms up (kernel and precision choices, allocator), then every event is timed: reading and
+building the record (``load``), each stage (``embedding``, ``graph``, ``filter``, ``gnn``,
+``tracks``) and writing the tracks CSV (``write``); medians over events are reported.
+
+- the *fast* configuration is the pipeline config as given (precision ``auto``, graph backend
+  ``auto``, ...); the *reference* one is the same models at fp32 with the exact ``kdtree``
+  graph. Both are evaluated on the simulated events (double-majority efficiency, fake rate);
+  ``efficiency_delta`` = reference - fast;
+- ``graph_recall``: share of the exact (kdtree) graph's edges that the fast backend finds;
+- ``flop_rate_fraction``: each learned stage's dense FLOPs / its median seconds, divided by
+  the fp32 GEMM rate measured in the same run (benchmarks/inference_rates.py);
+- ``peak_memory_gb``: the process's peak resident memory after the 2-thread simulated pass;
+- throughput mode: ``trkx infer --workers N`` for N = 1, 2 (events/s, subprocess);
+- ``help_seconds``: wall time of ``python -m trkx --help`` (median of 3).
+
+Timings are wall-clock on a shared machine: compare figures of one run side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inference_rates import matmul_rates, median, stage_flops
+
+REPO = Path(__file__).resolve().parents[1]
+STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "write")
+LEARNED = ("embedding", "filter", "gnn")
+
+
+def stage_configs(config) -> dict:
+    configs = {name: (config.stage_config_path(plan), plan.overrides)
+               for name, plan in config.stages.items()}
+    configs["tracks"] = (config.stage_config_path(config.tracks), config.tracks.overrides)
+    return configs
+
+
+def edge_keys(edge_index: torch.Tensor, n: int) -> np.ndarray:
+    e = edge_index.cpu().numpy()
+    return np.unique(e[0] * n + e[1])
+
+
+def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
+             recall: bool = False) -> dict:
+    """Warm up on the first event, then time every event; evaluations when with truth."""
+    from trkx.cli._tracks_io import atomic_write
+    from trkx.data.detector import load_detector
+    from trkx.embedding.events import event_record
+    from trkx.embedding.graph import build_edges
+    from trkx.embedding.inference import embed
+    from trkx.tracks.building import tracks_frame
+    from trkx.tracks.event_truth import truth_from_record
+    from trkx.tracks.metrics import MetricCuts, evaluate_event
+
+    detector = load_detector()
+    rows, evaluations, recalls = [], [], []
+    for index, prefix in enumerate([prefixes[0], *prefixes]):
+        start = time.perf_counter()
+        record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,
+                              with_truth=False)
+        load = time.perf_counter() - start
+        graphs, labels, seconds = pipeline.run(record)
+        start = time.perf_counter()
+        table = tracks_frame(record.hit_id, labels, int(record.event_id))
+        atomic_write(scratch / "tracks.csv", lambda tmp, t=table: t.to_csv(tmp, index=False))
+        seconds = {"load": load, **seconds, "write": time.perf_counter() - start}
+        if index == 0:
+            continue                                   # warm-up
+        n = int(record.num_nodes)
+        rows.append({**seconds, "total": sum(seconds.values()), "n_hits": n,
+                     "graph_edges": int(graphs["embedding"].edge_index.shape[1]),
+                     "filter_edges": int(graphs["filter"].edge_index.shape[1])})
+        if with_truth:                  # truth read apart: inference does not need it
+            truth = event_record(prefix, detector, False, pipeline.signal_pt_min)
+            evaluations.append(evaluate_event(truth_from_record(truth), table, MetricCuts()))
+        if recall:
+            points = embed(pipeline.embedding, record.x)
+            exact = edge_keys(build_edges(points, pipeline.radius, pipeline.max_neighbours,
+                                          "kdtree", pos=record.pos), n)
+            found = edge_keys(graphs["embedding"].edge_index, n)
+            recalls.append(float(np.isin(exact, found).mean()) if len(exact) else 1.0)
+    return {"rows": rows, "evaluations": evaluations, "recalls": recalls}
+
+
+def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
+    """Medians per stage, FLOP rates, graph sizes, physics."""
+    from trkx.tracks.metrics import overall_summary
+
+    rows = result["rows"]
+    seconds = {s: median([r[s] for r in rows]) for s in (*STAGES, "total")}
+    flops = [stage_flops(pipeline, r["n_hits"], r["graph_edges"], r["filter_edges"])
+             for r in rows]
+    rate = {s: median([f[s] / r[s] for f, r in zip(flops, rows)]) for s in LEARNED}
+    out = {"stage_seconds": seconds, "end_to_end_seconds": seconds["total"],
+           "overhead_seconds": median([r["load"] + r["tracks"] + r["write"] for r in rows]),
+           "flops_per_event": {s: median([f[s] for f in flops]) for s in LEARNED},
+           "flop_rate": rate,
+           "flop_rate_fraction": {s: rate[s] / rates["gemm_fp32"] for s in LEARNED},
+           "hits": median([r["n_hits"] for r in rows]),
+           "graph_edges": median([r["graph_edges"] for r in rows]),
+           "filter_edges": median([r["filter_edges"] for r in rows]), "events": len(rows)}
+    if result["evaluations"]:
+        overall = overall_summary(result["evaluations"])
+        out["physics"] = {k: float(overall[k]) for k in
+                          ("efficiency", "efficiency_err", "fake_rate", "duplicate_rate",
+                           "trackml_score")}
+    if result["recalls"]:
+        out["graph_recall"] = float(np.mean(result["recalls"]))
+    return out
+
+
+def throughput(args, workers: int, scratch: Path) -> float:
+    """events/s of ``trkx infer --workers N`` on the simulated events (from its timing.json)."""
+    out = scratch / f"workers{workers}"
+    subprocess.run([sys.executable, "-m", "trkx", "--threads", "2", "infer", "--config",
+                    str(args.config), "--checkpoints", str(args.checkpoints), "--events",
+                    str(args.events), "--out", str(out), "--n-events", str(args.n_events),
+                    "--workers", str(workers)], check=True, cwd=REPO,
+                   stdout=subprocess.DEVNULL)
+    return float(json.loads((out / "timing.json").read_text())["events_per_second"])
+
+
+def help_seconds() -> float:
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "trkx", "--help"], check=True, cwd=REPO,
+                       stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=Path("configs/pu200_cpu.yaml"))
+    parser.add_argument("--checkpoints", type=Path, required=True)
+    parser.add_argument("--events", type=Path, required=True,
+                        help="simulated TrackML events with truth")
+    parser.add_argument("--real-events", type=Path, default=Path(os.environ.get(
+        "TRKX_DATA", REPO.parent / "shared" / "data" / "trackml")) / "kaggle_hits")
+    parser.add_argument("--n-events", type=int, default=6, help="timed events per pass")
+    parser.add_argument("--threads", type=int, nargs="+", default=[2, 1])
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
+                        help="throughput mode: worker counts to run (none: skip)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    from trkx.embedding.events import event_prefixes
+    from trkx.pipeline.config import load_pipeline_config
+    from trkx.pipeline.inference import TrainedPipeline
+    from trkx.precision import decisions as precision_decisions
+
+    config = load_pipeline_config(args.config)
+    fast = TrainedPipeline.load(args.checkpoints, stage_configs(config),
+                                config.inference.graph_ops, config.inference.precision)
+    reference = dataclasses.replace(fast, precision="fp32", graph_backend="kdtree")
+    simulated = event_prefixes(args.events)[: args.n_events]
+    real = event_prefixes(args.real_events)[: args.n_events] if args.real_events.is_dir() \
+        else []
+    if real and fast.use_cells:
+        print(f"{args.real_events}: hit files without cells, but these models use cell "
+              "features: real events skipped (time a hits-only pipeline)")
+        real = []
+    figures: dict = {"config": str(args.config), "checkpoints": str(args.checkpoints),
+                     "machine": {}, "threads": {}}
+    with tempfile.TemporaryDirectory() as scratch_dir:
+        scratch = Path(scratch_dir)
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            rates = matmul_rates()
+            figures["machine"][str(threads)] = rates
+            print(f"[{threads} threads] fp32 GEMM {rates['gemm_fp32'] / 1e9:.0f} GFLOP/s, "
+                  f"tall-skinny {rates['tall_skinny_fp32'] / 1e9:.0f}, bf16 GEMM "
+                  f"{rates['gemm_bf16'] / 1e9:.0f}")
+            part = {"simulated": summarize_pass(fast, run_pass(
+                fast, simulated, True, scratch, recall=threads == args.threads[0]), rates)}
+            if threads == args.threads[0]:
+                figures["peak_memory_gb"] = resource.getrusage(
+                    resource.RUSAGE_SELF).ru_maxrss / 2**20
+                part["reference"] = summarize_pass(reference, run_pass(
+                    reference, simulated, True, scratch), rates)
+            if real:
+                part["real"] = summarize_pass(fast, run_pass(fast, real, False, scratch),
+                                              rates)
+            figures["threads"][str(threads)] = part
+            for name, result in part.items():
+                print(f"[{threads} threads] {name}: {result['hits']:,.0f} hits, "
+                      f"{result['graph_edges']:,.0f} -> {result['filter_edges']:,.0f} edges; "
+                      "median s: " + ", ".join(f"{s} {v:.3f}" for s, v in
+                                               result["stage_seconds"].items())
+                      + "; FLOP rate / fp32 GEMM: " + ", ".join(
+                          f"{s} {v:.2f}" for s, v in result["flop_rate_fraction"].items())
+                      + (f"; efficiency {result['physics']['efficiency']:.4f}, fake "
+                         f"{result['physics']['fake_rate']:.4f}" if "physics" in result
+                         else ""))
+        figures["throughput_events_per_second"] = {
+            str(n): throughput(args, n, scratch) for n in args.workers}
+    first = figures["threads"][str(args.threads[0])]
+    figures.update(
+        end_to_end_seconds=first["simulated"]["end_to_end_seconds"],
+        real_end_to_end_seconds=first["real"]["end_to_end_seconds"] if "real" in first
+        else None,
+        graph_build_seconds=first["simulated"]["stage_seconds"]["graph"],
+        graph_recall=first["simulated"].get("graph_recall"),
+        stage_seconds=first["simulated"]["stage_seconds"],
+        flop_rate_fraction=first["simulated"]["flop_rate_fraction"],
+        efficiency_delta=(first["reference"]["physics"]["efficiency"]
+                          - first["simulated"]["physics"]["efficiency"]),
+        help_seconds=help_seconds(),
+        precision_chosen=precision_decisions())
+    print(json.dumps({k: figures[k] for k in (
+        "end_to_end_seconds", "real_end_to_end_seconds", "graph_build_seconds", "graph_recall",
+        "efficiency_delta", "help_seconds", "peak_memory_gb",
+        "throughput_events_per_second")}, indent=1))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(figures, indent=2, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Inference precision: fp32 | bf16 | auto for every learned stage (trkx.precision)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from trkx import precision
+from trkx.config import ConfigError
+from trkx.embedding.inference import embed
+from trkx.embedding.model import EmbeddingMLP
+from trkx.gnn.inference import score_edges
+from trkx.gnn.model import InteractionGNN
+from trkx.pipeline.config import load_pipeline_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_unknown_precision_is_refused() -> None:
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, auto, not 'half'"):
+        precision.resolve_precision("half")
+
+
+def test_explicit_precisions_pass_through_and_auto_is_decided_once(monkeypatch) -> None:
+    assert precision.resolve_precision("fp32") == "fp32"
+    assert precision.resolve_precision("bf16") == "bf16"
+    calls = []
+
+    def timed(device, width):
+        calls.append(width)
+        return width == 8            # "bf16 faster" only at width 8
+
+    monkeypatch.setattr(precision, "_decisions", {})
+    monkeypatch.setattr(precision, "bf16_is_faster", timed)
+    assert precision.resolve_precision("auto", "cpu", 8) == "bf16"
+    assert precision.resolve_precision("auto", "cpu", 16) == "fp32"
+    assert precision.resolve_precision("auto", "cpu", 8) == "bf16"
+    assert calls == [8, 16]                       # measured once per (device, width)
+    assert precision.decisions() == {"cpu:8": "bf16", "cpu:16": "fp32"}
+
+
+def test_dense_precision_casts_linear_layers_only_under_bf16() -> None:
+    layer = nn.Linear(4, 3)
+    x = torch.randn(5, 4)
+    with precision.dense_precision("bf16"):
+        assert layer(x).dtype == torch.bfloat16
+    with precision.dense_precision("fp32"):
+        assert layer(x).dtype == torch.float32
+    with pytest.raises(ValueError, match="resolve the precision first"):
+        with precision.dense_precision("auto"):
+            pass
+
+
+def test_stages_return_float32_close_to_fp32_under_bf16() -> None:
+    torch.manual_seed(0)
+    network = EmbeddingMLP(in_features=3, hidden=16, layers=2, embedding_dim=4)
+    x = torch.rand(50, 3) + 0.1
+    exact, rounded = embed(network, x, precision="fp32"), embed(network, x, precision="bf16")
+    assert rounded.dtype == torch.float32
+    assert not torch.equal(exact, rounded)                 # bf16 really ran
+    torch.testing.assert_close(rounded, exact, atol=0.05, rtol=0)
+
+    model = InteractionGNN(node_features=3, hidden=8, n_graph_iters=2)
+    edges = torch.randint(0, 50, (2, 120))
+    exact = score_edges(model, x, edges, "csr", precision="fp32")
+    rounded = score_edges(model, x, edges, "csr", precision="bf16")
+    assert rounded.dtype == torch.float32 and not torch.equal(exact, rounded)
+    torch.testing.assert_close(rounded, exact, atol=0.05, rtol=0)
+
+
+def test_pipeline_config_names_a_bad_precision() -> None:
+    with pytest.raises(ConfigError, match="inference.*precision must be one of.*'half'"):
+        load_pipeline_config(REPO / "configs" / "quickstart.yaml", ["inference.precision=half"])
