@@ -10,6 +10,23 @@ from trkx.gnn.ops_factory import KernelChooser, build_graph_ops
 from trkx.precision import dense_precision, resolve_precision
 
 
+def drop_isolated_nodes(x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
+    """``(x[used], edge_index renumbered)`` without the nodes no edge touches.
+
+    An edge's score depends only on the nodes its message passing reaches, so hits without
+    an edge (noise, hits whose candidate edges the filter removed: a large share of a
+    pile-up-200 event) are pure cost in the node networks; the scores are unchanged.
+    """
+    used = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+    used[edge_index.reshape(-1)] = True
+    if bool(used.all()):
+        return x, edge_index
+    kept = used.nonzero().squeeze(1)
+    position = torch.full((x.shape[0],), -1, dtype=edge_index.dtype, device=x.device)
+    position[kept] = torch.arange(len(kept), dtype=edge_index.dtype, device=x.device)
+    return x[kept], position[edge_index]
+
+
 @torch.inference_mode()
 def score_edges(model: InteractionGNN, x: Tensor, edge_index: Tensor, graph_ops: str = "csr",
                 chooser: KernelChooser | None = None, precision: str = "fp32",
@@ -26,6 +43,7 @@ def score_edges(model: InteractionGNN, x: Tensor, edge_index: Tensor, graph_ops:
         edge_attr: [E, a] edge inputs when the model takes them (trkx.gnn.edge_inputs).
     """
     model.eval()
+    x, edge_index = drop_isolated_nodes(x, edge_index)
     ops = build_graph_ops(edge_index, x.shape[0], graph_ops, chooser)
     chosen = resolve_precision(precision, x.device, model.hidden)
     with dense_precision(chosen, x.device):

@@ -1,4 +1,5 @@
-"""Inference precision: fp32 | bf16 | auto for every learned stage (trkx.precision)."""
+"""Inference paths: precision fp32 | bf16 | auto for every learned stage (trkx.precision), GNN
+scoring without isolated nodes."""
 
 from __future__ import annotations
 
@@ -74,3 +75,21 @@ def test_stages_return_float32_close_to_fp32_under_bf16() -> None:
 def test_pipeline_config_names_a_bad_precision() -> None:
     with pytest.raises(ConfigError, match="inference.*precision must be one of.*'half'"):
         load_pipeline_config(REPO / "configs" / "quickstart.yaml", ["inference.precision=half"])
+
+
+def test_gnn_scores_ignore_nodes_without_edges() -> None:
+    from trkx.gnn.inference import drop_isolated_nodes
+
+    torch.manual_seed(1)
+    model = InteractionGNN(node_features=3, hidden=8, n_graph_iters=2, edge_features=5)
+    x = torch.rand(40, 3)
+    edges = torch.randint(0, 20, (2, 60))            # nodes 20..39 (and some below) unused
+    attr = torch.rand(60, 5)
+    kept_x, kept_edges = drop_isolated_nodes(x, edges)
+    assert len(kept_x) == len(torch.unique(edges)) < 40
+    assert torch.equal(kept_x[kept_edges], x[edges])          # same hits at both ends
+    with torch.inference_mode():
+        from trkx.gnn.ops_factory import build_graph_ops
+        whole = torch.sigmoid(model(x, build_graph_ops(edges, 40, "csr"), attr))
+    scored = score_edges(model, x, edges, "csr", precision="fp32", edge_attr=attr)
+    torch.testing.assert_close(scored, whole, atol=1e-6, rtol=0)
