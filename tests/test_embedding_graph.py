@@ -146,3 +146,21 @@ def test_empty_and_isolated_inputs() -> None:
     assert build_edges(np.zeros((0, 4), np.float32), 0.1, 3, "kdtree").shape == (2, 0)
     far = np.eye(5, dtype=np.float32) * 10
     assert build_edges(far, 0.1, 3, "faiss_flat").shape == (2, 0)
+
+
+@pytest.mark.parametrize("n, k, seed", [(0, 3, 0), (1, 2, 1), (40, 5, 2), (500, 12, 3)])
+def test_compiled_table_to_edges_is_the_numpy_one(n, k, seed) -> None:
+    """Random tables: one-sided and mutual proposals, -1 padding, repeats within a row."""
+    from trkx.embedding.bucket_search import unique_directed_pairs
+    from trkx.embedding.graph import _table_to_edges_numpy
+
+    rng = np.random.default_rng(seed)
+    table = rng.integers(-1, max(n, 1), (n, k))
+    table[table == np.arange(n)[:, None]] = -1
+    if n > 1:
+        table[0, :2] = table[0, 0]  # a row naming a partner twice
+    rank = rng.permutation(n)
+    expected = _table_to_edges_numpy(table, rank)
+    found = unique_directed_pairs(table, rank)
+    assert found.dtype == np.int64 and found.shape == expected.shape
+    assert np.array_equal(found, expected)

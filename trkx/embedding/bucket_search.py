@@ -237,7 +237,84 @@ def _compile():
                     out_d[perm[i], c] = buf_d[c]
         return out, out_d
 
-    _KERNELS = (covariance, build_buckets, rotate, boxes, search)
+    @pjit
+    def keep_once(table, rank):
+        """keep[i, c]: whether proposal table[i, c] is where its pair is emitted."""
+        n, k = table.shape
+        keep = np.zeros((n, k), np.bool_)
+        for i in numba.prange(n):
+            for c in range(k):
+                j = table[i, c]
+                if j < 0:
+                    continue
+                if rank[i] < rank[j]:
+                    keep[i, c] = True
+                else:
+                    mutual = False
+                    for cc in range(k):
+                        mutual |= table[j, cc] == i
+                    keep[i, c] = not mutual
+        return keep
+
+    @pjit
+    def sort_segments(outer, start):
+        """Sort every segment of outer in place; [n + 1] counts of distinct values (from 1)."""
+        n = len(start) - 1
+        unique = np.zeros(n + 1, np.int64)
+        for u in numba.prange(n):
+            s, t = start[u], start[u + 1]
+            for a in range(s + 1, t):  # insertion sort: a segment holds about k entries
+                v = outer[a]
+                b = a - 1
+                while b >= s and outer[b] > v:
+                    outer[b + 1] = outer[b]
+                    b -= 1
+                outer[b + 1] = v
+            for a in range(s, t):
+                unique[u + 1] += a == s or outer[a] != outer[a - 1]
+        return unique
+
+    @pjit
+    def write_pairs(outer, start, offset):
+        """[2, E] (u, v) from the sorted segments, repeats (a row naming a partner twice) out."""
+        n = len(start) - 1
+        edges = np.empty((2, offset[n]), np.int64)
+        for u in numba.prange(n):
+            w = offset[u]
+            for a in range(start[u], start[u + 1]):
+                if a == start[u] or outer[a] != outer[a - 1]:
+                    edges[0, w] = u
+                    edges[1, w] = outer[a]
+                    w += 1
+        return edges
+
+    @njit
+    def sorted_pairs(table, rank, keep):
+        """[2, E] (inner, outer) of the kept proposals, sorted by inner then outer."""
+        n, k = table.shape
+        start = np.zeros(n + 1, np.int64)
+        for i in range(n):
+            for c in range(k):
+                if keep[i, c]:
+                    j = table[i, c]
+                    start[(i if rank[i] < rank[j] else j) + 1] += 1
+        for i in range(n):
+            start[i + 1] += start[i]
+        fill = start[:-1].copy()
+        outer = np.empty(start[n], np.int64)
+        for i in range(n):
+            for c in range(k):
+                if keep[i, c]:
+                    j = table[i, c]
+                    u, v = (i, j) if rank[i] < rank[j] else (j, i)
+                    outer[fill[u]] = v
+                    fill[u] += 1
+        unique = sort_segments(outer, start)
+        for u in range(n):
+            unique[u + 1] += unique[u]
+        return write_pairs(outer, start, unique)
+
+    _KERNELS = (covariance, build_buckets, rotate, boxes, search, keep_once, sorted_pairs)
     return _KERNELS
 
 
@@ -251,7 +328,7 @@ def bucket_neighbours(points: np.ndarray, radius: float, k: int, bucket: int = 6
     n = len(points)
     if n == 0:
         return np.zeros((0, k), np.int64)
-    covariance, build_buckets, rotate, boxes, search = _compile()
+    covariance, build_buckets, rotate, boxes, search, _, _ = _compile()
     if threads is not None:
         import numba
 
@@ -267,3 +344,20 @@ def bucket_neighbours(points: np.ndarray, radius: float, k: int, bucket: int = 6
     lo, hi = boxes(y, bounds)
     table, _ = search(y, xt, bounds, lo, hi, np.float32(radius) ** 2, int(k), perm)
     return table
+
+
+def unique_directed_pairs(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """The edges [2, E] of a proposal table (trkx.embedding.graph.table_to_edges), compiled.
+
+    Pair {i, j} (u = the one of lower ``rank``, v the other) is an edge when u proposes v or v
+    proposes u. It is emitted once, from u's row when u proposes v, else from v's row (a scan
+    of u's row, k entries, tells which). The kept pairs are grouped by u with a counting sort
+    and each group sorted by v (repeats, from a row that names a partner twice, dropped): the
+    result is ordered by (u, v), as table_to_edges orders it.
+    """
+    *_, keep_once, sorted_pairs = _compile()
+    table = np.ascontiguousarray(table, dtype=np.int64)
+    rank = np.ascontiguousarray(rank, dtype=np.int64)
+    if table.size == 0:
+        return np.zeros((2, 0), np.int64)
+    return sorted_pairs(table, rank, keep_once(table, rank))

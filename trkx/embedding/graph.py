@@ -14,7 +14,7 @@ Backends (all return exactly this set when they find the true neighbours):
 
 - ``bucket``: kd-tree of 64-point buckets on the principal axes, searched by a numba kernel
   (trkx.embedding.bucket_search), exact; the fastest CPU search measured (about 2x cKDTree at
-  119k hits, k = 32; see benchmarks/graph_construction.py --search-only);
+  119k hits, k = 32; benchmarks/graph_construction.py --embedding);
 - ``kdtree``: scipy ``cKDTree.query(k+1, distance_upper_bound=R)``, exact;
 - ``faiss_flat``: FAISS exact flat L2 k-NN search, chunked over queries;
 - ``faiss_hnsw`` / ``faiss_ivf``: approximate FAISS indices (recall < 1);
@@ -212,7 +212,16 @@ def inner_to_outer_rank(pos: torch.Tensor | np.ndarray | None, n: int) -> np.nda
 
 
 def table_to_edges(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Unique directed pairs [2, E] (inner -> outer by ``rank``) from a proposal table."""
+    """Unique directed pairs [2, E] (inner -> outer by ``rank``) from a proposal table, ordered
+    by (inner, outer); compiled (trkx.embedding.bucket_search) when numba is importable."""
+    if _numba_importable():
+        from trkx.embedding.bucket_search import unique_directed_pairs
+
+        return unique_directed_pairs(table, rank)
+    return _table_to_edges_numpy(table, rank)
+
+
+def _table_to_edges_numpy(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
     n, k = table.shape
     src = np.repeat(np.arange(n, dtype=np.int64), k)
     dst = table.reshape(-1)
