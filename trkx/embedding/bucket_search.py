@@ -23,11 +23,14 @@ bucket with box(i, b)^2 >= t_i, and otherwise computes |e_i - e_j|^2 for the buc
 (in the original coordinates, vectorised over the bucket) and appends those below t_i. Once
 the buffer holds >= k entries a quickselect keeps its k smallest and sets t_i to the largest of
 them: a point at >= t_i can no longer be among the k nearest. At the end the k smallest of the
-buffer are exactly P_i (ties at the k-th distance aside).
+buffer are exactly P_i (ties at the k-th distance aside; distances are float32 sums, so a
+partner within ~1e-6 relative of R or of the k-th distance may differ from cKDTree's float64).
 
-Cost: O(N log N) to build; per query, the points of the buckets that the bounds cannot
-exclude (a few times the number inside the k-th-neighbour ball). Queries are independent:
-buckets are processed in parallel (numba prange, ``numba.set_num_threads``).
+Cost: O(N log N) to build, O((N / bucket)^2) for the bucket lists; per query, the points of
+the buckets that the bounds cannot exclude (~480 at 119k hits, k = 32, bucket 64: about 15x
+the k partners). Queries are independent: buckets run in parallel (numba prange,
+``numba.set_num_threads``). The kernels compile on first use (~10-15 s) and are cached on disk
+by numba afterwards.
 """
 
 from __future__ import annotations
