@@ -38,7 +38,7 @@ def _brute_force(points: np.ndarray, pos: np.ndarray, radius: float, k: int) -> 
     return {(a, b) if key(a) < key(b) else (b, a) for a, b in pairs}
 
 
-EXACT = ["kdtree", "faiss_flat", "torch"]
+EXACT = ["bucket", "kdtree", "faiss_flat", "torch"]
 APPROXIMATE = ["faiss_hnsw", "faiss_ivf"]
 
 
@@ -48,7 +48,8 @@ def test_build_edges_matches_brute_force(backend: str) -> None:
     expected = _brute_force(points, pos, RADIUS, K)
     assert len(expected) > 2 * len(points)  # the test graph is not trivially sparse
     edges = build_edges(torch.from_numpy(points), RADIUS, K, backend, pos=torch.from_numpy(pos),
-                        chunk_size=97, ivf_lists=16, ivf_probe=16, max_block_bytes=4096)
+                        chunk_size=97, ivf_lists=16, ivf_probe=16, max_block_bytes=4096,
+                        bucket_size=8)
     assert edges.dtype == torch.int64 and edges.shape[0] == 2
     src, dst = edges.numpy()
     found = set(zip(src.tolist(), dst.tolist()))
@@ -92,11 +93,74 @@ def test_bad_arguments_are_named() -> None:
         build_edges(points, RADIUS, K, pos=np.zeros((3, 3)))
 
 
-def test_auto_backend_on_cpu_is_exact_kdtree() -> None:
-    assert resolve_backend("auto", torch.zeros(3, 2)) == "kdtree"
+def test_auto_backend_on_cpu_is_the_bucket_search() -> None:
+    assert resolve_backend("auto", torch.zeros(3, 2)) == "bucket"
+
+
+def _table_pairs(table: np.ndarray) -> set[tuple[int, int]]:
+    rows = np.repeat(np.arange(len(table)), table.shape[1])
+    cols = table.reshape(-1)
+    return set(zip(rows[cols >= 0].tolist(), cols[cols >= 0].tolist()))
+
+
+@pytest.mark.parametrize("n, dim, radius, k, bucket, spread", [
+    (3000, 12, 0.3, 32, 16, 0.05),   # dense clusters: the cap binds for most hits
+    (3000, 12, 0.3, 32, 64, 0.05),
+    (2000, 5, 0.2, 8, 7, 0.2),       # odd bucket size, sparse: many hits below the cap
+    (2000, 3, 0.05, 4, 1, 0.3),      # one point per bucket
+    (50, 12, 0.1, 6, 64, 0.1),       # everything in one bucket
+])
+def test_bucket_search_is_the_kdtree_table(n, dim, radius, k, bucket, spread) -> None:
+    """Same proposals as cKDTree, row by row (not only the same edges)."""
+    from trkx.embedding.graph import neighbour_table
+
+    rng = np.random.default_rng(n + dim + k + bucket)
+    centres = rng.normal(0, 1, (max(1, n // 40), dim))
+    points = centres[rng.integers(0, len(centres), n)] + rng.normal(0, spread, (n, dim))
+    points /= np.linalg.norm(points, axis=1, keepdims=True)  # on the unit sphere, as embedded
+    points = points.astype(np.float32)
+    reference = neighbour_table(points, radius, k, "kdtree")
+    table = neighbour_table(points, radius, k, "bucket", bucket_size=bucket)
+    assert table.shape == (n, k) and table.dtype == np.int64
+    assert _table_pairs(table) == _table_pairs(reference)
+    counts = (reference >= 0).sum(1)
+    assert counts.max() == k and counts.min() < k  # both regimes are exercised
+
+
+def test_bucket_search_edge_cases() -> None:
+    from trkx.embedding.graph import neighbour_table
+
+    assert neighbour_table(np.zeros((0, 12), np.float32), 0.1, 4, "bucket").shape == (0, 4)
+    one = neighbour_table(np.ones((1, 12), np.float32), 0.1, 4, "bucket")
+    assert one.shape == (1, 4) and np.all(one == -1)
+    # Duplicated points: all at distance 0, the cap keeps k of the other copies.
+    same = neighbour_table(np.zeros((10, 3), np.float32), 0.1, 4, "bucket", bucket_size=3)
+    assert np.all((same >= 0).sum(1) == 4)
+    assert not np.any(same == np.arange(10)[:, None])
+    # Two points just inside and just outside the radius.
+    pair = np.array([[0, 0], [0.0999, 0], [0.3, 0], [0.4001, 0]], np.float32)
+    assert _table_pairs(neighbour_table(pair, 0.1, 3, "bucket")) == {(0, 1), (1, 0)}
 
 
 def test_empty_and_isolated_inputs() -> None:
     assert build_edges(np.zeros((0, 4), np.float32), 0.1, 3, "kdtree").shape == (2, 0)
     far = np.eye(5, dtype=np.float32) * 10
     assert build_edges(far, 0.1, 3, "faiss_flat").shape == (2, 0)
+
+
+@pytest.mark.parametrize("n, k, seed", [(0, 3, 0), (1, 2, 1), (40, 5, 2), (500, 12, 3)])
+def test_compiled_table_to_edges_is_the_numpy_one(n, k, seed) -> None:
+    """Random tables: one-sided and mutual proposals, -1 padding, repeats within a row."""
+    from trkx.embedding.bucket_search import unique_directed_pairs
+    from trkx.embedding.graph import _table_to_edges_numpy
+
+    rng = np.random.default_rng(seed)
+    table = rng.integers(-1, max(n, 1), (n, k))
+    table[table == np.arange(n)[:, None]] = -1
+    if n > 1:
+        table[0, :2] = table[0, 0]  # a row naming a partner twice
+    rank = rng.permutation(n)
+    expected = _table_to_edges_numpy(table, rank)
+    found = unique_directed_pairs(table, rank)
+    assert found.dtype == np.int64 and found.shape == expected.shape
+    assert np.array_equal(found, expected)

@@ -1,4 +1,5 @@
-"""``graph backend: auto`` must not need faiss: without it, CUDA embeddings use the torch search."""
+"""``graph backend: auto`` must not need faiss (CUDA embeddings then use the torch search) nor
+numba (CPU embeddings then use cKDTree)."""
 
 from __future__ import annotations
 
@@ -27,4 +28,13 @@ def test_auto_without_faiss_on_cuda_tensors(monkeypatch) -> None:
 
     fake = torch.zeros(4, 3).as_subclass(CudaLike)
     assert graph.resolve_backend("auto", fake) == "torch"
+    assert graph.resolve_backend("auto", torch.zeros(4, 3)) == "bucket"
+
+
+def test_auto_without_numba_is_the_kdtree(monkeypatch) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "numba" else real_find_spec(name, *a))
     assert graph.resolve_backend("auto", torch.zeros(4, 3)) == "kdtree"
