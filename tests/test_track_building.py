@@ -114,6 +114,28 @@ def test_scored_graph_orients_and_deduplicates():
         scored_graph(np.array([[0], [1]]), np.array([1.0, 1.0]), 3)
 
 
+def test_early_cut_equals_cut_after_deduplication(simulated_record):
+    rng = np.random.default_rng(3)
+    edges = simulated_record.edge_index.numpy()
+    both = np.concatenate([edges, edges[::-1]], axis=1)          # every pair twice
+    scores = rng.random(both.shape[1])
+    pos = simulated_record.pos.numpy()
+    n = int(simulated_record.num_nodes)
+    for cut in (0.2, 0.5, 0.8):
+        late = scored_graph(both, scores, n, pos).above(cut)
+        early = scored_graph(both, scores, n, pos, min_score=cut)
+        assert 0 < len(early.src) < len(scores) // 2
+        for name in ("src", "dst", "score"):
+            np.testing.assert_array_equal(getattr(early, name), getattr(late, name))
+    record = simulated_record.clone()
+    record.edge_index, record.scores = torch.from_numpy(both), torch.from_numpy(scores)
+    builder = TrackBuilder(walk_cut=0.5, min_length=3)
+    from trkx.tracks.graph import graph_from_record
+
+    np.testing.assert_array_equal(builder.build(record),
+                                  builder.build_graph(graph_from_record(record)))
+
+
 def test_builder_rejects_bad_settings_and_records():
     with pytest.raises(ValueError, match="method"):
         TrackBuilder("kalman")

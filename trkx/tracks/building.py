@@ -71,8 +71,10 @@ class TrackBuilder:
         return compact_labels(dissolve_short(labels, self.min_length))
 
     def build(self, record) -> np.ndarray:
-        """Track id of every hit of an event record with ``edge_index`` and ``scores``."""
-        return self.build_graph(graph_from_record(record, self.orientation))
+        """Track id of every hit of an event record with ``edge_index`` and ``scores`` (edges
+        below the method's cut are dropped before the graph is sorted: they are never used)."""
+        cut = self.cc_cut if self.method == "components" else self.walk_cut
+        return self.build_graph(graph_from_record(record, self.orientation, min_score=cut))
 
 
 def dissolve_short(labels: np.ndarray, min_length: int) -> np.ndarray:

@@ -60,10 +60,13 @@ def radial_rank(pos: np.ndarray | None, num_nodes: int) -> np.ndarray:
 
 
 def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
-                 orientation: str = "given") -> ScoredGraph:
+                 orientation: str = "given", min_score: float | None = None) -> ScoredGraph:
     """Orient, deduplicate and validate scored edges (see the module docstring).
 
     ``layer`` [N] is an optional per-hit layer key (``volume_id * 1000 + layer_id``).
+    ``min_score`` drops edges scoring below it first: the same graph as
+    ``scored_graph(...).above(min_score)`` (a pair's kept copy is its best-scoring one, so it
+    survives the cut exactly when its best copy does), without sorting the dropped edges.
     """
     edges = as_numpy(edge_index).astype(np.int64, copy=False)
     score = as_numpy(scores).astype(np.float64, copy=False).reshape(-1)
@@ -77,6 +80,8 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
     rank = radial_rank(None if pos is None else as_numpy(pos), num_nodes)
     a, b = edges
     not_loop = a != b
+    if min_score is not None:
+        not_loop &= score >= min_score
     a, b, score = a[not_loop], b[not_loop], score[not_loop]
     if orientation not in ORIENTATIONS:
         raise ValueError(f"orientation {orientation!r} is not one of {', '.join(ORIENTATIONS)}")
@@ -98,8 +103,10 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
     return ScoredGraph(num_nodes, src[keep], dst[keep], score[keep], rank, layer)
 
 
-def graph_from_record(record, orientation: str = "given") -> ScoredGraph:
-    """The :class:`ScoredGraph` of a record with ``edge_index``, ``scores``, ``num_nodes``."""
+def graph_from_record(record, orientation: str = "given",
+                      min_score: float | None = None) -> ScoredGraph:
+    """The :class:`ScoredGraph` of a record with ``edge_index``, ``scores``, ``num_nodes``
+    (edges scoring below ``min_score`` left out, see :func:`scored_graph`)."""
     for field in (EDGE_INDEX, SCORES):
         if getattr(record, field, None) is None:
             raise ValueError(f"the event record has no {field!r}: track building needs the "
@@ -108,4 +115,4 @@ def graph_from_record(record, orientation: str = "given") -> ScoredGraph:
     layer_key = None if volume is None or layer is None else \
         hit_layer_key(as_numpy(volume), as_numpy(layer))
     return scored_graph(record.edge_index, record.scores, int(record.num_nodes),
-                        getattr(record, "pos", None), layer_key, orientation)
+                        getattr(record, "pos", None), layer_key, orientation, min_score)
