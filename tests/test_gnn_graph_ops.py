@@ -138,3 +138,22 @@ def test_csr_runs_under_bf16_autocast() -> None:
     expected = ScatterGraphOps(edge_index, 30).aggregate(e)
     torch.testing.assert_close(m_in, expected[0])
     torch.testing.assert_close(m_out, expected[1])
+
+
+def test_inference_chooser_times_the_forward_only(monkeypatch) -> None:
+    from trkx.gnn import ops_factory
+
+    seen = []
+    original = ops_factory.time_graph_ops
+
+    def spy(ops, width, repeats=2, dtype=torch.float32, device="cpu", backward=True):
+        seen.append(backward)
+        return original(ops, width, repeats, dtype, device, backward)
+
+    monkeypatch.setattr(ops_factory, "time_graph_ops", spy)
+    chooser = KernelChooser(width=4, repeats=1, backward=False)
+    with torch.inference_mode():
+        build_graph_ops(random_graph(30, 90, seed=3), 30, "auto", chooser)
+    assert seen == [False, False] and len(chooser.timings) == 1
+    KernelChooser(width=4, repeats=1).build(random_graph(30, 90, seed=3), 30)
+    assert seen[2:] == [True, True]

@@ -134,7 +134,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
                           f"{label}: inference")
     model, stored = load_model(checkpoint)
     graph_ops = options.kernel(stored)
-    chooser = KernelChooser(width=model.hidden)
+    chooser = KernelChooser(width=model.hidden, backward=False)
 
     def read(path: Path):
         data = load_record(path)

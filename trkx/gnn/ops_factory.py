@@ -32,12 +32,13 @@ def size_class(num_nodes: int, num_edges: int, width: int) -> tuple[int, int, in
 
 def time_graph_ops(ops: GraphOps, width: int, repeats: int = 2,
                    dtype: torch.dtype = torch.float32,
-                   device: torch.device | str = "cpu") -> float:
-    """Best-of-``repeats`` seconds for one forward+backward of ``gather`` then ``aggregate``
-    on ``device`` (the first, untimed round warms caches: CSR build, allocator)."""
+                   device: torch.device | str = "cpu", backward: bool = True) -> float:
+    """Best-of-``repeats`` seconds for one forward (+backward when ``backward``: training)
+    of ``gather`` then ``aggregate`` on ``device`` (the first, untimed round warms caches:
+    CSR build, allocator)."""
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(ops.num_nodes, width, generator=generator, dtype=dtype).to(device)
-    x.requires_grad_(True)
+    x.requires_grad_(backward)
     synchronize = torch.cuda.synchronize if x.is_cuda else (lambda: None)
     best = math.inf
     for _ in range(repeats + 1):
@@ -45,7 +46,8 @@ def time_graph_ops(ops: GraphOps, width: int, repeats: int = 2,
         start = time.perf_counter()
         x_src, x_dst = ops.gather(x)
         m_in, m_out = ops.aggregate(x_src + x_dst)
-        (m_in + m_out).sum().backward()
+        if backward:
+            (m_in + m_out).sum().backward()
         synchronize()
         best = min(best, time.perf_counter() - start)
         x.grad = None
@@ -53,7 +55,7 @@ def time_graph_ops(ops: GraphOps, width: int, repeats: int = 2,
 
 
 def time_kernels(edge_index: Tensor, num_nodes: int, width: int,
-                 repeats: int = 2) -> dict[str, float]:
+                 repeats: int = 2, backward: bool = True) -> dict[str, float]:
     """:func:`time_graph_ops` of every local kernel on this graph.
 
     Gradients are enabled here even when called under ``no_grad``/``inference_mode`` (e.g. on
@@ -62,7 +64,7 @@ def time_kernels(edge_index: Tensor, num_nodes: int, width: int,
     with torch.inference_mode(False), torch.enable_grad():
         edge_index = edge_index.clone()
         return {name: time_graph_ops(make(edge_index, num_nodes), width, repeats,
-                                     device=edge_index.device)
+                                     device=edge_index.device, backward=backward)
                 for name, make in KERNELS.items()}
 
 
@@ -72,11 +74,14 @@ class KernelChooser:
     Args:
         width: feature width used for the timing (the model's hidden width).
         repeats: timed repetitions per kernel (best one counts).
+        backward: time forward+backward (training); False times the forward only
+            (inference, where the backward never runs).
     """
 
-    def __init__(self, width: int = 128, repeats: int = 2) -> None:
+    def __init__(self, width: int = 128, repeats: int = 2, backward: bool = True) -> None:
         self.width = width
         self.repeats = repeats
+        self.backward = backward
         self.choices: dict[tuple[int, int, int], str] = {}
         self.timings: dict[tuple[int, int, int], dict[str, float]] = {}
 
@@ -85,7 +90,7 @@ class KernelChooser:
         key = size_class(num_nodes, edge_index.shape[1], self.width)
         if key in self.choices:
             return KERNELS[self.choices[key]](edge_index, num_nodes)
-        timings = time_kernels(edge_index, num_nodes, self.width, self.repeats)
+        timings = time_kernels(edge_index, num_nodes, self.width, self.repeats, self.backward)
         best = min(timings, key=timings.__getitem__)
         self.choices[key] = best
         self.timings[key] = timings

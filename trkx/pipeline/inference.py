@@ -120,7 +120,7 @@ class TrainedPipeline:
             signal_pt_min=trained.signal_pt_min, filter=filter_net, filter_cut=filter_cut,
             filter_chunk=filter_options.chunk_size, gnn=gnn, graph_ops=graph_ops,
             precision=precision,
-            builder=builder, chooser=KernelChooser(width=gnn.hidden))
+            builder=builder, chooser=KernelChooser(width=gnn.hidden, backward=False))
 
     @torch.no_grad()
     def run(self, record: Data, edge_labels: bool = False,
