@@ -153,3 +153,118 @@ def test_compact_labels_and_tracks_frame():
     assert list(frame.columns) == ["event_id", "hit_id", "track_id"]
     pd.testing.assert_frame_equal(frame, pd.DataFrame({"event_id": [5, 5], "hit_id": [11, 12],
                                                        "track_id": [0, 1]}))
+
+
+def _reference_walkthrough(graph, cut, max_layer_hits, sibling_ratio):
+    """The walkthrough as a plain Python scalar loop over lists (the implementation before it
+    was compiled), kept here as the reference the compiled walk must reproduce label for label."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    kept = graph.above(cut)
+    n = graph.num_nodes
+    adjacency = coo_matrix((np.ones(len(kept.src)), (kept.src, kept.dst)), shape=(n, n))
+    labels = connected_components(adjacency.tocsr(), directed=False)[1].astype(np.int64)
+    in_degree = np.bincount(kept.dst, minlength=n)
+    branching = (np.bincount(kept.src, minlength=n) > 1) | (in_degree > 1)
+    complex_component = np.zeros(labels.max() + 1, dtype=bool)
+    complex_component[labels[branching]] = True
+    in_complex = complex_component[labels]
+    if not in_complex.any():
+        return labels
+    use = in_complex[kept.src]
+    src, dst, score = kept.src[use], kept.dst[use], kept.score[use]
+    order = np.lexsort((-score, src))
+    targets, target_scores = dst[order].tolist(), score[order].tolist()
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
+    layer = graph.layer.tolist() if graph.layer is not None else None
+    best_in = np.zeros(n)
+    np.maximum.at(best_in, dst, score)
+    free, track, next_id = in_complex.tolist(), labels.tolist(), int(labels.max()) + 1
+    starts = np.flatnonzero(in_complex)
+    for start in starts[np.lexsort((graph.rank[starts], in_degree[starts] > 0))].tolist():
+        if not free[start]:
+            continue
+        group = [start]
+        while group:
+            for node in group:
+                free[node], track[node] = False, next_id
+            best, best_score = -1, -1.0
+            for node in group:
+                for k in range(offsets[node], offsets[node + 1]):
+                    if free[targets[k]]:
+                        if target_scores[k] > best_score:
+                            best, best_score = targets[k], target_scores[k]
+                        break
+            if best < 0:
+                group = []
+            elif layer is None or max_layer_hits < 2:
+                group = [best]
+            else:
+                siblings: dict[int, float] = {}
+                for node in group:
+                    for k in range(offsets[node], offsets[node + 1]):
+                        j = targets[k]
+                        if (j != best and free[j] and layer[j] == layer[best]
+                                and target_scores[k] >= sibling_ratio * best_in[j]):
+                            siblings[j] = max(siblings.get(j, -1.0), target_scores[k])
+                ranked = sorted(siblings, key=lambda j: -siblings[j])[: max_layer_hits - 1]
+                group = [best, *ranked]
+        next_id += 1
+    track = np.asarray(track, dtype=np.int64)
+    size = np.bincount(track)[track]
+    a, b = np.concatenate([src, dst]), np.concatenate([dst, src])
+    s = np.concatenate([score, score])
+    usable = (size[a] == 1) & (size[b] >= 2)
+    a, b, s = a[usable], b[usable], s[usable]
+    order = np.lexsort((-s, a))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = a[order][1:] != a[order][:-1]
+    track = track.copy()
+    track[a[order[first]]] = track[b[order[first]]]
+    return track
+
+
+def _random_layered_graph(seed: int, n: int = 400, with_layers: bool = True):
+    """Hits on 8 layers with edges to the next one or two layers, scores on a coarse grid
+    (many exact ties), several successors per hit (branchings) and double hits per layer."""
+    rng = np.random.default_rng(seed)
+    layer = np.sort(rng.integers(0, 8, n))
+    radius = 30.0 * (layer + 1) + rng.random(n)
+    edges = []
+    for i in range(n):
+        later = np.flatnonzero((layer > layer[i]) & (layer <= layer[i] + 2))
+        if len(later):
+            edges += [(i, int(j)) for j in rng.choice(later, min(len(later), 3), replace=False)]
+    edges = np.array(edges).T
+    scores = rng.integers(0, 9, edges.shape[1]) / 8.0
+    pos = np.stack([radius, np.zeros(n), np.zeros(n)], 1)
+    return scored_graph(edges, scores, n, pos, layer if with_layers else None)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_compiled_walk_matches_the_python_reference(seed):
+    from trkx.tracks.walkthrough import walkthrough_tracks
+
+    for with_layers in (True, False):
+        graph = _random_layered_graph(seed, with_layers=with_layers)
+        for cut, max_layer_hits, ratio in [(0.3, 3, 0.7), (0.0, 2, 0.0), (0.5, 1, 0.7),
+                                           (0.2, 4, 1.0), (0.6, 3, 0.5)]:
+            expected = _reference_walkthrough(graph, cut, max_layer_hits, ratio)
+            got = walkthrough_tracks(graph, cut, max_layer_hits, ratio)
+            np.testing.assert_array_equal(got, expected)
+            assert len(np.unique(got)) < graph.num_nodes   # the walk did join hits
+
+
+def test_uncompiled_walk_matches_the_python_reference(monkeypatch):
+    """Without numba the kernels run as plain Python: the same labels."""
+    from trkx.tracks import walkthrough
+
+    monkeypatch.setattr(walkthrough, "_KERNELS", (walkthrough._sorted_out_edges,
+                                                  walkthrough._walk,
+                                                  walkthrough._attach_leftovers))
+    graph = _random_layered_graph(5, n=150)
+    for cut, max_layer_hits, ratio in [(0.3, 3, 0.7), (0.0, 2, 0.0)]:
+        np.testing.assert_array_equal(walkthrough.walkthrough_tracks(graph, cut, max_layer_hits,
+                                                                     ratio),
+                                      _reference_walkthrough(graph, cut, max_layer_hits, ratio))
