@@ -258,8 +258,9 @@ def test_compiled_walk_matches_the_python_reference(seed):
 
 def test_uncompiled_walk_matches_the_python_reference(monkeypatch):
     """Without numba the kernels run as plain Python: the same labels."""
-    from trkx.tracks import walkthrough
+    from trkx.tracks import components, walkthrough
 
+    monkeypatch.setattr(components, "_KERNEL", components._union_find_labels)
     monkeypatch.setattr(walkthrough, "_KERNELS", (walkthrough._sorted_out_edges,
                                                   walkthrough._walk,
                                                   walkthrough._attach_leftovers))
@@ -268,3 +269,23 @@ def test_uncompiled_walk_matches_the_python_reference(monkeypatch):
         np.testing.assert_array_equal(walkthrough.walkthrough_tracks(graph, cut, max_layer_hits,
                                                                      ratio),
                                       _reference_walkthrough(graph, cut, max_layer_hits, ratio))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_component_labels_number_components_as_scipy_does(compiled, monkeypatch):
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from trkx.tracks import components
+
+    if not compiled:
+        monkeypatch.setattr(components, "_KERNEL", components._union_find_labels)
+    rng = np.random.default_rng(4)
+    n = 3000
+    for num_edges in (0, 500, 2500, 6000):
+        src, dst = rng.integers(0, n, num_edges), rng.integers(0, n, num_edges)
+        adjacency = coo_matrix((np.ones(num_edges), (src, dst)), shape=(n, n)).tocsr()
+        count, expected = connected_components(adjacency, directed=False)
+        got = components.component_labels(n, src, dst)
+        assert got.dtype == np.int64 and got.max() + 1 == count
+        np.testing.assert_array_equal(got, expected)
