@@ -4,7 +4,7 @@ FLOPs count 2 per multiply-add of the dense layers as the stages compute them:
 
     embedding:  N * sum_l 2 in_l out_l                        (every hit once)
     filter:     E_graph * sum_l 2 in_l out_l                  (every candidate edge once)
-    gnn:        E_filter * f_edge + N * f_node                (InteractionGNN.flops_per_edge_and_node)
+    gnn:        E_filter * f_edge + N * f_node   (InteractionGNN.flops_per_edge_and_node)
 
 Rates are measured at the thread count in force: a square fp32 GEMM (2048^3), a tall-skinny
 layer ([65536, 128] x [128, 128], the shape of the stages' hidden layers) and a bf16 GEMM.

@@ -73,7 +73,7 @@ def test_stages_return_float32_close_to_fp32_under_bf16() -> None:
 
 
 def test_pipeline_config_names_a_bad_precision() -> None:
-    with pytest.raises(ConfigError, match="inference.*precision must be one of.*'half'"):
+    with pytest.raises(ConfigError, match=r"inference.*precision must be one of.*'half'"):
         load_pipeline_config(REPO / "configs" / "quickstart.yaml", ["inference.precision=half"])
 
 
