@@ -91,7 +91,7 @@ def real_sample(pipeline, sample_dir: Path) -> dict:
 
     prefix = event_prefixes(sample_dir)[0]
     record = event_record(prefix, load_detector(), pipeline.use_cells, 1.0)
-    graphs, _, seconds = pipeline.run(record)
+    graphs, _, seconds = pipeline.run(record, edge_labels=True)
     filtered = graphs["filter"].clone()
     del filtered.scores
     stages = [StageGraphs("embedding", [graphs["embedding"]], None),
