@@ -1,4 +1,4 @@
-"""Inference paths: precision fp32 | bf16 | auto for every learned stage (trkx.precision), GNN
+"""Inference paths: precision fp32 | bf16 for every learned stage (trkx.precision), GNN
 scoring without isolated nodes."""
 
 from __future__ import annotations
@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch_geometric.data import Data
 
 from trkx import precision
 from trkx.config import ConfigError
 from trkx.embedding.inference import embed
 from trkx.embedding.model import EmbeddingMLP
+from trkx.filter.inference import score_edges as score_filter_edges
+from trkx.filter.model import FilterMLP
 from trkx.gnn.inference import score_edges
 from trkx.gnn.model import InteractionGNN
 from trkx.pipeline.config import load_pipeline_config
@@ -20,27 +23,14 @@ from trkx.pipeline.config import load_pipeline_config
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_unknown_precision_is_refused() -> None:
-    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, auto, not 'half'"):
-        precision.resolve_precision("half")
-
-
-def test_explicit_precisions_pass_through_and_auto_is_decided_once(monkeypatch) -> None:
-    assert precision.resolve_precision("fp32") == "fp32"
-    assert precision.resolve_precision("bf16") == "bf16"
-    calls = []
-
-    def timed(device, width):
-        calls.append(width)
-        return width == 8            # "bf16 faster" only at width 8
-
-    monkeypatch.setattr(precision, "_decisions", {})
-    monkeypatch.setattr(precision, "bf16_is_faster", timed)
-    assert precision.resolve_precision("auto", "cpu", 8) == "bf16"
-    assert precision.resolve_precision("auto", "cpu", 16) == "fp32"
-    assert precision.resolve_precision("auto", "cpu", 8) == "bf16"
-    assert calls == [8, 16]                       # measured once per (device, width)
-    assert precision.decisions() == {"cpu:8": "bf16", "cpu:16": "fp32"}
+def test_unknown_and_removed_precisions_are_refused() -> None:
+    assert precision.check_precision("fp32") == "fp32"
+    assert precision.check_precision("bf16") == "bf16"
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, not 'half'"):
+        precision.check_precision("half")
+    # auto timed the host CPU: the same checkpoints gave different tracks on another machine
+    with pytest.raises(ValueError, match=r"'auto' was removed in trkx 0\.2\.0.*use fp32 or bf16"):
+        precision.check_precision("auto")
 
 
 def test_dense_precision_casts_linear_layers_only_under_bf16() -> None:
@@ -50,8 +40,8 @@ def test_dense_precision_casts_linear_layers_only_under_bf16() -> None:
         assert layer(x).dtype == torch.bfloat16
     with precision.dense_precision("fp32"):
         assert layer(x).dtype == torch.float32
-    with pytest.raises(ValueError, match="resolve the precision first"):
-        with precision.dense_precision("auto"):
+    with pytest.raises(ValueError, match="precision must be one of"):
+        with precision.dense_precision("half"):
             pass
 
 
@@ -64,8 +54,15 @@ def test_stages_return_float32_close_to_fp32_under_bf16() -> None:
     assert not torch.equal(exact, rounded)                 # bf16 really ran
     torch.testing.assert_close(rounded, exact, atol=0.05, rtol=0)
 
-    model = InteractionGNN(node_features=3, hidden=8, n_graph_iters=2)
     edges = torch.randint(0, 50, (2, 120))
+    record = Data(x=x, pos=x * torch.tensor([1000.0, torch.pi, 1000.0]), edge_index=edges)
+    network = FilterMLP(3, hidden=16, layers=2)
+    exact = score_filter_edges(network, record, precision="fp32")
+    rounded = score_filter_edges(network, record, precision="bf16")
+    assert rounded.dtype == torch.float32 and not torch.equal(exact, rounded)
+    torch.testing.assert_close(rounded, exact, atol=0.05, rtol=0)
+
+    model = InteractionGNN(node_features=3, hidden=8, n_graph_iters=2)
     exact = score_edges(model, x, edges, "csr", precision="fp32")
     rounded = score_edges(model, x, edges, "csr", precision="bf16")
     assert rounded.dtype == torch.float32 and not torch.equal(exact, rounded)

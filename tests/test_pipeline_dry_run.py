@@ -24,13 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 
 SIMULATE = ["simulate-train", "simulate-val", "simulate-test"]
-EMBEDDING = ["train-embedding", "infer-embedding-train", "infer-embedding-val",
-             "infer-embedding-test"]
-FILTER = ["train-filter", "infer-filter-train", "infer-filter-val", "infer-filter-test"]
-GNN = ["train-gnn", "infer-gnn-test"]
-TRACKS = ["build-tracks", "evaluate"]
-#: The steps that run each stage (the ones whose command line names its config).
-OWN_STEPS = {"embedding": EMBEDDING, "filter": FILTER, "gnn": GNN, "tracks": ["build-tracks"]}
+EMBEDDING = ["train-embedding", "infer-embedding-train", "infer-embedding-val"]
+FILTER = ["train-filter", "infer-filter-train", "infer-filter-val"]
+GNN = ["train-gnn"]
+TRACKS = ["infer-test", "evaluate"]       # trkx infer on the test events, then evaluation
+#: The steps that run each stage (the ones whose command line names its config; `trkx infer`
+#: reads every stage config, tracks.yaml included).
+OWN_STEPS = {"embedding": EMBEDDING, "filter": FILTER, "gnn": GNN, "tracks": ["infer-test"]}
 #: What an edit of each stage config must rerun: the stage and everything downstream of it.
 RERUN = {"embedding": [*EMBEDDING, *FILTER, *GNN, *TRACKS],
          "filter": [*FILTER, *GNN, *TRACKS],

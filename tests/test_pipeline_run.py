@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 
 from trkx.checkpoint import load_checkpoint
 from trkx.cli import main as trkx_main
+from trkx.data.record import load_record
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -70,10 +72,15 @@ def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
     tracks = pd.read_csv(workdir / "tracks" / "event000300000-tracks.csv")
     hits = pd.read_csv(workdir / "data" / "test" / "event000300000-hits.csv.gz")
     assert sorted(p.name for p in (workdir / "tracks").iterdir()) == \
-        ["event000300000-tracks.csv"]
+        ["event000300000-tracks.csv", "timing.json"]
     assert sorted(tracks["hit_id"]) == sorted(hits["hit_id"]) and len(hits) == 758
     summary = json.loads((workdir / "run_summary.json").read_text())
-    assert set(summary["seconds_per_stage"]) >= {"simulate", "embedding", "filter", "gnn"}
+    assert set(summary["seconds_per_stage"]) >= {"simulate", "embedding", "filter", "gnn",
+                                                 "inference"}
+    assert summary["precision"] == "fp32"          # the pipeline default, pinned
+    # the test events' graphs of every stage, written by `trkx infer --graphs`
+    assert all((workdir / "graphs" / "test" / stage / "event000300000.pt").is_file()
+               for stage in ("embedding", "filter", "gnn"))
 
 
 def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
@@ -87,34 +94,54 @@ def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
              if line.startswith("[") and ("done before" in line or "finished" in line)]
     skipped = [line.split("] ", 1)[1].split(":")[0] for line in out.splitlines()
                if line.startswith("[") and "done before" in line]
-    assert len(steps) == 15 and skipped == steps[:14] and steps[14] == "evaluate"
-    assert f"[15/15] evaluate: trkx evaluate --tracks {workdir / 'tracks'}" in out
+    assert len(steps) == 12 and skipped == steps[:11] and steps[11] == "evaluate"
+    assert f"[12/12] evaluate: trkx evaluate --tracks {workdir / 'tracks'}" in out
 
 
-def test_infer_on_events_without_cells_or_truth(tiny_run: tuple[Path, Path],
-                                                tmp_path: Path) -> None:
+def gnn_scores(workdir: Path) -> torch.Tensor:
+    return load_record(workdir / "graphs" / "test" / "gnn" / "event000300000.pt").scores
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_infer_gives_the_tracks_of_run(tiny_run: tuple[Path, Path], tmp_path: Path,
+                                       precision: str) -> None:
+    """`trkx infer` on the bare hits (no cells, no truth) gives exactly the tracks `trkx run`
+    built from the same checkpoints, at either precision: one inference path."""
     config, workdir = tiny_run
+    sets = ["--set", f"inference.precision={precision}"]
+    fp32_scores = gnn_scores(workdir)
     events = tmp_path / "events"
     events.mkdir()
     for path in (workdir / "data" / "test").glob("*-hits.csv.gz"):
         shutil.copy(path, events / path.name)
     out = tmp_path / "out"
-    assert trkx_main(["infer", "--config", str(config), "--checkpoints",
-                      str(workdir / "checkpoints"), "--events", str(events),
-                      "--out", str(out)]) == 0
+    try:
+        assert trkx_main(["run", str(config), "--workdir", str(workdir), *sets]) == 0
+        summary = json.loads((workdir / "run_summary.json").read_text())
+        assert summary["precision"] == precision
+        scores = gnn_scores(workdir)
+        if precision == "bf16":          # bf16 really ran: the graph moved, but only a little
+            assert not torch.equal(scores, fp32_scores)
+            assert abs(len(scores) - len(fp32_scores)) <= 0.02 * len(fp32_scores)
+        else:
+            assert torch.equal(scores, fp32_scores)
+        run = pd.read_csv(workdir / "tracks" / "event000300000-tracks.csv")
+        assert trkx_main(["infer", "--config", str(config), "--checkpoints",
+                          str(workdir / "checkpoints"), "--events", str(events),
+                          "--out", str(out), *sets]) == 0
+    finally:
+        if precision != "fp32":          # leave the session's run as it was
+            assert trkx_main(["run", str(config), "--workdir", str(workdir)]) == 0
     timing = json.loads((out / "timing.json").read_text())
     assert set(timing["mean_seconds"]) >= {"embedding", "filter", "gnn", "tracks"}
-    assert not (out / "evaluate").exists()
-    tracks = pd.read_csv(out / "event000300000-tracks.csv")
+    assert timing["precision"] == precision
+    assert not (out / "evaluate").exists()            # no truth, no evaluation
+    ours = pd.read_csv(out / "event000300000-tracks.csv")
     hits = pd.read_csv(events / "event000300000-hits.csv.gz")
-    assert sorted(tracks["hit_id"]) == sorted(hits["hit_id"])
-    assert (tracks["event_id"] == 300000).all()
-    # the same checkpoints on the same hits: the tracks of the run's build-tracks step
-    ours = tracks.sort_values("hit_id")
-    run = pd.read_csv(workdir / "tracks" / "event000300000-tracks.csv").sort_values("hit_id")
-    assert ours["hit_id"].tolist() == run["hit_id"].tolist()
-    pairs = set(zip(ours["track_id"], run["track_id"]))     # one-to-one relabelling
-    assert len(pairs) == ours["track_id"].nunique() == run["track_id"].nunique()
+    assert sorted(ours["hit_id"]) == sorted(hits["hit_id"])
+    assert (ours["event_id"] == 300000).all()
+    pd.testing.assert_frame_equal(ours.sort_values("hit_id", ignore_index=True),
+                                  run.sort_values("hit_id", ignore_index=True))
 
 
 def test_bad_config_key_fails_before_any_work(tmp_path: Path,

@@ -20,10 +20,16 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trkx.config import ConfigError
 from trkx.stage_tools import DeprecatedRename
+
+if TYPE_CHECKING:
+    from trkx.pipeline.inference import TrainedPipeline
+
+
+STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,22 +48,41 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                             "threads (default 1: in this process)")
     group.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="KEY=VALUE", help="pipeline config override (repeatable)")
+    group.add_argument("--graphs", type=Path, default=None, metavar="DIR",
+                       help="also write each stage's graph records to DIR/{embedding,filter,"
+                            "gnn}/ (with edge labels when the events have truth)")
+    group.add_argument("--evaluate", action=argparse.BooleanOptionalAction, default=None,
+                       help="run `trkx evaluate` into OUT/evaluate (default: when every event "
+                            "has truth)")
 
 
 @dataclass(frozen=True)
 class PipelineSource:
     """Everything needed to load the trained pipeline (picklable, so a worker loads its own)."""
 
+    config: Path
     checkpoints: Path
-    stage_configs: dict[str, tuple[Path, list[str]]]
-    graph_ops: str
-    precision: str
+    overrides: tuple[str, ...]
 
-    def load(self) -> Any:
+    def load(self) -> TrainedPipeline:
         from trkx.pipeline.inference import TrainedPipeline
 
-        return TrainedPipeline.load(self.checkpoints, self.stage_configs, self.graph_ops,
-                                    self.precision)
+        return TrainedPipeline.load(self.config, self.checkpoints, self.overrides)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where one run writes: tracks (and timing, evaluation) to ``tracks``; with ``graphs``,
+    the graph record of every stage to ``graphs/STAGE/eventNNNNNNNNN.pt``."""
+
+    tracks: Path
+    graphs: Path | None = None
+
+    def graph_path(self, stage: str, event_id: int) -> Path:
+        from trkx.stage_tools import output_path
+
+        assert self.graphs is not None
+        return output_path(event_id, self.graphs / stage)
 
 
 @dataclass(frozen=True)
@@ -70,30 +95,37 @@ class EventResult:
     has_truth: bool
 
 
-def infer_event(pipeline: Any, detector: Any, prefix: str, out: Path) -> EventResult:
-    """Read one event, run the pipeline, write ``out/eventNNNNNNNNN-tracks.csv`` atomically."""
+def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outputs,
+                ) -> EventResult:
+    """Read one event, run the pipeline, write ``eventNNNNNNNNN-tracks.csv`` atomically (and
+    the stage graphs when ``out.graphs`` is set)."""
     from trkx.cli._tracks_io import atomic_write, tracks_file_name
     from trkx.data.errors import EventFileNotFoundError
     from trkx.data.io import find_part_file
+    from trkx.data.record import save_record
     from trkx.embedding.events import event_record
     from trkx.tracks.building import tracks_frame
 
-    start = time.perf_counter()
-    record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,
-                          with_truth=False)      # evaluation reads truth from the files
-    load_seconds = time.perf_counter() - start
-    _, labels, seconds = pipeline.run(record)
-    event_id = int(record.event_id)
-    start = time.perf_counter()
-    table = tracks_frame(record.hit_id, labels, event_id)
-    path = atomic_write(out / tracks_file_name(event_id),
-                        lambda tmp: table.to_csv(tmp, index=False))
-    seconds["write"] = time.perf_counter() - start
     try:
         find_part_file(prefix, "truth")
         has_truth = True
     except EventFileNotFoundError:
         has_truth = False
+    start = time.perf_counter()
+    # Inference never reads truth; the stage graphs carry edge labels for evaluation.
+    record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,
+                          with_truth=out.graphs is not None)
+    load_seconds = time.perf_counter() - start
+    stage_graphs, labels, seconds = pipeline.run(record, edge_labels=out.graphs is not None)
+    event_id = int(record.event_id)
+    start = time.perf_counter()
+    table = tracks_frame(record.hit_id, labels, event_id)
+    path = atomic_write(out.tracks / tracks_file_name(event_id),
+                        lambda tmp: table.to_csv(tmp, index=False))
+    seconds["write"] = time.perf_counter() - start
+    if out.graphs is not None:
+        for stage, graph in stage_graphs.items():
+            save_record(graph, out.graph_path(stage, event_id))
     return EventResult(event_id, path, {"load": load_seconds, **seconds,
                                         "total": load_seconds + sum(seconds.values()),
                                         "n_hits": int(record.num_nodes)}, has_truth)
@@ -120,14 +152,14 @@ def _init_worker(source: PipelineSource, threads: int) -> None:
         _WORKER["error"] = exc
 
 
-def _worker_event(prefix: str, out: Path) -> tuple[EventResult, float, int]:
+def _worker_event(prefix: str, out: Outputs) -> tuple[EventResult, float, int]:
     if "error" in _WORKER:
         raise _WORKER["error"]
     return (infer_event(_WORKER["pipeline"], _WORKER["detector"], prefix, out),
             _WORKER["ready"], _WORKER["threads"])
 
 
-def run_in_process(source: PipelineSource, prefixes: list[str], out: Path, bar: Any,
+def run_in_process(source: PipelineSource, prefixes: list[str], out: Outputs, bar: Any,
                    ) -> tuple[list[EventResult], float, int]:
     """Events one after another here: (results in order, wall seconds, torch threads)."""
     import torch
@@ -143,7 +175,7 @@ def run_in_process(source: PipelineSource, prefixes: list[str], out: Path, bar: 
     return results, time.monotonic() - start, torch.get_num_threads()
 
 
-def run_in_workers(source: PipelineSource, prefixes: list[str], out: Path, bar: Any,
+def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, bar: Any,
                    workers: int, threads: int) -> tuple[list[EventResult], float, int]:
     """Events in ``workers`` spawned processes of ``threads`` threads each: (results in the
     order of ``prefixes``, wall seconds from the first worker ready, threads per worker). An
@@ -163,7 +195,7 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Path, bar: 
                 bar.update(1)
             end = time.monotonic()
     except BaseException:
-        for tmp in out.glob(".event*-tracks.csv.*.tmp"):   # atomic_write's temporary files
+        for tmp in out.tracks.glob(".event*-tracks.csv.*.tmp"):   # atomic_write's temporary files
             tmp.unlink(missing_ok=True)
         raise
     start = min(ready for _, ready, _ in done.values())
@@ -191,40 +223,51 @@ def run(args: argparse.Namespace) -> int:
     from trkx.threads import choose_threads
 
     config = load_pipeline_config(args.config, args.overrides)
-    stage_configs = {name: (config.stage_config_path(plan), plan.overrides)
-                     for name, plan in config.stages.items()}
-    stage_configs["tracks"] = (config.stage_config_path(config.tracks), config.tracks.overrides)
+    tracks_config = config.stage_config_path(config.tracks)
     gnn_checkpoint = checkpoint_paths(args.checkpoints)["gnn"]   # fails before any worker
-    source = PipelineSource(args.checkpoints, stage_configs, config.inference.graph_ops,
-                            config.inference.precision)
+    source = PipelineSource(Path(args.config), args.checkpoints, tuple(args.overrides))
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder")
     prefixes = event_prefixes(args.events)[: args.n_events]
     if not prefixes:
         raise FileNotFoundError(f"{args.events}: no TrackML events (event*-hits.csv[.gz])")
     workers = min(args.workers, len(prefixes))     # no idle process per missing event
+    out = Outputs(args.out, args.graphs)
     with tqdm(total=len(prefixes), desc="trkx infer", unit="event") as bar:
         if workers == 1:
-            results, wall, threads = run_in_process(source, prefixes, args.out, bar)
+            results, wall, threads = run_in_process(source, prefixes, out, bar)
         else:
-            results, wall, threads = run_in_workers(source, prefixes, args.out, bar, workers,
+            results, wall, threads = run_in_workers(source, prefixes, out, bar, workers,
                                                     max(1, choose_threads(None) // workers))
     remove_stale(args.out, [r.path for r in results], TRACKS_FILE)
+    if args.graphs is not None:
+        for stage in STAGES:
+            remove_stale(args.graphs / stage, [out.graph_path(stage, r.event_id)
+                                               for r in results])
     timing = {str(r.event_id): r.seconds for r in results}
     stages = ["load", "embedding", "graph", "filter", "gnn", "tracks", "write", "total"]
     mean = {s: sum(t[s] for t in timing.values()) / len(timing) for s in stages}
     rate = len(results) / wall if wall > 0 else float("inf")
-    text = json.dumps({"events": timing, "mean_seconds": mean, "workers": workers,
+    text = json.dumps({"precision": config.inference.precision,
+                       "graph_ops": config.inference.graph_ops,
+                       "events": timing, "mean_seconds": mean, "workers": workers,
                        "threads_per_worker": threads, "wall_seconds": wall,
                        "events_per_second": rate}, indent=2)
     atomic_write(args.out / "timing.json", lambda tmp: tmp.write_text(text))
     print(f"{len(timing)} event(s) -> {args.out}; {rate:.2f} events/s with {workers} "
           f"worker(s) of {threads} thread(s); mean seconds per event: "
-          + ", ".join(f"{s} {mean[s]:.2f}" for s in stages))
-    if all(r.has_truth for r in results):
-        return trkx_main(["evaluate", "--tracks", str(args.out), "--events", str(args.events),
-                          "--out", str(args.out / "evaluate"),
-                          "--config", str(stage_configs["tracks"][0]),
-                          "--checkpoint", str(gnn_checkpoint),   # the builder's working point
-                          *(item for o in config.tracks.overrides for item in ("--set", o))])
-    return 0
+          + ", ".join(f"{s} {mean[s]:.2f}" for s in stages)
+          + f" (precision {config.inference.precision})")
+    evaluate = args.evaluate if args.evaluate is not None else all(r.has_truth for r in results)
+    if not evaluate:
+        return 0
+    # Truth from the stage graphs when they were written (edge figures per stage too).
+    events = args.events if args.graphs is None else args.graphs / "gnn"
+    stages = ([] if args.graphs is None else
+              [item for stage in ("embedding", "filter")
+               for item in ("--stage", f"{stage}={args.graphs / stage}")])
+    return trkx_main(["evaluate", "--tracks", str(args.out), "--events", str(events),
+                      "--out", str(args.out / "evaluate"), "--config", str(tracks_config),
+                      "--checkpoint", str(gnn_checkpoint),   # the builder's working point
+                      *(item for o in config.tracks.overrides for item in ("--set", o)),
+                      *stages])

@@ -1,7 +1,9 @@
 """``trkx run CONFIG --workdir DIR``: the whole pipeline, resumable.
 
-Simulates (or takes) train/validation/test events, trains the embedding, filter and GNN, runs
-each stage's inference, builds tracks for the test events and evaluates them, then prints a
+Simulates (or takes) train/validation/test events, trains the embedding, filter and GNN (each
+stage's inference on the train/validation events makes the next stage's training records), runs
+`trkx infer` on the test events (the same command and code as on any events: tracks, timing.json
+and every stage's graphs) and evaluates them, then prints a
 table (edge efficiency/purity per stage, track efficiency, fake and duplicate rates, TrackML
 score, time per stage). Each step is skipped when its outputs are already there and valid (same
 command, same configs, nothing upstream rerun), so an interrupted run continues where it
@@ -35,6 +37,7 @@ def validate_steps(steps, config) -> None:
     from trkx import stage_tools
     from trkx.cli import build_parser
     from trkx.cli._tracks_io import config_section
+    from trkx.cli.stages import stage_module
     from trkx.config import apply_overrides, instantiate, load_config, section
     from trkx.tracks.building import TrackBuilder
     from trkx.tracks.metrics import MetricCuts
@@ -43,8 +46,12 @@ def validate_steps(steps, config) -> None:
     for step in steps:
         if step.argv[0] in ("train", "infer"):
             args = parser.parse_args(list(step.argv))
-            stage_tools.stage_config(args.config, stage_tools.overrides_of(args),
-                                     args.func.args[0])
+            if args.stage is not None:      # a stage command (trkx infer alone: below)
+                stage_tools.stage_config(args.config, stage_tools.overrides_of(args),
+                                         args.func.args[0])
+    for stage, (path, overrides) in config.stage_configs().items():   # what trkx infer loads
+        if stage != "tracks":
+            stage_tools.stage_config(path, overrides, stage_module(stage))
     tracks = str(config.stage_config_path(config.tracks))
     builder = section(apply_overrides(load_config(tracks), config.tracks.overrides), "builder",
                       tracks)
@@ -55,6 +62,7 @@ def validate_steps(steps, config) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trkx.atomic import atomic_write
     from trkx.cli import main as trkx_main
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.runner import plan_states, run_steps, seconds_per_stage
@@ -76,8 +84,11 @@ def run(args: argparse.Namespace) -> int:
     seconds = seconds_per_stage(results)
     metrics = load_metrics(workdir / "evaluate")
     print(format_run_summary(metrics, seconds))
-    (workdir / "run_summary.json").write_text(json.dumps(
-        {"seconds_per_stage": seconds, "overall": metrics["overall"],
+    timing = json.loads((workdir / "tracks" / "timing.json").read_text())
+    summary = json.dumps(
+        {"precision": timing["precision"], "graph_ops": timing["graph_ops"],
+         "seconds_per_stage": seconds, "overall": metrics["overall"],
          "edges": {k: v.get("overall") for k, v in metrics.get("edges", {}).items()}},
-        indent=2))
+        indent=2)
+    atomic_write(workdir / "run_summary.json", lambda tmp: tmp.write_text(summary))
     return 0

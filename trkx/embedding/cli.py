@@ -1,8 +1,9 @@
 """``trkx train embedding`` and ``trkx infer embedding`` (the shape: :mod:`trkx.stage_tools`).
 
 Config sections, one-to-one onto constructors: ``model`` -> EmbeddingModule, ``data`` ->
-trkx.training.data.EmbeddingData, ``trainer`` -> trkx.training.TrainerOptions, ``graph`` ->
-GraphBuilding (null values: the checkpoint's working point); ``checkpoint``: the model file.
+trkx.training.data.EmbeddingData, ``trainer`` -> trkx.training.TrainerOptions, ``inference`` ->
+trkx.embedding.inference.EmbeddingInference (null values: the checkpoint's working point);
+``checkpoint``: the model file.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 NAME = "embedding"
-SECTIONS = ("model", "data", "trainer", "graph", "checkpoint")
+SECTIONS = ("model", "data", "trainer", "inference", "checkpoint")
 DEFAULT_CONFIG = "configs/embedding.yaml"
 
 
 def check_config(config: dict[str, Any], label: str) -> None:
     """Every key and value type of every section, before any work."""
     from trkx.config import check_keys, instantiate, section
-    from trkx.embedding.inference import GraphBuilding
+    from trkx.embedding.inference import EmbeddingInference
     from trkx.embedding.module import EmbeddingModule
     from trkx.training import TrainerOptions
     from trkx.training.data import EmbeddingData
@@ -26,7 +27,7 @@ def check_config(config: dict[str, Any], label: str) -> None:
     check_keys(EmbeddingModule, section(config, "model", label), f"{label}: model")
     instantiate(EmbeddingData, section(config, "data", label), f"{label}: data")
     instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
-    instantiate(GraphBuilding, section(config, "graph", label), f"{label}: graph")
+    instantiate(EmbeddingInference, section(config, "inference", label), f"{label}: inference")
 
 
 def count_events(folder: str) -> int:
@@ -83,13 +84,14 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     from trkx.data.errors import TrackMLFormatError
     from trkx.embedding.checkpoint import load_model
     from trkx.embedding.events import load_records
-    from trkx.embedding.inference import GraphBuilding, embedding_graph
+    from trkx.embedding.inference import EmbeddingInference, embedding_graph
     from trkx.embedding.labels import graph_metrics
     from trkx.stage_tools import write_records
     from trkx.training.data import EmbeddingData
 
     network, stored = load_model(checkpoint)
-    graph = instantiate(GraphBuilding, section(config, "graph", label), f"{label}: graph")
+    options = instantiate(EmbeddingInference, section(config, "inference", label),
+                          f"{label}: inference")
     trained = instantiate(EmbeddingData, stored.config.get("data") or {}, f"{checkpoint}: data")
     here = instantiate(EmbeddingData, section(config, "data", label), f"{label}: data")
     check_cells(events, trained.use_cells, checkpoint)
@@ -102,9 +104,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
             raise TrackMLFormatError(f"{events}: event {int(record.event_id)} has "
                                      f"{record.x.shape[1]} hit features, {checkpoint} needs "
                                      f"{needed} (cell features: use_cells)")
-    point = stored.working_point
-    radius = graph.radius if graph.radius is not None else point["radius"]
-    k = graph.max_neighbours if graph.max_neighbours is not None else point["max_neighbours"]
+    radius, k = options.working_point(stored.working_point)
 
     def describe(_, out_record) -> str:
         line = f"{out_record.edge_index.shape[1]:,d} edges"
@@ -114,6 +114,6 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
                      f"{m['edges_per_hit']:.1f} edges/hit")
         return line
 
-    write_records(records, out, lambda r: embedding_graph(network, r, radius, int(k),
-                                                          graph.backend), describe)
+    write_records(records, out, lambda r: embedding_graph(network, r, radius, k, options.backend,
+                                                          options.precision), describe)
     return 0

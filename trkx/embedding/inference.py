@@ -6,6 +6,8 @@ Pure (tensors in, tensors out): embed every hit, build the radius graph of
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -14,44 +16,64 @@ from torch_geometric.data import Data
 from trkx.embedding.graph import BACKENDS, build_edges
 from trkx.embedding.labels import label_edges
 from trkx.embedding.model import EmbeddingMLP
-from trkx.precision import dense_precision, resolve_precision
+from trkx.precision import check_precision, dense_precision
 
 
 @dataclass(frozen=True)
-class GraphBuilding:
-    """The working point (config section ``graph``); None takes the model's trained value."""
+class EmbeddingInference:
+    """Config section ``inference``: the graph's working point (None takes the model's
+    trained value), the neighbour-search backend and the precision of the dense layers."""
 
     radius: float | None = None
     max_neighbours: int | None = None
     backend: str = "auto"
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown graph backend {self.backend!r}; expected one of "
                              f"{', '.join(BACKENDS)}")
+        check_precision(self.precision)
+
+    def working_point(self, trained: dict) -> tuple[float, int]:
+        """``(radius, max_neighbours)``: this section's values, else the trained ones."""
+        radius = self.radius if self.radius is not None else trained["radius"]
+        k = self.max_neighbours if self.max_neighbours is not None else trained["max_neighbours"]
+        return float(radius), int(k)
 
 
 @torch.no_grad()
 def embed(network: EmbeddingMLP, x: torch.Tensor, chunk_size: int = 262144,
           precision: str = "fp32") -> torch.Tensor:
     """Embeddings [N, d] float32 of all hits, in chunks of ``chunk_size`` rows, the dense layers
-    at ``precision`` (fp32, bf16 or auto: :mod:`trkx.precision`)."""
+    at ``precision`` (fp32 or bf16: :mod:`trkx.precision`)."""
     network.eval()
     if not len(x):
         return x.new_zeros((0, network.net[-1].out_features))
-    chosen = resolve_precision(precision, x.device, network.net[0].out_features)
-    with dense_precision(chosen, x.device):
+    with dense_precision(precision, x.device):
         parts = [network(part) for part in x.split(chunk_size)]
     return torch.cat(parts).float()
 
 
 def embedding_graph(network: EmbeddingMLP, record: Data, radius: float, max_neighbours: int,
-                    backend: str = "auto") -> Data:
-    """A copy of ``record`` with ``edge_index`` (and ``y``, ``y_pid``, ``signal`` with truth)."""
-    out = record.clone()
-    embedding = embed(network, record.x)
+                    backend: str = "auto", precision: str = "fp32", edge_labels: bool = True,
+                    lap: Callable[[str], None] | None = None) -> Data:
+    """A shallow copy of ``record`` with the candidate graph ``edge_index`` [2, E]:
+
+        E = { (i, j) : j among the max_neighbours nearest to i, |e_i - e_j| < radius },
+        e = embed(x) at ``precision``,
+
+    plus the edge labels ``y``, ``y_pid``, ``signal`` when ``edge_labels`` and the record
+    carries truth (labelling is evaluation: inference itself never needs it). ``lap(name)``,
+    when given, is called after the embedding (``"embedding"``) and after the graph search
+    (``"graph"``), so a caller can time the two apart."""
+    lap = lap or (lambda name: None)
+    out = copy.copy(record)             # shallow: the hit tensors are shared, not copied
+    embedding = embed(network, record.x, precision=precision)
+    lap("embedding")
     out.edge_index = build_edges(embedding, radius, max_neighbours, backend,
                                  pos=record.pos).cpu()
-    if getattr(record, "particle_id", None) is not None:
+    lap("graph")
+    if edge_labels and getattr(record, "particle_id", None) is not None:
         out.y, out.y_pid, out.signal = label_edges(record, out.edge_index)
     return out

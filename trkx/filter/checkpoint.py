@@ -16,13 +16,17 @@ NETWORK_KEYS: tuple[str, ...] = ("hit_features", "cell_agreement", "hidden", "la
 
 @dataclass(frozen=True)
 class FilterInference:
-    """Config section ``inference``: the score cut (None: the checkpoint's working point) and
-    the number of edges scored at once."""
+    """Config section ``inference``: the score cut (None: the checkpoint's working point), the
+    number of edges scored at once and the precision of the dense layers (trkx.precision)."""
 
     score_cut: float | None = None
     chunk_size: int = 500_000
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        from trkx.precision import check_precision
+
+        check_precision(self.precision)
         if self.score_cut is not None and not 0.0 <= self.score_cut <= 1.0:
             raise ValueError(f"score_cut must be in [0, 1], got {self.score_cut}")
         if self.chunk_size < 1:

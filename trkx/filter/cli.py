@@ -99,7 +99,8 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     scores: dict[int, Any] = {}
 
     def transform(record):
-        scores[id(record)] = score_edges(network, record, options.chunk_size)
+        scores[id(record)] = score_edges(network, record, options.chunk_size,
+                                         options.precision)
         return apply_cut(record, scores[id(record)], cut)
 
     def describe(record, result) -> str:

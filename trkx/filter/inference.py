@@ -16,17 +16,16 @@ from torch_geometric.data import Data
 from trkx.data.record import EDGE_LABELS
 from trkx.filter.features import edge_features, has_cell_directions
 from trkx.filter.model import FilterMLP
-from trkx.precision import dense_precision, resolve_precision
+from trkx.precision import dense_precision
 
 
 @torch.no_grad()
 def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_000,
                 precision: str = "fp32") -> torch.Tensor:
     """Scores [E] of ``record.edge_index``; ``chunk_size=None`` scores all edges at once;
-    ``precision`` of the dense layers: fp32, bf16 or auto (:mod:`trkx.precision`)."""
+    ``precision`` of the dense layers: fp32 or bf16 (:mod:`trkx.precision`)."""
     network.eval()
     device = record.x.device
-    chosen = resolve_precision(precision, device, network.net[0].out_features)
     names = getattr(record, "feature_names", None) if network.cell_agreement else None
     if network.cell_agreement and not has_cell_directions(names):
         raise ValueError("this filter was trained with cell features (cell_agreement) but the "
@@ -38,7 +37,7 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
     for start in range(0, total, max(step, 1)):
         chunk = edge_index[:, start:start + step]
         features = edge_features(record.x, record.pos, chunk, names, network.hit_features)
-        with dense_precision(chosen, device):
+        with dense_precision(precision, device):
             logits = network(features)
         parts.append(torch.sigmoid(logits.float()))
     return torch.cat(parts) if parts else torch.zeros(0)

@@ -48,17 +48,16 @@ def load_gnn_checkpoint(path: str | os.PathLike):
 @dataclass(frozen=True)
 class GNNInference:
     """Config section ``inference``: the local kernel (None: the trained module's
-    ``graph_ops``) and the precision of the dense layers (trkx.precision: fp32, bf16, auto)."""
+    ``graph_ops``) and the precision of the dense layers (trkx.precision: fp32 or bf16)."""
 
     graph_ops: str | None = None
-    precision: str = "auto"
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES
         from trkx.precision import check_precision
 
         check_precision(self.precision)
-
         if self.graph_ops is not None and self.graph_ops not in GRAPH_OPS_CHOICES:
             raise ValueError(f"graph_ops must be one of {', '.join(GRAPH_OPS_CHOICES)} or "
                              f"null, got {self.graph_ops!r}")

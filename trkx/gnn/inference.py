@@ -7,7 +7,7 @@ from torch import Tensor
 
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import KernelChooser, build_graph_ops
-from trkx.precision import dense_precision, resolve_precision
+from trkx.precision import dense_precision
 
 
 def drop_isolated_nodes(x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
@@ -38,14 +38,13 @@ def score_edges(model: InteractionGNN, x: Tensor, edge_index: Tensor, graph_ops:
         x: [N, F] node features; edge_index: [2, E] directed edges.
         graph_ops: ``"csr"``, ``"scatter"`` or ``"auto"`` (see :mod:`trkx.gnn.ops_factory`).
         chooser: remembers ``"auto"`` decisions across events.
-        precision: ``fp32``, ``bf16`` (autocast of the dense layers; sums stay float32) or
-            ``auto`` (bf16 where measured faster, :mod:`trkx.precision`).
+        precision: ``fp32`` or ``bf16`` (autocast of the dense layers; sums stay float32;
+            :mod:`trkx.precision`).
         edge_attr: [E, a] edge inputs when the model takes them (trkx.gnn.edge_inputs).
     """
     model.eval()
     x, edge_index = drop_isolated_nodes(x, edge_index)
     ops = build_graph_ops(edge_index, x.shape[0], graph_ops, chooser)
-    chosen = resolve_precision(precision, x.device, model.hidden)
-    with dense_precision(chosen, x.device):
+    with dense_precision(precision, x.device):
         logits = model(x.float(), ops, None if edge_attr is None else edge_attr.float())
     return torch.sigmoid(logits.float())

@@ -72,15 +72,28 @@ class StagePlan:
 
 @dataclass(frozen=True)
 class InferencePlan:
-    """Options of pipeline inference."""
+    """Options of pipeline inference, applied to every stage's ``inference`` section (they
+    replace the stage configs' values there): the precision of the dense layers of the three
+    learned stages (trkx.precision) and the GNN's local kernel."""
 
-    precision: str = "auto"     # fp32 | bf16 | auto: dense layers of every stage (trkx.precision)
+    precision: str = "fp32"     # fp32 | bf16
     graph_ops: str = "auto"     # csr | scatter | auto
 
+    def stage_overrides(self, stage: str) -> list[str]:
+        """The ``KEY=VALUE`` overrides these options make in ``stage``'s config."""
+        overrides = [f"inference.precision={self.precision}"]
+        if stage == "gnn":
+            overrides.append(f"inference.graph_ops={self.graph_ops}")
+        return overrides
+
     def __post_init__(self) -> None:
+        from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES
         from trkx.precision import check_precision
 
         check_precision(self.precision)
+        if self.graph_ops not in GRAPH_OPS_CHOICES:
+            raise ValueError(f"graph_ops must be one of {', '.join(GRAPH_OPS_CHOICES)}, not "
+                             f"{self.graph_ops!r}")
 
 
 @dataclass(frozen=True)
@@ -90,9 +103,19 @@ class PipelineConfig:
     stages: dict[str, StagePlan]
     tracks: StagePlan
     inference: InferencePlan
+    overrides: tuple[str, ...] = ()     # the --set overrides this config was loaded with
 
     def stage_config_path(self, plan: StagePlan) -> Path:
         return resolve_relative(plan.config, self.path.parent)
+
+    def stage_configs(self) -> dict[str, tuple[Path, list[str]]]:
+        """``stage -> (YAML, overrides)`` of pipeline inference: each learned stage's plan with
+        the ``inference`` options appended, and the tracks plan."""
+        configs = {name: (self.stage_config_path(plan),
+                          [*plan.overrides, *self.inference.stage_overrides(name)])
+                   for name, plan in self.stages.items()}
+        configs["tracks"] = (self.stage_config_path(self.tracks), list(self.tracks.overrides))
+        return configs
 
 
 def resolve_relative(path: str, base: Path) -> Path:
@@ -129,7 +152,7 @@ def load_pipeline_config(path: str | os.PathLike, overrides: list[str] | None = 
     tracks = _stage_plan(section(raw, "tracks", label), f"{label}: tracks")
     inference = instantiate(InferencePlan, section(raw, "inference", label),
                             f"{label}: inference")
-    config = PipelineConfig(path, events, stages, tracks, inference)
+    config = PipelineConfig(path, events, stages, tracks, inference, tuple(overrides or []))
     for name, plan in [*stages.items(), ("tracks", tracks)]:
         stage_path = config.stage_config_path(plan)
         if not stage_path.is_file():

@@ -3,33 +3,53 @@
     record --embedding--> points --graph--> radius graph --filter--> reduced graph
            --gnn--> edge scores --track building--> a track id per hit
 
-The dense layers of the three learned stages run at ``precision`` (trkx.precision: ``auto``
-takes bf16 only where it measures faster). Edge truth labels are attached only when asked
-(``edge_labels=True``, for per-stage figures): inference does not need them.
+This is the one inference path of trkx: ``trkx infer`` runs it on any events, and ``trkx run``
+runs ``trkx infer`` on its test events. Each stage is the same pure function its stage command
+(``trkx infer STAGE``) calls, with the settings of that stage's ``inference`` config section;
+the pipeline YAML's own ``inference`` section (precision, graph_ops) is applied to every stage
+as an override of those sections (:meth:`trkx.pipeline.config.PipelineConfig.stage_configs`),
+so one setting decides the precision of all three learned stages.
 
-Every stage is the same pure function the stage CLIs use; this module only loads the trained
-models once (``WORKDIR/checkpoints/{embedding,filter,gnn}.pt``) and times each stage.
+    pipeline = TrainedPipeline.load("configs/quickstart.yaml", "runs/quickstart/checkpoints")
+    tracks = pipeline.reconstruct("data/event000000001")  # event_id, hit_id, track_id
+
+Edge truth labels are attached only when asked (``edge_labels=True``, for per-stage figures):
+inference does not need them.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
 
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
-from trkx.precision import check_precision
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from trkx.embedding.inference import EmbeddingInference
+    from trkx.embedding.model import EmbeddingMLP
+    from trkx.filter.checkpoint import FilterInference
+    from trkx.filter.model import FilterMLP
+    from trkx.gnn.model import InteractionGNN
+    from trkx.gnn.ops_factory import KernelChooser
+    from trkx.tracks.building import TrackBuilder
 
 CHECKPOINT_FILES = {"embedding": "embedding.pt", "filter": "filter.pt", "gnn": "gnn.pt"}
+#: ``stage -> (stage YAML, overrides)`` for embedding, filter, gnn and tracks.
+StageConfigs = dict[str, tuple[Path, list[str]]]
 
 
-def checkpoint_paths(directory: str | Path) -> dict[str, Path]:
+def checkpoint_paths(directory: str | os.PathLike) -> dict[str, Path]:
     """The three checkpoint files of a trained pipeline (all must exist)."""
     directory = Path(directory)
     paths = {stage: directory / name for stage, name in CHECKPOINT_FILES.items()}
@@ -42,34 +62,44 @@ def checkpoint_paths(directory: str | Path) -> dict[str, Path]:
 
 @dataclass
 class TrainedPipeline:
-    """Loaded models and working points of every stage."""
+    """Loaded models and the inference settings of every stage."""
 
-    embedding: Any
+    embedding: EmbeddingMLP
+    embedding_options: EmbeddingInference
     radius: float
     max_neighbours: int
-    graph_backend: str
     use_cells: bool
     signal_pt_min: float
-    filter: Any
+    filter: FilterMLP
+    filter_options: FilterInference
     filter_cut: float
-    filter_chunk: int
-    gnn: Any
+    gnn: InteractionGNN
+    gnn_precision: str
     graph_ops: str
-    precision: str
-    builder: Any
-    chooser: Any = field(default=None)
+    builder: TrackBuilder
+    chooser: KernelChooser
 
     @classmethod
-    def load(cls, checkpoints: str | Path, stage_configs: dict[str, tuple[Path, list[str]]],
-             graph_ops: str = "auto", precision: str = "auto") -> TrainedPipeline:
-        """Load the models; ``stage_configs[stage] = (yaml path, overrides)`` give the working
-        points (embedding ``graph``, filter ``inference``, tracks ``builder``); a null value
-        there takes the checkpoint's working point. Builder keys set to null take the GNN
-        checkpoint's working point of the same name (e.g. ``walk_cut``)."""
+    def load(cls, config: str | os.PathLike, checkpoints: str | os.PathLike,
+             overrides: Sequence[str] = ()) -> TrainedPipeline:
+        """The models of ``checkpoints`` (``embedding.pt``, ``filter.pt``, ``gnn.pt``) with the
+        settings of the pipeline YAML ``config`` (and ``--set``-style ``overrides``)."""
+        from trkx.pipeline.config import load_pipeline_config
+
+        pipeline = load_pipeline_config(config, list(overrides))
+        return cls.from_stage_configs(checkpoints, pipeline.stage_configs())
+
+    @classmethod
+    def from_stage_configs(cls, checkpoints: str | os.PathLike,
+                           stage_configs: StageConfigs) -> TrainedPipeline:
+        """Load the models; ``stage_configs[stage] = (yaml path, overrides)`` give each stage's
+        ``inference`` section and the tracks ``builder``. A null value there takes the
+        checkpoint's working point (builder keys: the GNN checkpoint's, e.g. ``walk_cut``)."""
         from trkx.embedding.checkpoint import load_model as load_embedding
-        from trkx.embedding.inference import GraphBuilding
+        from trkx.embedding.inference import EmbeddingInference
         from trkx.filter.checkpoint import FilterInference
         from trkx.filter.checkpoint import load_model as load_filter
+        from trkx.gnn.checkpoint import GNNInference
         from trkx.gnn.checkpoint import load_model as load_gnn
         from trkx.gnn.ops_factory import KernelChooser
         from trkx.tracks.building import TrackBuilder
@@ -78,58 +108,54 @@ class TrainedPipeline:
 
         paths = checkpoint_paths(checkpoints)
 
-        def stage_section(stage: str, name: str) -> dict:
+        def options(stage: str, name: str, kind: type):
             path, overrides = stage_configs[stage]
-            return section(apply_overrides(load_config(path), overrides), name, str(path))
+            label = f"{path}: {name}"
+            return instantiate(kind, section(apply_overrides(load_config(path), overrides),
+                                             name, str(path)), label), label
 
-        def label(stage: str, name: str) -> str:
-            return f"{stage_configs[stage][0]}: {name}"
-
-        graph = instantiate(GraphBuilding, stage_section("embedding", "graph"),
-                            label("embedding", "graph"))
+        embedding_options, _ = options("embedding", "inference", EmbeddingInference)
+        filter_options, filter_label = options("filter", "inference", FilterInference)
+        gnn_options, _ = options("gnn", "inference", GNNInference)
         embedding, emb = load_embedding(paths["embedding"])
         trained = instantiate(EmbeddingData, emb.config.get("data") or {},
                               f"{paths['embedding']}: data")
-        filter_options = instantiate(FilterInference, stage_section("filter", "inference"),
-                                     label("filter", "inference"))
         filter_net, filt = load_filter(paths["filter"])
         gnn, gnn_checkpoint = load_gnn(paths["gnn"])
+        tracks_path, tracks_overrides = stage_configs["tracks"]
+        tracks_label = f"{tracks_path}: builder"
+        builder_section = section(apply_overrides(load_config(tracks_path), tracks_overrides),
+                                  "builder", str(tracks_path))
         try:
-            options = builder_options(stage_section("tracks", "builder"),
-                                      gnn_checkpoint.working_point, label("tracks", "builder"))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        builder = instantiate(TrackBuilder, options, label("tracks", "builder"))
-        if graph_ops not in ("csr", "scatter", "auto"):
-            raise ConfigError(f"graph_ops must be csr, scatter or auto, not {graph_ops!r}")
-        try:
-            check_precision(precision)
+            built = builder_options(builder_section, gnn_checkpoint.working_point,
+                                    tracks_label)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
         try:
             filter_cut = filter_options.cut(filt)
         except ValueError as exc:
-            raise ConfigError(f"{label('filter', 'inference')}: {exc}") from exc
-        point = emb.working_point
+            raise ConfigError(f"{filter_label}: {exc}") from exc
+        builder = instantiate(TrackBuilder, built, tracks_label)
+        radius, k = embedding_options.working_point(emb.working_point)
         return cls(
-            embedding=embedding,
-            radius=graph.radius if graph.radius is not None else point["radius"],
-            max_neighbours=int(graph.max_neighbours if graph.max_neighbours is not None
-                               else point["max_neighbours"]),
-            graph_backend=graph.backend, use_cells=trained.use_cells,
-            signal_pt_min=trained.signal_pt_min, filter=filter_net, filter_cut=filter_cut,
-            filter_chunk=filter_options.chunk_size, gnn=gnn, graph_ops=graph_ops,
-            precision=precision,
+            embedding=embedding, embedding_options=embedding_options, radius=radius,
+            max_neighbours=k, use_cells=trained.use_cells, signal_pt_min=trained.signal_pt_min,
+            filter=filter_net, filter_options=filter_options, filter_cut=filter_cut, gnn=gnn,
+            gnn_precision=gnn_options.precision, graph_ops=gnn_options.kernel(gnn_checkpoint),
             builder=builder, chooser=KernelChooser(width=gnn.hidden, backward=False))
+
+    @property
+    def precisions(self) -> dict[str, str]:
+        """The precision of each learned stage's dense layers (trkx.precision)."""
+        return {"embedding": self.embedding_options.precision,
+                "filter": self.filter_options.precision, "gnn": self.gnn_precision}
 
     @torch.no_grad()
     def run(self, record: Data, edge_labels: bool = False,
             ) -> tuple[dict[str, Data], np.ndarray, dict[str, float]]:
         """Graphs after each stage, the track id of every hit, and seconds per stage
         (``embedding``, ``graph``, ``filter``, ``gnn``, ``tracks``)."""
-        from trkx.embedding.graph import build_edges
-        from trkx.embedding.inference import embed
-        from trkx.embedding.labels import label_edges
+        from trkx.embedding.inference import embedding_graph
         from trkx.filter.inference import filter_graph
         from trkx.gnn.edge_inputs import model_edge_inputs
         from trkx.gnn.inference import score_edges
@@ -143,24 +169,30 @@ class TrainedPipeline:
             seconds[name] = now - clock
             clock = now
 
-        points = embed(self.embedding, record.x, precision=self.precision)
-        lap("embedding")
-        embedded = copy.copy(record)        # shallow: the hit tensors are shared, not copied
-        embedded.edge_index = build_edges(points, self.radius, self.max_neighbours,
-                                          self.graph_backend, pos=record.pos).cpu()
-        lap("graph")
-        if edge_labels and getattr(record, "particle_id", None) is not None:
-            embedded.y, embedded.y_pid, embedded.signal = label_edges(record,
-                                                                      embedded.edge_index)
-            clock = time.perf_counter()          # labelling is evaluation, not inference
-        filtered = filter_graph(self.filter, embedded, self.filter_cut, self.filter_chunk,
-                                precision=self.precision)
+        embedded = embedding_graph(self.embedding, record, self.radius, self.max_neighbours,
+                                   self.embedding_options.backend,
+                                   self.embedding_options.precision, edge_labels, lap)
+        clock = time.perf_counter()          # labelling is evaluation, not inference
+        filtered = filter_graph(self.filter, embedded, self.filter_cut,
+                                self.filter_options.chunk_size, self.filter_options.precision)
         lap("filter")
-        scored = copy.copy(filtered)
-        scored.scores = score_edges(self.gnn, filtered.x, filtered.edge_index, self.graph_ops,
-                                    self.chooser, precision=self.precision,
+        scored = copy.copy(filtered)         # shallow: only the scores are new
+        scored.scores = score_edges(self.gnn, filtered.x, filtered.edge_index.long(),
+                                    self.graph_ops, self.chooser, precision=self.gnn_precision,
                                     edge_attr=model_edge_inputs(self.gnn, filtered))
         lap("gnn")
         labels = self.builder.build(scored)
         lap("tracks")
         return {"embedding": embedded, "filter": filtered, "gnn": scored}, labels, seconds
+
+    def reconstruct(self, prefix: str | os.PathLike) -> pd.DataFrame:
+        """Tracks of one TrackML event (``dir/eventNNNNNNNNN``; truth is never read): the
+        submission frame ``event_id, hit_id, track_id``, one row per hit of the event."""
+        from trkx.data.detector import load_detector
+        from trkx.embedding.events import event_record
+        from trkx.tracks.building import tracks_frame
+
+        record = event_record(str(prefix), load_detector(), self.use_cells, self.signal_pt_min,
+                              with_truth=False)
+        _, labels, _ = self.run(record)
+        return tracks_frame(record.hit_id, labels, int(record.event_id))

@@ -36,6 +36,7 @@ class Step:
     argv: tuple[str, ...]     # arguments of `trkx` (without the program name)
     output: Path              # file or folder the step produces
     inputs: tuple[str, ...] = ()   # names of the steps whose outputs it reads
+    configs: tuple[Path, ...] = ()  # YAML files it reads that its command line does not name
 
     def marker(self, workdir: Path) -> Path:
         return workdir / ".trkx" / "steps" / f"{self.name}.json"
@@ -53,14 +54,15 @@ def _write_json_atomic(path: Path, payload: dict) -> None:
 
 
 def config_fingerprint(step: Step) -> str:
-    """SHA-256 over the contents of the YAML files the command line names."""
+    """SHA-256 over the contents of the YAML files the command line names and of
+    ``step.configs``."""
     digest = hashlib.sha256()
-    for arg in step.argv:
-        for part in (arg, arg.split("=", 1)[-1]):
-            path = Path(part)
-            if path.suffix in (".yaml", ".yml") and path.is_file():
-                digest.update(part.encode())
-                digest.update(path.read_bytes())
+    named = [part for arg in step.argv for part in (arg, arg.split("=", 1)[-1])]
+    for part in [*named, *map(str, step.configs)]:
+        path = Path(part)
+        if path.suffix in (".yaml", ".yml") and path.is_file():
+            digest.update(part.encode())
+            digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
@@ -83,8 +85,8 @@ def is_done(step: Step, workdir: Path, fingerprint: str | None = None) -> dict |
     """The marker of a finished, still valid step, else None (``fingerprint``: from
     :func:`fingerprints` over the whole plan; default: the step alone, without inputs)."""
     if fingerprint is None:
-        fingerprint = fingerprints([Step(step.name, step.stage, step.argv, step.output)])[
-            step.name]
+        fingerprint = fingerprints([Step(step.name, step.stage, step.argv, step.output,
+                                         configs=step.configs)])[step.name]
     marker = step.marker(workdir)
     if not marker.is_file() or not step.output.exists():
         return None

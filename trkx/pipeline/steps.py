@@ -1,16 +1,23 @@
-"""The steps of `trkx run`: simulate -> train and infer each stage -> tracks -> evaluation.
+"""The steps of `trkx run`: simulate -> train each stage (and make the next stage's training
+records) -> `trkx infer` on the test events -> evaluation.
 
 Work-folder layout (``W`` = ``--workdir``):
 
     W/data/{train,val,test}/                TrackML events (simulated, or links to the given ones)
     W/checkpoints/{embedding,filter,gnn}.pt trained models (what `trkx infer --checkpoints` reads)
     W/checkpoints/{embedding,filter,gnn}.run/   Lightning run folders (resumable training)
-    W/graphs/{embedding,filter,gnn}/{train,val,test}/   event records after each stage
-    W/tracks/                               eventNNNNNNNNN-tracks.csv of the test events
+    W/graphs/{train,val}/{embedding,filter}/    records of the train/val events after a stage
+                                                (the next stage's training data)
+    W/graphs/test/{embedding,filter,gnn}/   records of the test events after each stage
+    W/tracks/                               eventNNNNNNNNN-tracks.csv and timing.json of the
+                                            test events
     W/evaluate/                             metrics.json and plots of the test events
 
-Every step names the steps whose outputs it reads (``Step.inputs``), so the runner reruns
-everything downstream of a step that runs again.
+The test events go through ``trkx infer`` (the one inference path: the same command a user runs
+on their own events, with the pipeline's ``inference`` settings); the train/val records are made
+by the stage commands (``trkx infer STAGE``) with each stage config's own settings. Every step
+names the steps whose outputs it reads (``Step.inputs``), so the runner reruns everything
+downstream of a step that runs again.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from trkx.pipeline.config import PipelineConfig, StagePlan, resolve_relative
 from trkx.pipeline.runner import Step
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")
+TRAINING_SPLITS: tuple[str, ...] = ("train", "val")
 #: First event id of each simulated split (ids never collide between splits).
 FIRST_EVENT_ID = {"train": 100_000, "val": 200_000, "test": 300_000}
 PREVIOUS = {"embedding": None, "filter": "embedding", "gnn": "filter"}
@@ -85,34 +93,37 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
     for stage in ("embedding", "filter", "gnn"):
         plan = config.stages[stage]
         folders = (events if PREVIOUS[stage] is None else
-                   {split: graphs / PREVIOUS[stage] / split for split in SPLITS})
+                   {split: graphs / split / PREVIOUS[stage] for split in TRAINING_SPLITS})
         checkpoint = checkpoints / f"{stage}.pt"
         data = [f"data.train_dir={folders['train']}", f"data.val_dir={folders['val']}", *counts]
         steps.append(Step(f"train-{stage}", stage, (
             "train", stage, *_config_args(config, plan), "--checkpoint", str(checkpoint),
             *_sets([*plan.overrides, *data])), checkpoint,
             inputs(_source(stage, "train", simulate), _source(stage, "val", simulate))))
-        extra = ([f"inference.graph_ops={config.inference.graph_ops}",
-                  f"inference.precision={config.inference.precision}"]
-                 if stage == "gnn" else [])
-        for split in (SPLITS if stage != "gnn" else ("test",)):
-            out = graphs / stage / split
+        if stage == "gnn":
+            break
+        for split in TRAINING_SPLITS:
+            out = graphs / split / stage
             steps.append(Step(f"infer-{stage}-{split}", stage, (
                 "infer", stage, *_config_args(config, plan), "--checkpoint", str(checkpoint),
                 "--events", str(folders[split]), "--out", str(out),
-                *_sets([*plan.overrides, *extra])), out,
+                *_sets(plan.overrides)), out,
                 inputs(f"train-{stage}", _source(stage, split, simulate))))
 
-    gnn_test = graphs / "gnn" / "test"
-    tracks_args = (*_config_args(config, config.tracks), *_sets(config.tracks.overrides),
-                   "--checkpoint", str(checkpoints / "gnn.pt"))
-    steps.append(Step("build-tracks", "tracks", (
-        "build-tracks", "--events", str(gnn_test), "--out", str(workdir / "tracks"),
-        *tracks_args), workdir / "tracks", ("infer-gnn-test",)))
+    test_graphs = graphs / "test"
+    steps.append(Step("infer-test", "inference", (
+        "infer", "--config", str(config.path), "--checkpoints", str(checkpoints),
+        "--events", str(events["test"]), "--out", str(workdir / "tracks"),
+        "--graphs", str(test_graphs), "--no-evaluate", *_sets(list(config.overrides))),
+        workdir / "tracks",
+        inputs("train-embedding", "train-filter", "train-gnn",
+               "simulate-test" if simulate else None),
+        configs=tuple(path for path, _ in config.stage_configs().values())))
     steps.append(Step("evaluate", "evaluate", (
-        "evaluate", "--tracks", str(workdir / "tracks"), "--events", str(gnn_test),
-        "--out", str(workdir / "evaluate"), *tracks_args,
-        "--stage", f"embedding={graphs / 'embedding' / 'test'}",
-        "--stage", f"filter={graphs / 'filter' / 'test'}"), workdir / "evaluate",
-        ("build-tracks", "infer-gnn-test", "infer-embedding-test", "infer-filter-test")))
+        "evaluate", "--tracks", str(workdir / "tracks"), "--events", str(test_graphs / "gnn"),
+        "--out", str(workdir / "evaluate"), *_config_args(config, config.tracks),
+        *_sets(config.tracks.overrides), "--checkpoint", str(checkpoints / "gnn.pt"),
+        "--stage", f"embedding={test_graphs / 'embedding'}",
+        "--stage", f"filter={test_graphs / 'filter'}"), workdir / "evaluate",
+        ("infer-test",)))
     return steps
