@@ -27,6 +27,9 @@ from trkx.training.fit import StageFailed
 USER_ERRORS = (TrackMLFormatError, ConfigError, FileNotFoundError, NotADirectoryError,
                StepFailed, StageFailed)
 INTERRUPTED = 130
+#: The order of ``trkx --help``: what a new user runs first, first.
+HELP_ORDER = ("infer", "run", "train", "simulate", "evaluate", "score", "info", "build-tracks",
+              "partition", "demo")
 BROKEN_PIPE = 141
 
 
@@ -55,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "default: every core this process may use)")
     for module in command_modules():
         module.register(subparsers)
+    rank = {name: i for i, name in enumerate(HELP_ORDER)}
+    subparsers._choices_actions.sort(key=lambda action: rank.get(action.dest, len(rank)))
     _add_debug(parser)
     return parser
 

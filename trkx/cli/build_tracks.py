@@ -16,9 +16,11 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from trkx.cli._help import description
+
     parser = subparsers.add_parser(
         "build-tracks", help="build tracks from scored event records",
-        description=__doc__.split("\n\n", 1)[1])
+        description=description(__doc__))
     parser.add_argument("--events", type=Path, required=True,
                         help="folder of event records (*.pt) with edge_index and scores")
     parser.add_argument("--out", type=Path, required=True, help="folder for the track files")

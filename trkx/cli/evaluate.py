@@ -32,9 +32,11 @@ PLOTS = ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta", "duplicate
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from trkx.cli._help import description
+
     parser = subparsers.add_parser(
         "evaluate", help="efficiency, fake/duplicate rate, TrackML score and plots",
-        description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawTextHelpFormatter)
+        description=description(__doc__), formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--tracks", type=Path, required=True,
                         help="folder of eventNNNNNNNNN-tracks.csv files")
     parser.add_argument("--events", type=Path, required=True,

@@ -18,9 +18,11 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from trkx.cli._help import description
+
     parser = subparsers.add_parser(
         "run", help="run the whole pipeline (simulate, train, infer, tracks, evaluate)",
-        description=__doc__.split("\n\n", 1)[1])
+        description=description(__doc__))
     parser.add_argument("config", help="pipeline YAML, e.g. configs/quickstart.yaml")
     parser.add_argument("--workdir", required=True, type=Path,
                         help="folder for events, checkpoints, graphs, tracks and evaluation")

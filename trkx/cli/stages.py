@@ -21,14 +21,19 @@ def stage_module(stage: str):
 def register(subparsers: argparse._SubParsersAction) -> None:
     from trkx import stage_tools
 
+    helps = {"train": f"train one pipeline stage ({', '.join(STAGES)})",
+             "infer": "tracks of TrackML events with a trained pipeline (or one STAGE's "
+                      "inference)"}
     for verb in ("train", "infer"):
         parser = subparsers.add_parser(
-            verb, help=f"{verb} one pipeline stage ({', '.join(STAGES)})",
-            description=f"{verb.capitalize()} one stage of the pipeline: "
-                        + ("trkx train STAGE --config FILE [--set KEY=VALUE ...]"
-                           if verb == "train" else
-                           "trkx infer STAGE --config FILE --checkpoint FILE --events DIR "
-                           "--out DIR [--set KEY=VALUE ...]"))
+            verb, help=helps[verb],
+            description=("Train one stage of the pipeline: trkx train STAGE --config FILE "
+                         "[--set KEY=VALUE ...]" if verb == "train" else
+                         "Tracks of TrackML events with a trained pipeline: trkx infer --config "
+                         "PIPELINE.yaml --checkpoints DIR --events DIR --out DIR (the options "
+                         "below); or one stage's inference, event records in and out: trkx "
+                         "infer STAGE --checkpoint FILE --events DIR --out DIR (trkx infer "
+                         "STAGE --help)."))
         stage_parsers = parser.add_subparsers(dest="stage", metavar="STAGE",
                                               required=verb == "train")
         if verb == "infer":

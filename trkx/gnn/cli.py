@@ -102,7 +102,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
         model = instantiate(InteractionGNN, model_config, f"{label}: model")
         return instantiate(GNNModule, {**module_config, "model": model}, f"{label}: module")
 
-    if config.get("sampling") is not None:  # minibatches of sampled subgraphs (issue 14)
+    if config.get("sampling") is not None:  # minibatches of sampled subgraphs
         from trkx.gnn.sampling.datamodule import make_train_loader
 
         loader = make_train_loader(section(config, "sampling", label), train_paths,

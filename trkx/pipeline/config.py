@@ -14,6 +14,7 @@ work starts; a bad key fails with a message that names it.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,11 @@ class PipelineConfig:
 
 
 def resolve_relative(path: str, base: Path) -> Path:
-    """``path`` with ``$TRKX_DATA``/``~`` expanded, relative to ``base`` unless absolute."""
+    """``path`` with ``$TRKX_DATA``/``~`` expanded, relative to ``base`` unless absolute; a
+    ``$TRKX_DATA`` that is not set is an error saying so (``make`` sets it, nothing else)."""
+    if re.search(r"\$(\{)?TRKX_DATA\b", path) and not os.environ.get("TRKX_DATA"):
+        raise ConfigError(f"{path}: $TRKX_DATA is not set (export TRKX_DATA=<folder holding the "
+                          "TrackML data>, e.g. ../shared/data/trackml beside the checkout)")
     expanded = Path(os.path.expanduser(os.path.expandvars(path)))
     return expanded if expanded.is_absolute() else base / expanded
 

@@ -1,1 +1,1 @@
-"""Minibatch GNN training by bulk ShaDow subgraph sampling as sparse products (issue 14)."""
+"""Minibatch GNN training by bulk ShaDow subgraph sampling as sparse products."""

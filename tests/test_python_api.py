@@ -1,0 +1,37 @@
+"""The Python API of the README: ``TrainedPipeline.load(config, checkpoints).reconstruct(event)``
+gives exactly the tracks `trkx run` (that is, `trkx infer`) wrote for the same event."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from trkx.data.io import load_event
+from trkx.pipeline.inference import TrainedPipeline
+from trkx.tracks.score import score_event
+
+pytestmark = pytest.mark.slow
+
+
+def test_reconstruct_gives_the_tracks_of_trkx_run(tiny_run: tuple[Path, Path]) -> None:
+    config, workdir = tiny_run
+    event = workdir / "data" / "test" / "event000300000"
+    pipeline = TrainedPipeline.load(config, workdir / "checkpoints",
+                                    overrides=["inference.precision=fp32"])
+    assert pipeline.precisions == {"embedding": "fp32", "filter": "fp32", "gnn": "fp32"}
+    tracks = pipeline.reconstruct(event)
+    run = pd.read_csv(workdir / "tracks" / "event000300000-tracks.csv")
+    pd.testing.assert_frame_equal(tracks.sort_values("hit_id", ignore_index=True),
+                                  run.sort_values("hit_id", ignore_index=True))
+    truth, = load_event(event, ["truth"], detector=None)
+    assert 0.0 <= score_event(truth, tracks) <= 1.0
+
+
+def test_load_applies_the_pipeline_precision_to_every_stage(tiny_run: tuple[Path, Path],
+                                                            ) -> None:
+    config, workdir = tiny_run
+    pipeline = TrainedPipeline.load(config, workdir / "checkpoints",
+                                    overrides=["inference.precision=bf16"])
+    assert pipeline.precisions == {"embedding": "bf16", "filter": "bf16", "gnn": "bf16"}
