@@ -13,6 +13,7 @@ from trkx.data.detector import load_detector
 from trkx.data.record import load_record
 from trkx.embedding.events import event_record
 from trkx.embedding.labels import graph_metrics, label_edges
+from trkx.embedding.model import EmbeddingMLP
 from trkx.embedding.module import EmbeddingModule
 
 
@@ -32,8 +33,8 @@ def sample_record(sample_prefix: Path) -> Data:
 
 def test_loss_decreases_and_graph_improves(sample_record: Data) -> None:
     torch.manual_seed(0)
-    module = EmbeddingModule(in_features=sample_record.x.shape[1], hidden=64, layers=2,
-                             margin=0.2, radius=0.2, max_neighbours=20, seed=0)
+    module = EmbeddingModule(EmbeddingMLP(sample_record.x.shape[1], hidden=64, layers=2),
+                             margin=0.2, radius=0.2, max_neighbours=20)
     optimiser = torch.optim.Adam(module.parameters(), lr=3e-3)
 
     def efficiency() -> float:

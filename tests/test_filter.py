@@ -68,7 +68,7 @@ def test_overfits_a_tiny_event(tiny_event: Data) -> None:
     true = tiny_event.y  # the default target: truth-graph edges, what the GNN learns next
     assert 20 < int(true.sum()) < true.numel() - 20  # both classes present
     torch.manual_seed(0)
-    module = FilterModule(hit_features=11, cell_agreement=True, hidden=64, layers=3,
+    module = FilterModule(FilterMLP(11, cell_agreement=True, hidden=64, layers=3),
                           learning_rate=3e-3)
     optimiser = torch.optim.Adam(module.parameters(), lr=3e-3)
     for _ in range(300):
@@ -108,7 +108,7 @@ def test_works_without_cell_features(tiny_event: Data) -> None:
                                tiny_event.feature_names)
     torch.testing.assert_close(features, torch.cat(
         [with_cells[:, :3], with_cells[:, 11:14], with_cells[:, 22:26]], dim=1))
-    module = FilterModule(hit_features=3, cell_agreement=False, hidden=16, layers=1)
+    module = FilterModule(FilterMLP(3, cell_agreement=False, hidden=16, layers=1))
     loss = module.edge_loss(plain)
     loss.backward()
     assert torch.isfinite(loss)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from trkx.cli import main as trkx_main
+from trkx.config import config_files
 from trkx.pipeline.config import load_pipeline_config
 from trkx.pipeline.runner import Step, plan_states, run_steps
 from trkx.pipeline.steps import plan_steps
@@ -43,6 +44,8 @@ def own_configs(tmp_path: Path) -> Path:
     pipeline = tiny_config(tmp_path)
     config = yaml.safe_load(pipeline.read_text())
     for plan in [*config["stages"].values(), config["tracks"]]:
+        for included in config_files(plan["config"])[1:]:   # e.g. the shared trainer.yaml
+            shutil.copy(included, tmp_path / included.name)
         copy = tmp_path / Path(plan["config"]).name
         shutil.copy(plan["config"], copy)
         plan["config"] = str(copy)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from trkx.config import config_files
 from trkx.pipeline.config import load_pipeline_config
 from trkx.pipeline.runner import Step, plan_states, run_steps
 from trkx.pipeline.steps import plan_steps
@@ -27,7 +28,8 @@ def pipeline(tmp_path: Path) -> Path:
     """configs/quickstart_hits_only.yaml with copies of its stage configs beside it."""
     config = yaml.safe_load((CONFIGS / "quickstart_hits_only.yaml").read_text())
     for plan in [*config["stages"].values(), config["tracks"]]:
-        shutil.copy(CONFIGS / plan["config"], tmp_path / plan["config"])
+        for file in config_files(CONFIGS / plan["config"]):  # with what it includes
+            shutil.copy(file, tmp_path / file.name)
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -28,9 +28,33 @@ class ConfigError(ValueError):
     """A config file or override is invalid; the message names the file and the key."""
 
 
+INCLUDE = "include"
+
+
 def load_config(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a YAML mapping (``safe_load``: no arbitrary objects)."""
+    """Read a YAML mapping (``safe_load``: no arbitrary objects).
+
+    A top-level ``include: FILE`` (or a list of files; paths relative to this file) is read
+    first and this file's keys are merged over it, section by section:
+
+        load(F) = merge(load(include_1), ..., load(include_n), F without ``include``)
+
+    where ``merge`` combines mappings recursively and a later value replaces an earlier one.
+    This is how the stage configs share one ``trainer`` block (configs/trainer.yaml).
+    """
+    return _load(Path(path), ())
+
+
+def config_files(path: str | os.PathLike) -> list[Path]:
+    """``path`` and every file it includes, recursively (what a config's meaning depends on)."""
     path = Path(path)
+    files = [path]
+    for name in _includes(_read_mapping(path), path):
+        files += config_files(path.parent / name)
+    return files
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:
@@ -42,6 +66,38 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(content, dict):
         raise ConfigError(f"{path}: a config must be a mapping of keys to values")
     return content
+
+
+def _includes(content: dict[str, Any], path: Path) -> list[str]:
+    names = content.get(INCLUDE) or []
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{path}: {INCLUDE}: expected a file name or a list of them")
+    return names
+
+
+def _load(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    content = _read_mapping(path)
+    merged: dict[str, Any] = {}
+    for name in _includes(content, path):
+        included = path.parent / name
+        if included.resolve() in chain or included.resolve() == path.resolve():
+            raise ConfigError(f"{path}: {INCLUDE}: {name} includes itself")
+        if not included.is_file():
+            raise ConfigError(f"{path}: {INCLUDE}: no such config file {included}")
+        merged = _merge(merged, _load(included, (*chain, path.resolve())))
+    return _merge(merged, {k: v for k, v in content.items() if k != INCLUDE})
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``top`` merged over it (mappings recursively, other values replaced)."""
+    result = _deep_copy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = _merge(result[key], value)
+        else:
+            result[key] = _deep_copy(value)
+    return result
 
 
 def apply_overrides(config: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:

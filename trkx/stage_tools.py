@@ -231,19 +231,17 @@ def load_split(data: Any, count_events: Callable[[str], int], label: str,
     return loaded[0], loaded[1]
 
 
-def fit_on_records(name: str, build_module: Callable[[], Any],
-                   network_constructor: Callable[[Any], dict], train: list, val: list | None,
-                   **fit_options: Any):
+def fit_on_records(name: str, build_module: Callable[[], Any], network_config: dict[str, Any],
+                   train: list, val: list | None, **fit_options: Any):
     """:func:`trkx.training.fit_stage` over in-memory event records, one event per step
-    (shuffled), the stage network at ``module.network`` and its constructor from the module's
-    hyperparameters; ``fit_options``: options, checkpoint, config, efficiency_key,
-    default_working_point."""
+    (shuffled), the stage network at ``module.network`` built from ``network_config`` (the
+    config's ``model`` section, stored in the checkpoint as its constructor); ``fit_options``:
+    options, checkpoint, config, efficiency_key, default_working_point."""
     from torch.utils.data import DataLoader
 
     from trkx.training import fit_stage
 
     return fit_stage(
-        name, build_module, network=lambda m: m.network,
-        constructor=lambda m: network_constructor(m.hparams),
+        name, build_module, network=lambda m: m.network, constructor=lambda m: network_config,
         train_loader=DataLoader(train, batch_size=None, shuffle=True),
         val_loader=DataLoader(val, batch_size=None) if val else None, **fit_options)

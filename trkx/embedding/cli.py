@@ -1,6 +1,7 @@
 """``trkx train embedding`` and ``trkx infer embedding`` (the shape: :mod:`trkx.stage_tools`).
 
-Config sections, one-to-one onto constructors: ``model`` -> EmbeddingModule, ``data`` ->
+Config sections, one-to-one onto constructors: ``model`` -> EmbeddingMLP (the network),
+``module`` -> EmbeddingModule (its training), ``data`` ->
 trkx.training.data.EmbeddingData, ``trainer`` -> trkx.training.TrainerOptions, ``inference`` ->
 trkx.embedding.inference.EmbeddingInference (null values: the checkpoint's working point);
 ``checkpoint``: the model file.
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 NAME = "embedding"
-SECTIONS = ("model", "data", "trainer", "inference", "checkpoint")
+SECTIONS = ("model", "module", "data", "trainer", "inference", "checkpoint")
 DEFAULT_CONFIG = "configs/embedding.yaml"
 
 
@@ -20,11 +21,14 @@ def check_config(config: dict[str, Any], label: str) -> None:
     """Every key and value type of every section, before any work."""
     from trkx.config import check_keys, instantiate, section
     from trkx.embedding.inference import EmbeddingInference
+    from trkx.embedding.model import EmbeddingMLP
     from trkx.embedding.module import EmbeddingModule
     from trkx.training import TrainerOptions
     from trkx.training.data import EmbeddingData
 
-    check_keys(EmbeddingModule, section(config, "model", label), f"{label}: model")
+    check_keys(EmbeddingMLP, section(config, "model", label), f"{label}: model")
+    check_keys(EmbeddingModule, section(config, "module", label), f"{label}: module",
+               provided=("model",))
     instantiate(EmbeddingData, section(config, "data", label), f"{label}: data")
     instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     instantiate(EmbeddingInference, section(config, "inference", label), f"{label}: inference")
@@ -43,8 +47,8 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     import functools
 
     from trkx.config import instantiate, section
-    from trkx.embedding.checkpoint import network_constructor
     from trkx.embedding.events import load_records
+    from trkx.embedding.model import EmbeddingMLP
     from trkx.embedding.module import EmbeddingModule
     from trkx.stage_tools import fit_on_records, load_split
     from trkx.training import TrainerOptions
@@ -55,10 +59,14 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     load = functools.partial(load_records, use_cells=data.use_cells,
                              signal_pt_min=data.signal_pt_min)
     train_records, val_records = load_split(data, count_events, label, load)
-    model = section(config, "model", label)
+    model, module = section(config, "model", label), section(config, "module", label)
+
+    def build() -> EmbeddingModule:
+        network = instantiate(EmbeddingMLP, model, f"{label}: model")
+        return instantiate(EmbeddingModule, {**module, "model": network}, f"{label}: module")
+
     return fit_on_records(
-        NAME, lambda: instantiate(EmbeddingModule, model, f"{label}: model"),
-        network_constructor, train_records, val_records, options=options,
+        NAME, build, model, train_records, val_records, options=options,
         checkpoint=checkpoint, config=config, efficiency_key="val_edge_efficiency",
         default_working_point=lambda m: {"radius": m.hparams.radius,
                                          "max_neighbours": m.hparams.max_neighbours})

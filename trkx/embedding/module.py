@@ -51,26 +51,28 @@ def phi_sector(record: Data, sectors: int, generator: np.random.Generator) -> Da
 
 
 class EmbeddingModule(pl.LightningModule):
-    """Metric-learning embedding of hits; every argument is a config key (configs/embedding)."""
+    """Metric-learning training of the embedding ``model``; every other argument is a key of
+    the config's ``module`` section (configs/embedding.yaml). Pairs and wedges are drawn from a
+    generator seeded from torch's seed, which the training driver sets from ``trainer.seed``.
+    Validation graphs are built with the exact default backend (``auto``)."""
 
-    def __init__(self, in_features: int = 3, hidden: int = 128, layers: int = 3,
-                 embedding_dim: int = 12, layer_norm: bool = True, margin: float = 0.1,
-                 radius: float = 0.1, max_neighbours: int = 20, mining_neighbours: int = 20,
+    def __init__(self, model: EmbeddingMLP, margin: float = 0.1, radius: float = 0.1,
+                 max_neighbours: int = 32, mining_neighbours: int = 20,
                  mining_queries: int | None = None, random_pairs_per_hit: float = 2.0,
                  signal_weight: float = 3.0, learning_rate: float = 1e-3,
                  weight_decay: float = 0.0, lr_step: int = 0, lr_gamma: float = 0.5,
-                 train_sectors: int = 1, graph_backend: str = "auto", seed: int = 0,
-                 target_efficiency: float | None = 0.995, lr_warmup_steps: int = 50) -> None:
+                 train_sectors: int = 1, target_efficiency: float | None = 0.995,
+                 lr_warmup_steps: int = 50) -> None:
         super().__init__()
         if margin <= 0 or radius <= 0:
             raise ValueError("margin and radius must be > 0")
         if train_sectors < 1:
             raise ValueError(f"train_sectors must be >= 1, got {train_sectors}")
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["model"])
         if target_efficiency is not None and not 0.0 < target_efficiency <= 1.0:
             raise ValueError(f"target_efficiency must lie in (0, 1], got {target_efficiency}")
-        self.network = EmbeddingMLP(in_features, hidden, layers, embedding_dim, layer_norm)
-        self._rng = np.random.default_rng(seed)
+        self.network = model
+        self._rng = np.random.default_rng(torch.initial_seed())
         self._val_distances: list[torch.Tensor] = []
         self.chosen_radius: float = radius
 
@@ -105,7 +107,7 @@ class EmbeddingModule(pl.LightningModule):
     def build_graph(self, record: Data) -> torch.Tensor:
         """Candidate edges of one event at the working point."""
         return build_edges(self(record.x), self.hparams.radius, self.hparams.max_neighbours,
-                           self.hparams.graph_backend, pos=record.pos)
+                           "auto", pos=record.pos)
 
     def validation_step(self, record: Data, batch_idx: int) -> None:
         edges = self.build_graph(record)

@@ -4,14 +4,9 @@ inference options that may override its working point."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from trkx.checkpoint import Checkpoint, build_network, load_checkpoint
-
-#: FilterModule hyperparameters that are FilterMLP constructor arguments.
-NETWORK_KEYS: tuple[str, ...] = ("hit_features", "cell_agreement", "hidden", "layers")
 
 
 @dataclass(frozen=True)
@@ -40,11 +35,6 @@ class FilterInference:
             raise ValueError(f"{checkpoint.path}: no score_cut in the working point; set "
                              "inference.score_cut")
         return float(checkpoint.working_point["score_cut"])
-
-
-def network_constructor(hparams: Mapping[str, Any]) -> dict[str, Any]:
-    """The FilterMLP keyword arguments of a FilterModule's hyperparameters."""
-    return {key: hparams[key] for key in NETWORK_KEYS}
 
 
 def load_model(path: str | os.PathLike):

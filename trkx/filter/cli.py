@@ -1,7 +1,8 @@
 """``trkx train filter`` and ``trkx infer filter`` (the shape: :mod:`trkx.stage_tools`).
 
 Input events are the embedding stage's records (``*.pt`` with ``edge_index`` and labels).
-Config sections, one-to-one onto constructors: ``model`` -> FilterModule, ``data`` ->
+Config sections, one-to-one onto constructors: ``model`` -> FilterMLP (the network),
+``module`` -> FilterModule (its training), ``data`` ->
 trkx.training.data.StageData, ``trainer`` -> trkx.training.TrainerOptions, ``inference`` ->
 trkx.filter.checkpoint.FilterInference; ``checkpoint``: the model file.
 """
@@ -12,18 +13,21 @@ from pathlib import Path
 from typing import Any
 
 NAME = "filter"
-SECTIONS = ("model", "data", "trainer", "inference", "checkpoint")
+SECTIONS = ("model", "module", "data", "trainer", "inference", "checkpoint")
 DEFAULT_CONFIG = "configs/filter.yaml"
 
 
 def check_config(config: dict[str, Any], label: str) -> None:
     from trkx.config import check_keys, instantiate, section
     from trkx.filter.checkpoint import FilterInference
+    from trkx.filter.model import FilterMLP
     from trkx.filter.module import FilterModule
     from trkx.training import TrainerOptions
     from trkx.training.data import StageData
 
-    check_keys(FilterModule, section(config, "model", label), f"{label}: model")
+    check_keys(FilterMLP, section(config, "model", label), f"{label}: model")
+    check_keys(FilterModule, section(config, "module", label), f"{label}: module",
+               provided=("model",))
     instantiate(StageData, section(config, "data", label), f"{label}: data")
     instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     instantiate(FilterInference, section(config, "inference", label), f"{label}: inference")
@@ -55,7 +59,7 @@ def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
 def train(config: dict[str, Any], label: str, checkpoint: Path):
     from trkx.config import instantiate, section
     from trkx.embedding.events import load_records
-    from trkx.filter.checkpoint import network_constructor
+    from trkx.filter.model import FilterMLP
     from trkx.filter.module import FilterModule
     from trkx.stage_tools import fit_on_records, load_split
     from trkx.training import TrainerOptions
@@ -65,15 +69,18 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     train_records, val_records = load_split(data, count_events, label, load_records,
                                             check_edges)
-    model = section(config, "model", label)
+    model, module = section(config, "model", label), section(config, "module", label)
 
-    def default_point(module) -> dict[str, float]:
-        cut = module.hparams.get("score_cut")
+    def build() -> FilterModule:
+        network = instantiate(FilterMLP, model, f"{label}: model")
+        return instantiate(FilterModule, {**module, "model": network}, f"{label}: module")
+
+    def default_point(trained: FilterModule) -> dict[str, float]:
+        cut = trained.hparams.get("score_cut")
         return {} if cut is None else {"score_cut": float(cut)}
 
     return fit_on_records(
-        NAME, lambda: instantiate(FilterModule, model, f"{label}: model"),
-        network_constructor, train_records, val_records, options=options,
+        NAME, build, model, train_records, val_records, options=options,
         checkpoint=checkpoint, config=config, efficiency_key="val_signal_efficiency",
         default_working_point=default_point)
 

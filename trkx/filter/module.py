@@ -45,15 +45,20 @@ def filter_metrics(record: Data, scores: torch.Tensor, score_cut: float) -> dict
     }
 
 
-class FilterModule(pl.LightningModule):
-    """Edge filter; every argument is a config key (configs/filter.yaml)."""
+#: Edges scored at once in validation (memory bound, not a setting: results do not depend on it).
+VALIDATION_CHUNK = 500_000
 
-    def __init__(self, hit_features: int = 3, cell_agreement: bool = False, hidden: int = 128,
-                 layers: int = 3, edge_batch: int = 200_000, signal_weight: float = 3.0,
+
+class FilterModule(pl.LightningModule):
+    """Training of the edge filter ``model``; every other argument is a key of the config's
+    ``module`` section (configs/filter.yaml). Random edge batches are drawn from a generator
+    seeded from torch's seed, which the training driver sets from ``trainer.seed``."""
+
+    def __init__(self, model: FilterMLP, edge_batch: int = 200_000, signal_weight: float = 3.0,
                  pos_weight: float = 1.0, learning_rate: float = 1e-3,
                  weight_decay: float = 0.0, score_cut: float | None = None,
                  target_efficiency: float = 0.99, target: str = "y",
-                 lr_warmup_steps: int = 50, chunk_size: int = 500_000, seed: int = 0) -> None:
+                 lr_warmup_steps: int = 50) -> None:
         super().__init__()
         if edge_batch < 1 or (score_cut is not None and not 0.0 <= score_cut <= 1.0):
             raise ValueError("edge_batch must be >= 1 and score_cut in [0, 1] or null")
@@ -61,16 +66,16 @@ class FilterModule(pl.LightningModule):
             raise ValueError(f"target_efficiency must lie in (0, 1], got {target_efficiency}")
         if target not in TARGETS:
             raise ValueError(f"target {target!r} is not one of {', '.join(TARGETS)}")
-        self.save_hyperparameters()
-        self.network = FilterMLP(hit_features, cell_agreement, hidden, layers)
-        self._rng = np.random.default_rng(seed)
+        self.save_hyperparameters(ignore=["model"])
+        self.network = model
+        self._rng = np.random.default_rng(torch.initial_seed())
         self._val_scores: list[torch.Tensor] = []
         self._val_records: list[Data] = []
         self.chosen_cut: float | None = score_cut
 
     def _names(self, record: Data):
         names = getattr(record, "feature_names", None)
-        return names if self.hparams.cell_agreement else None
+        return names if self.network.cell_agreement else None
 
     def edge_loss(self, record: Data, edges: torch.Tensor | None = None) -> torch.Tensor:
         """The weighted BCE over ``edges`` (indices into the record's edges; None: all)."""
@@ -79,7 +84,7 @@ class FilterModule(pl.LightningModule):
         target = labels if edges is None else labels[edges]
         signal = record.signal if edges is None else record.signal[edges]
         logits = self.network(edge_features(record.x, record.pos, edge_index,
-                                            self._names(record), self.hparams.hit_features))
+                                            self._names(record), self.network.hit_features))
         weights = edge_weights(target, signal, self.hparams.signal_weight,
                                self.hparams.pos_weight, 1.0)
         return weighted_bce(logits, target, weights)
@@ -96,7 +101,7 @@ class FilterModule(pl.LightningModule):
         return loss
 
     def scores(self, record: Data) -> torch.Tensor:
-        return score_edges(self.network, record, self.hparams.chunk_size)
+        return score_edges(self.network, record, VALIDATION_CHUNK)
 
     def validation_step(self, record: Data, batch_idx: int) -> None:
         # The loss over every edge (not a random batch): validation figures must not vary.

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trkx.atomic import atomic_write
+from trkx.config import config_files
 
 
 class StepFailed(RuntimeError):
@@ -55,14 +56,15 @@ def _write_json_atomic(path: Path, payload: dict) -> None:
 
 def config_fingerprint(step: Step) -> str:
     """SHA-256 over the contents of the YAML files the command line names and of
-    ``step.configs``."""
+    ``step.configs``, with the files they include."""
     digest = hashlib.sha256()
     named = [part for arg in step.argv for part in (arg, arg.split("=", 1)[-1])]
     for part in [*named, *map(str, step.configs)]:
         path = Path(part)
         if path.suffix in (".yaml", ".yml") and path.is_file():
-            digest.update(part.encode())
-            digest.update(path.read_bytes())
+            for file in config_files(path):        # the file and what it includes
+                digest.update(str(file).encode())
+                digest.update(file.read_bytes())
     return digest.hexdigest()
 
 
