@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trkx.data.errors import TrackMLFormatError
+from trkx.words import with_article
 
 FORMAT = "trkx-checkpoint/1"
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
@@ -113,8 +114,9 @@ def load_checkpoint(path: str | os.PathLike, stage: str) -> Checkpoint:
         raise CheckpointError(f"{path}: {what}; re-train it with `trkx train {stage}` or "
                               f"convert it to {FORMAT}")
     if payload.get("stage") != stage:
-        raise CheckpointError(f"{path}: a {payload.get('stage')} checkpoint, not a {stage} one "
-                              f"(give the file written by `trkx train {stage}`)")
+        raise CheckpointError(f"{path}: {with_article(str(payload.get('stage')))} checkpoint, "
+                              f"not {with_article(stage)} one (give the file written by "
+                              f"`trkx train {stage}`)")
     state_dict = payload.get("state_dict")
     if not isinstance(state_dict, dict) or checksum(state_dict, _meta(payload)) != \
             payload.get("checksum"):

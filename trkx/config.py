@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from trkx.words import with_article
+
 T = TypeVar("T")
 
 
@@ -157,8 +159,7 @@ def describe_type(hint: Any) -> str:
     names = {bool: "true/false", int: "an int", float: "a number", str: "a string"}
     if hint in names:
         return names[hint]
-    name = getattr(origin or hint, "__name__", str(hint))
-    return f"a {name}"
+    return with_article(getattr(origin or hint, "__name__", str(hint)))
 
 
 def instantiate(target: Callable[..., T], mapping: Mapping[str, Any] | None, label: str) -> T:
