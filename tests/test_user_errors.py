@@ -1,0 +1,117 @@
+"""The errors a new user meets first: each ends with one line naming the file, key, option or
+value, exit status 2, and nothing written."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trkx.checkpoint import save_checkpoint
+from trkx.cli import main
+from trkx.embedding.model import EmbeddingMLP
+from trkx.filter.model import FilterMLP
+
+from .test_cli_errors import error_line
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def not_checkpoints(folder: Path) -> dict[str, Path]:
+    """Files a user may pass as a checkpoint by mistake, each of a different kind."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"text": folder / "notes.txt", "empty": folder / "empty.pt",
+             "random": folder / "random.pt", "zip": folder / "archive.pt",
+             "pickled object": folder / "object.pt"}
+    files["text"].write_text("learning rate 3e-3 looked best\nnext: more layers\n")
+    files["empty"].write_bytes(b"")
+    files["random"].write_bytes(np.random.default_rng(7).integers(0, 256, 4096, np.uint8)
+                                .tobytes())
+    with zipfile.ZipFile(files["zip"], "w") as archive:     # a zip, but not torch.save's
+        archive.writestr("model/weights.json", "{}")
+    torch.save({"where": Path("/tmp")}, files["pickled object"])  # refused by weights_only
+    return files
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("text", "(a text file: 'learning rate 3e-3 looked best')"),
+    ("empty", "(empty file)"),
+    ("random", "(binary data not written by torch.save)"),
+    ("zip", "(a zip archive of model/weights.json, not one written by torch.save)"),
+    ("pickled object", "(holds objects other than tensors and plain values: Unsupported "
+                       "global: GLOBAL pathlib."),
+])
+def test_a_file_that_is_no_checkpoint_is_named_for_what_it_is(
+        tmp_path: Path, capsys, kind: str, reason: str) -> None:
+    path = not_checkpoints(tmp_path)[kind]
+    (tmp_path / "events").mkdir()
+    out = tmp_path / "out"
+    assert main(["infer", "embedding", "--checkpoint", str(path), "--events",
+                 str(tmp_path / "events"), "--out", str(out)]) == 2
+    line = error_line(capsys)
+    assert f"{path}: not a trkx checkpoint {reason}" in line, line
+    assert line.endswith("give the file written by `trkx train embedding`")
+    for noise in ("weights_only", "pop from empty list", "Traceback", "PytorchStreamReader"):
+        assert noise not in line
+    assert not out.exists()
+
+
+def test_build_tracks_given_a_text_checkpoint(tmp_path: Path, capsys) -> None:
+    text = tmp_path / "text.pt"
+    text.write_text("gnn.pt is on the other machine\n")
+    (tmp_path / "records").mkdir()
+    assert main(["build-tracks", "--checkpoint", str(text), "--events",
+                 str(tmp_path / "records"), "--out", str(tmp_path / "tracks")]) == 2
+    assert (f"{text}: not a trkx checkpoint (a text file: 'gnn.pt is on the other machine'); "
+            "give the file written by `trkx train gnn`") in error_line(capsys)
+    assert not (tmp_path / "tracks").exists()
+
+
+def test_a_truncated_checkpoint_reads_as_corrupted(tmp_path: Path, capsys) -> None:
+    network = EmbeddingMLP(3, 8, 1, 4, True)
+    path = save_checkpoint(tmp_path / "embedding.pt", "embedding", {"in_features": 3},
+                           network.state_dict(), {}, {}, {})
+    path.write_bytes(path.read_bytes()[:400])
+    (tmp_path / "events").mkdir()
+    assert main(["infer", "embedding", "--checkpoint", str(path), "--events",
+                 str(tmp_path / "events"), "--out", str(tmp_path / "out")]) == 2
+    line = error_line(capsys)
+    assert f"{path}: not a readable trkx checkpoint (" in line
+    assert line.endswith("corrupted? re-train with `trkx train embedding`")
+
+
+def test_whole_pipeline_infer_with_a_text_gnn_checkpoint(sample_prefix: Path, tmp_path: Path,
+                                                         capsys) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    save_checkpoint(checkpoints / "embedding.pt", "embedding",
+                    {"in_features": 3, "hidden": 8, "layers": 1, "embedding_dim": 4,
+                     "layer_norm": True}, EmbeddingMLP(3, 8, 1, 4, True).state_dict(),
+                    {"radius": 0.1, "max_neighbours": 4}, {"data": {"use_cells": False}}, {})
+    save_checkpoint(checkpoints / "filter.pt", "filter",
+                    {"hit_features": 3, "cell_agreement": False, "hidden": 8, "layers": 1},
+                    FilterMLP(3, False, 8, 1).state_dict(), {"score_cut": 0.5}, {}, {})
+    (checkpoints / "gnn.pt").write_text("see the training log\n")
+    events = tmp_path / "events"
+    events.mkdir()
+    (events / "event000000001-hits.csv.gz").symlink_to(f"{sample_prefix}-hits.csv.gz")
+    out = tmp_path / "out"
+    assert main(["infer", "--config", str(CONFIGS / "quickstart_hits_only.yaml"),
+                 "--checkpoints", str(checkpoints), "--events", str(events),
+                 "--out", str(out)]) == 2
+    assert (f"{checkpoints / 'gnn.pt'}: not a trkx checkpoint (a text file: 'see the training "
+            "log'); give the file written by `trkx train gnn`") in error_line(capsys)
+    assert not out.exists()
+
+
+def test_a_checkpoint_of_another_stage_takes_the_right_article(tmp_path: Path, capsys) -> None:
+    network = EmbeddingMLP(3, 8, 1, 4, True)
+    path = save_checkpoint(tmp_path / "embedding.pt", "embedding", {"in_features": 3},
+                           network.state_dict(), {}, {}, {})
+    (tmp_path / "records").mkdir()
+    assert main(["infer", "gnn", "--checkpoint", str(path), "--events",
+                 str(tmp_path / "records"), "--out", str(tmp_path / "out")]) == 2
+    assert f"{path}: an embedding checkpoint, not a gnn one" in error_line(capsys)
