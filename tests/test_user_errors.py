@@ -115,3 +115,51 @@ def test_a_checkpoint_of_another_stage_takes_the_right_article(tmp_path: Path, c
     assert main(["infer", "gnn", "--checkpoint", str(path), "--events",
                  str(tmp_path / "records"), "--out", str(tmp_path / "out")]) == 2
     assert f"{path}: an embedding checkpoint, not a gnn one" in error_line(capsys)
+
+
+def n_events_commands(tmp: Path) -> dict[str, list[str]]:
+    """Every command that takes --n-events, with otherwise valid arguments."""
+    events = tmp / "events"
+    events.mkdir(exist_ok=True)
+    out = str(tmp / "out")
+    infer_stage = ["--checkpoint", str(tmp / "model.pt"), "--events", str(events), "--out", out]
+    return {
+        "simulate": ["simulate", "--out", out],
+        "infer": ["infer", "--config", str(CONFIGS / "quickstart.yaml"), "--checkpoints",
+                  str(tmp), "--events", str(events), "--out", out],
+        "infer embedding": ["infer", "embedding", *infer_stage],
+        "infer filter": ["infer", "filter", *infer_stage],
+        "infer gnn": ["infer", "gnn", *infer_stage],
+        "partition": ["partition", "--events", str(events)],
+    }
+
+
+def parsers_with_n_events() -> set[str]:
+    """The commands whose parser has an option stored in ``n_events``."""
+    import argparse
+
+    from trkx.cli import build_parser
+
+    found = set()
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    walk(sub, f"{name} {sub_name}".strip())
+            elif action.dest == "n_events":
+                found.add(name)
+
+    walk(build_parser(), "")
+    return found
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_n_events_below_one_names_the_option(tmp_path: Path, capsys, value: str) -> None:
+    commands = n_events_commands(tmp_path)
+    assert parsers_with_n_events() == set(commands)      # a new command gets tested here too
+    for name, argv in commands.items():
+        assert main([*argv, "--n-events", value]) == 2, name
+        assert error_line(capsys) == f"trkx {name.split()[0]}: error: --n-events must be >= 1, " \
+                                     f"got {value}", name
+        assert not (tmp_path / "out").exists(), name
