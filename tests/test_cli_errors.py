@@ -46,12 +46,14 @@ def test_bad_path(capsys) -> None:
 
 def test_bad_key_and_bad_type_name_the_key(capsys) -> None:
     assert train_gnn("model.hiden=8") == 2
-    assert "configs/gnn.yaml: model: unknown key 'hiden' (did you mean 'hidden'?)" in \
+    assert "--set model.hiden=8: unknown key 'hiden' (did you mean 'hidden'?)" in \
         error_line(capsys)
     assert train_gnn("model.hidden=abc") == 2
-    assert "model: key 'hidden' must be an int, got 'abc' (str)" in error_line(capsys)
+    assert "--set model.hidden=abc: key 'hidden' must be an int, got 'abc' (str)" in \
+        error_line(capsys)
     assert train_gnn("trainer.max_steps=10x") == 2
-    assert "trainer: key 'max_steps' must be an int or null, got '10x'" in error_line(capsys)
+    assert "--set trainer.max_steps=10x: key 'max_steps' must be an int or null, got '10x'" \
+        in error_line(capsys)
 
 
 def test_too_few_events_for_the_split(sample_prefix: Path, tmp_path: Path, capsys) -> None:

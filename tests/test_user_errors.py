@@ -163,3 +163,70 @@ def test_n_events_below_one_names_the_option(tmp_path: Path, capsys, value: str)
         assert error_line(capsys) == f"trkx {name.split()[0]}: error: --n-events must be >= 1, " \
                                      f"got {value}", name
         assert not (tmp_path / "out").exists(), name
+
+
+def embedding_checkpoint(path: Path) -> Path:
+    """A tiny embedding checkpoint whose stored config is configs/embedding.yaml."""
+    import yaml
+
+    network = EmbeddingMLP(3, 8, 1, 4, True)
+    return save_checkpoint(path, "embedding", {"in_features": 3, "hidden": 8, "layers": 1,
+                                               "embedding_dim": 4, "layer_norm": True},
+                           network.state_dict(), {"radius": 0.1, "max_neighbours": 4},
+                           yaml.safe_load((CONFIGS / "embedding.yaml").read_text()), {})
+
+
+def test_a_bad_set_value_names_the_set_in_every_command(tmp_path: Path, capsys) -> None:
+    events, out = tmp_path / "events", tmp_path / "out"
+    events.mkdir()
+    checkpoint = embedding_checkpoint(tmp_path / "embedding.pt")
+    pipeline = str(CONFIGS / "quickstart.yaml")
+    infer_stage = ["--checkpoint", str(checkpoint), "--events", str(events), "--out", str(out)]
+    cases = [
+        (["run", pipeline, "--workdir", str(out), "--dry-run", "--set", "events.pileup=abc"],
+         "trkx run: error: --set events.pileup=abc: key 'pileup' must be a number, got 'abc' "
+         "(str)"),
+        (["run", pipeline, "--workdir", str(out), "--set", "events.pileup=-4"],
+         "trkx run: error: --set events.pileup=-4: pileup must be positive"),
+        (["run", pipeline, "--workdir", str(out), "--set", "evnts.pileup=3"],
+         "trkx run: error: --set evnts.pileup=3: unknown section 'evnts' (did you mean "
+         "'events'?)"),
+        (["train", "embedding", "--checkpoint", str(out / "e.pt"), "--set", "model.hidden=8",
+          "--set", "model.hidden=abc"],
+         "trkx train: error: --set model.hidden=abc: key 'hidden' must be an int, got 'abc' "
+         "(str)"),
+        (["train", "gnn", "--checkpoint", str(out / "g.pt"), "--set", "data.train_events=0"],
+         "trkx train: error: --set data.train_events=0: train_events must be >= 1 or null, "
+         "got 0"),
+        (["infer", "embedding", *infer_stage, "--set", "graph.radius=abc"],     # stored config
+         "trkx infer: error: --set graph.radius=abc: key 'radius' must be a number or null, "
+         "got 'abc' (str)"),
+        (["infer", "embedding", "--config", str(CONFIGS / "embedding.yaml"), *infer_stage,
+          "--set", "graph.max_neighbours=1.5"],
+         "trkx infer: error: --set graph.max_neighbours=1.5: key 'max_neighbours' must be an "
+         "int or null, got 1.5 (float)"),
+        (["infer", "--config", pipeline, "--checkpoints", str(tmp_path), "--events",
+          str(events), "--out", str(out), "--set", "inference.precision=half"],
+         "trkx infer: error: --set inference.precision=half: precision must be one of fp32, "
+         "bf16, auto, not 'half'"),
+        (["evaluate", "--tracks", str(events), "--events", str(events), "--out", str(out),
+          "--config", str(CONFIGS / "tracks.yaml"), "--set", "metrics.pt_min=abc"],
+         "trkx evaluate: error: --set metrics.pt_min=abc: key 'pt_min' must be a number, got "
+         "'abc' (str)"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert error_line(capsys).startswith(message), argv
+        assert not out.exists(), argv
+
+
+def test_a_bad_value_of_the_file_still_names_the_file(tmp_path: Path, capsys) -> None:
+    import yaml
+
+    config = yaml.safe_load((CONFIGS / "gnn.yaml").read_text())
+    config["model"]["hidden"] = "wide"
+    path = tmp_path / "gnn.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", "gnn", "--config", str(path), "--checkpoint", str(tmp_path / "g.pt"),
+                 "--set", "model.n_graph_iters=2"]) == 2
+    assert f"{path}: model: key 'hidden' must be an int, got 'wide' (str)" in error_line(capsys)

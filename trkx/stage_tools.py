@@ -22,7 +22,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from trkx.config import ConfigError, apply_overrides, check_sections, load_config
+from trkx.config import (
+    ConfigError,
+    apply_overrides,
+    check_sections,
+    load_config,
+    naming_overrides,
+)
 
 RECORD_FILE = re.compile(r"^event\d{9}\.pt$")
 
@@ -129,12 +135,14 @@ def stage_config(path: str | Path, overrides: Iterable[str], stage: Any) -> dict
 
 
 def run_train(stage: Any, args: argparse.Namespace) -> int:
-    overrides = overrides_of(args)
+    given = overrides_of(args)
+    overrides = list(given)
     if args.checkpoint:
         overrides.append(f"checkpoint={args.checkpoint}")
     if args.resume is not None:
         overrides.append(f"trainer.resume={str(args.resume).lower()}")
-    config = stage_config(args.config, overrides, stage)
+    with naming_overrides(given, str(args.config)):     # a bad --set value names the --set
+        config = stage_config(args.config, overrides, stage)
     checkpoint = config.get("checkpoint")
     if not checkpoint:
         raise ConfigError(f"{args.config}: no 'checkpoint' key and no --checkpoint given")
@@ -156,7 +164,8 @@ def run_infer(stage: Any, args: argparse.Namespace) -> int:
     overrides = overrides_of(args)
     checkpoint = args.checkpoint
     if args.config:
-        config = stage_config(args.config, overrides, stage)
+        with naming_overrides(overrides, str(args.config)):
+            config = stage_config(args.config, overrides, stage)
         checkpoint = checkpoint or config.get("checkpoint")
         label = str(args.config)
     if not checkpoint:
@@ -166,8 +175,9 @@ def run_infer(stage: Any, args: argparse.Namespace) -> int:
         label = f"{checkpoint} (stored config)"
         stored = load_checkpoint(checkpoint, stage.NAME).config
         config = apply_overrides(stored, overrides)
-        check_sections(config, stage.SECTIONS, label)
-        stage.check_config(config, label)
+        with naming_overrides(overrides, label):
+            check_sections(config, stage.SECTIONS, label)
+            stage.check_config(config, label)
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder (--events)")
     if args.out.resolve() == args.events.resolve():

@@ -154,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         track_builder,
         track_files,
     )
+    from trkx.config import naming_overrides
     from trkx.data.errors import TrackMLFormatError
     from trkx.tracks.binned import standard_rates
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
@@ -166,9 +167,10 @@ def run(args: argparse.Namespace) -> int:
     )
     from trkx.tracks.plots import rate_figure, track_length_figure
 
-    cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
-                          args.config or "--set")
-    builder = track_builder(args.config, args.overrides, args.checkpoint)
+    with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
+        cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
+                              args.config or "--set")
+        builder = track_builder(args.config, args.overrides, args.checkpoint)
     edge_cut = args.edge_cut if args.edge_cut is not None else (
         builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut)
     stages = parse_stages(args.stage)

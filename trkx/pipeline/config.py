@@ -24,6 +24,7 @@ from trkx.config import (
     check_sections,
     instantiate,
     load_config,
+    naming_overrides,
     section,
 )
 
@@ -117,6 +118,11 @@ def load_pipeline_config(path: str | os.PathLike, overrides: list[str] | None = 
     path = Path(path)
     label = str(path)
     raw = apply_overrides(load_config(path), overrides or [])
+    with naming_overrides(overrides or [], label):
+        return _pipeline_config(path, raw, label)
+
+
+def _pipeline_config(path: Path, raw: dict[str, Any], label: str) -> PipelineConfig:
     check_sections(raw, SECTIONS, label)
     events = instantiate(EventPlan, section(raw, "events", label), f"{label}: events")
     stage_section = section(raw, "stages", label)
