@@ -230,3 +230,80 @@ def test_a_bad_value_of_the_file_still_names_the_file(tmp_path: Path, capsys) ->
     assert main(["train", "gnn", "--config", str(path), "--checkpoint", str(tmp_path / "g.pt"),
                  "--set", "model.n_graph_iters=2"]) == 2
     assert f"{path}: model: key 'hidden' must be an int, got 'wide' (str)" in error_line(capsys)
+
+
+# --- events without truth, folders that are not there -------------------------------------
+
+def event_folder(folder: Path, sample_prefix: Path, parts: tuple[str, ...],
+                 ids: tuple[int, ...] = (1, 2)) -> Path:
+    """``folder`` with the real sample event's ``parts`` under each event id (links)."""
+    folder.mkdir(parents=True)
+    for event_id in ids:
+        for part in parts:
+            (folder / f"event{event_id:09d}-{part}.csv.gz").symlink_to(
+                f"{sample_prefix}-{part}.csv.gz")
+    return folder
+
+
+COMPLETE = ("hits", "cells", "particles", "truth")
+NO_CELLS = ("hits", "particles", "truth")
+
+
+def test_training_on_hit_files_alone_fails_before_lightning(trackml_dir: Path, tmp_path: Path,
+                                                           capsys) -> None:
+    hits_only = trackml_dir / "kaggle_hits"           # the real Kaggle hit files: no truth
+    run = tmp_path / "run"
+    assert main(["train", "embedding", "--config", str(CONFIGS / "embedding.yaml"),
+                 "--checkpoint", str(run / "embedding.pt"), "--set",
+                 f"data.train_dir={hits_only}", "--set", "data.train_events=2"]) == 2
+    line = error_line(capsys)
+    assert line.startswith(f"trkx train: error: training needs truth files: {hits_only}/"
+                           "event000000002-truth.csv[.gz] missing (data.train_dir; 2 of 2 "
+                           "event(s) have none)"), line
+    assert not run.exists()                           # no checkpoint, no embedding.run/
+
+
+def test_a_validation_folder_without_truth_is_named(sample_prefix: Path, tmp_path: Path,
+                                                    capsys) -> None:
+    train = event_folder(tmp_path / "train", sample_prefix, COMPLETE)
+    val = event_folder(tmp_path / "val", sample_prefix, ("hits", "cells"), ids=(5,))
+    run = tmp_path / "run"
+    assert main(["train", "embedding", "--checkpoint", str(run / "embedding.pt"),
+                 "--set", f"data.train_dir={train}", "--set", f"data.val_dir={val}",
+                 "--set", "data.train_events=2"]) == 2
+    assert error_line(capsys).startswith(
+        f"trkx train: error: training needs truth files: {val}/event000000005-truth.csv[.gz] "
+        "missing (data.val_dir; 1 of 1 event(s) have none)")
+    assert not run.exists()
+
+
+def test_a_cells_model_on_events_without_cells_is_named(sample_prefix: Path, tmp_path: Path,
+                                                        capsys) -> None:
+    train = event_folder(tmp_path / "train", sample_prefix, NO_CELLS)
+    run = tmp_path / "run"
+    assert main(["train", "embedding", "--checkpoint", str(run / "embedding.pt"),
+                 "--set", f"data.train_dir={train}", "--set", "data.train_events=1"]) == 2
+    line = error_line(capsys)
+    assert f"needs cell files: {train}/event000000001-cells.csv[.gz] missing (data.train_dir" \
+        in line and "--set data.use_cells=false" in line
+    assert not run.exists()
+
+
+def test_records_without_truth_do_not_train(sample_prefix: Path, tmp_path: Path,
+                                            capsys) -> None:
+    from trkx.data.record import save_record
+
+    from .gnn_records import graph_record
+
+    records = tmp_path / "records"        # what `trkx infer embedding` writes for hit files
+    for event_id in (3, 4):
+        record = graph_record(sample_prefix, (0.0, 0.5), 1.0, seed=0)
+        del record.particle_id, record.track_edges
+        record.event_id = torch.tensor(event_id)
+        save_record(record, records / f"event{event_id:09d}.pt")
+    run = tmp_path / "run"
+    assert main(["train", "embedding", "--checkpoint", str(run / "embedding.pt"),
+                 "--set", f"data.train_dir={records}", "--set", "data.train_events=1"]) == 2
+    assert f"training needs truth: {records}: event 3 has no particle_id, track_edges, " \
+           "signal_hit (data.train_dir;" in error_line(capsys)
+    assert not run.exists()

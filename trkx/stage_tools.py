@@ -226,14 +226,21 @@ def write_records(records: Iterable[Any], out: Path, transform: Callable[[Any], 
 
 def load_split(data: Any, count_events: Callable[[str], int], label: str,
                load: Callable[..., list], check: Callable[[list, str, str], None] | None = None,
+               precheck: Callable[[Any, str], None] | None = None,
                ) -> tuple[list, list | None]:
     """Train and validation records of a stage's ``data`` section (``split_events``), read
-    with ``load(folder, count, first)`` and checked with ``check(records, folder, key)``."""
+    with ``load(folder, count, first)`` and checked with ``check(records, folder, key)``;
+    ``precheck(slice, key)`` sees both slices before anything is read (e.g. that the events
+    have truth files), so a wrong validation folder fails before the training events load."""
     from trkx.training.data import split_events
 
     slices = split_events(data, count_events, label)
+    keys = ("data.train_dir", "data.val_dir" if data.val_dir else "data.train_dir")
+    for part, key in zip(slices, keys):
+        if part and precheck is not None:
+            precheck(part, key)
     loaded: list[list | None] = []
-    for part, key in zip(slices, ("data.train_dir", "data.val_dir")):
+    for part, key in zip(slices, keys):
         records = load(part.folder, part.count, part.first) if part else None
         if records is not None and check is not None:
             check(records, part.folder, key)
