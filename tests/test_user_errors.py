@@ -307,3 +307,86 @@ def test_records_without_truth_do_not_train(sample_prefix: Path, tmp_path: Path,
     assert f"training needs truth: {records}: event 3 has no particle_id, track_edges, " \
            "signal_hit (data.train_dir;" in error_line(capsys)
     assert not run.exists()
+
+
+def pipeline_on(tmp_path: Path, base: str, **folders: str) -> Path:
+    """The shipped pipeline ``base`` on existing event folders (relative to the pipeline file),
+    its stage configs from configs/."""
+    import yaml
+
+    config = yaml.safe_load((CONFIGS / base).read_text())
+    config["events"] = {"simulate": False, **{f"{k}_dir": v for k, v in folders.items()}}
+    for plan in [*config["stages"].values(), config["tracks"]]:
+        plan["config"] = str(CONFIGS / plan["config"])
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def run_fails(pipeline: Path, workdir: Path, capsys, *extra: str) -> str:
+    """``trkx run`` (dry and real) ends with exit 2, no plan printed and no workdir: the line."""
+    lines = set()
+    for dry in (["--dry-run"], []):
+        assert main(["run", str(pipeline), "--workdir", str(workdir), *dry, *extra]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        err = [line for line in captured.err.splitlines() if line.strip()]
+        assert len(err) == 1, err
+        lines.add(err[0])
+        assert not workdir.exists()
+    assert len(lines) == 1, lines                        # the same check before a real run
+    return lines.pop()
+
+
+def test_run_checks_the_given_event_folders(sample_prefix: Path, trackml_dir: Path,
+                                            tmp_path: Path, capsys) -> None:
+    event_folder(tmp_path / "train", sample_prefix, NO_CELLS, ids=(1, 2))
+    event_folder(tmp_path / "val", sample_prefix, NO_CELLS, ids=(3,))
+    event_folder(tmp_path / "test", sample_prefix, NO_CELLS, ids=(4,))
+    (tmp_path / "empty").mkdir()
+    workdir = tmp_path / "work"
+    hits_only = str(trackml_dir / "kaggle_hits")
+    cases = [
+        ({"train": "missing", "val": "val", "test": "test"},
+         f"{tmp_path / 'missing'}: no such events folder (events.train_dir)"),
+        ({"train": "train", "val": "empty", "test": "test"},
+         f"{tmp_path / 'empty'}: no TrackML events (event*-hits.csv[.gz]) (events.val_dir)"),
+        ({"train": hits_only, "val": "val", "test": "test"},
+         f"training needs truth files: {hits_only}/event000000002-truth.csv[.gz] missing "
+         "(events.train_dir; 11 of 11 event(s) have none)"),
+        ({"train": "train", "val": hits_only, "test": "test"},
+         "validation needs truth files: "),
+        ({"train": "train", "val": "val", "test": hits_only},
+         f"evaluating the test events needs truth files: {hits_only}/event000000002-truth"
+         ".csv[.gz] missing (events.test_dir; 11 of 11 event(s) have none); every `trkx run` "
+         "ends by evaluating its test events; run the trained pipeline on events without "
+         "truth with `trkx infer --checkpoints WORKDIR/checkpoints`"),
+    ]
+    for folders, message in cases:
+        pipeline = pipeline_on(tmp_path, "quickstart_hits_only.yaml", **folders)
+        line = run_fails(pipeline, workdir, capsys)
+        assert line.startswith(f"trkx run: error: {message}"), (folders, line)
+    # the cell features of configs/quickstart.yaml need cells files: named before any step
+    pipeline = pipeline_on(tmp_path, "quickstart.yaml", train="train", val="val", test="test")
+    line = run_fails(pipeline, workdir, capsys)
+    assert line.startswith(f"trkx run: error: the embedding's data.use_cells: true needs cell "
+                           f"files: {tmp_path / 'train'}/event000000001-cells.csv[.gz] missing "
+                           "(events.train_dir; 2 of 2 event(s) have none)"), line
+    # --set events.* overrides go through the same check
+    line = run_fails(pipeline_on(tmp_path, "quickstart_hits_only.yaml", train="train",
+                                 val="val", test="test"), workdir, capsys,
+                     "--set", f"events.val_dir={hits_only}")
+    assert line.startswith("trkx run: error: validation needs truth files: ")
+
+
+def test_run_accepts_complete_event_folders(sample_prefix: Path, tmp_path: Path,
+                                            capsys) -> None:
+    for split, ids in (("train", (1, 2)), ("val", (3,)), ("test", (4,))):
+        event_folder(tmp_path / split, sample_prefix, COMPLETE, ids=ids)
+    workdir = tmp_path / "work"
+    for base in ("quickstart.yaml", "quickstart_hits_only.yaml"):
+        pipeline = pipeline_on(tmp_path, base, train="train", val="val", test="test")
+        assert main(["run", str(pipeline), "--workdir", str(workdir), "--dry-run"]) == 0
+        plan = capsys.readouterr().out
+        assert f"--set data.train_dir={tmp_path / 'train'}" in plan and "simulate" not in plan
+        assert not workdir.exists()

@@ -38,7 +38,9 @@ class EventPlan:
 
     With ``simulate`` true, ``train_events + val_events + test_events`` events are simulated at
     pile-up ``pileup`` from ``seed``; otherwise ``train_dir``, ``val_dir`` and ``test_dir``
-    (TrackML event folders) are used as they are (``TRKX_DATA`` expands in them).
+    (TrackML event folders) are used as they are (``TRKX_DATA`` expands in them). All three need
+    truth and particle files (the test events are evaluated) and cells files when the embedding
+    uses cell features: :mod:`trkx.pipeline.preflight` checks them before any step.
     """
 
     simulate: bool = True
