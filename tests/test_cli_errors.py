@@ -41,7 +41,7 @@ def train_gnn(*sets: str) -> int:
 
 def test_bad_path(capsys) -> None:
     assert train_gnn("data.train_dir=/no/such/folder") == 2
-    assert "/no/such/folder: no such folder of event records" in error_line(capsys)
+    assert "/no/such/folder: no such folder (data.train_dir)" in error_line(capsys)
 
 
 def test_bad_key_and_bad_type_name_the_key(capsys) -> None:

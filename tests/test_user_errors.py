@@ -176,9 +176,11 @@ def embedding_checkpoint(path: Path) -> Path:
                            yaml.safe_load((CONFIGS / "embedding.yaml").read_text()), {})
 
 
-def test_a_bad_set_value_names_the_set_in_every_command(tmp_path: Path, capsys) -> None:
+def test_a_bad_set_value_names_the_set_in_every_command(sample_prefix: Path, tmp_path: Path,
+                                                        capsys) -> None:
     events, out = tmp_path / "events", tmp_path / "out"
     events.mkdir()
+    (events / "event000000001-hits.csv.gz").symlink_to(f"{sample_prefix}-hits.csv.gz")
     checkpoint = embedding_checkpoint(tmp_path / "embedding.pt")
     pipeline = str(CONFIGS / "quickstart.yaml")
     infer_stage = ["--checkpoint", str(checkpoint), "--events", str(events), "--out", str(out)]
@@ -192,10 +194,11 @@ def test_a_bad_set_value_names_the_set_in_every_command(tmp_path: Path, capsys) 
          "trkx run: error: --set evnts.pileup=3: unknown section 'evnts' (did you mean "
          "'events'?)"),
         (["train", "embedding", "--checkpoint", str(out / "e.pt"), "--set", "model.hidden=8",
-          "--set", "model.hidden=abc"],
+          "--set", f"data.train_dir={events}", "--set", "model.hidden=abc"],
          "trkx train: error: --set model.hidden=abc: key 'hidden' must be an int, got 'abc' "
          "(str)"),
-        (["train", "gnn", "--checkpoint", str(out / "g.pt"), "--set", "data.train_events=0"],
+        (["train", "gnn", "--checkpoint", str(out / "g.pt"), "--set", f"data.train_dir={events}",
+          "--set", "data.train_events=0"],
          "trkx train: error: --set data.train_events=0: train_events must be >= 1 or null, "
          "got 0"),
         (["infer", "embedding", *infer_stage, "--set", "graph.radius=abc"],     # stored config
@@ -390,3 +393,67 @@ def test_run_accepts_complete_event_folders(sample_prefix: Path, tmp_path: Path,
         plan = capsys.readouterr().out
         assert f"--set data.train_dir={tmp_path / 'train'}" in plan and "simulate" not in plan
         assert not workdir.exists()
+
+
+HEAVY = ("torch", "lightning", "pytorch_lightning", "torch_geometric")
+#: Runs each command line of argv[1] (JSON) in this fresh process and reports, per command, its
+#: exit status, its stderr and the heavy modules imported so far.
+WRAPPER = """
+import contextlib, io, json, sys
+from trkx.cli import main
+report = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(argv)
+    report.append([code, err.getvalue(), [m for m in HEAVY if m in sys.modules]])
+print(json.dumps(report))
+""".replace("HEAVY", repr(HEAVY))
+
+
+def test_a_missing_folder_fails_before_the_heavy_imports(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    missing = str(tmp_path / "nonexistent")
+    out = tmp_path / "out"
+    pipeline = pipeline_on(tmp_path, "quickstart.yaml", train="nonexistent", val="val",
+                           test="test")
+    commands = {
+        "infer": (["infer", "--config", str(CONFIGS / "quickstart.yaml"), "--checkpoints",
+                   str(tmp_path), "--events", missing, "--out", str(out)], "--events"),
+        "infer embedding": (["infer", "embedding", "--checkpoint", str(tmp_path / "e.pt"),
+                             "--events", missing, "--out", str(out)], "--events"),
+        "infer gnn": (["infer", "gnn", "--config", str(CONFIGS / "gnn.yaml"), "--events",
+                       missing, "--out", str(out)], "--events"),
+        "train embedding": (["train", "embedding", "--checkpoint", str(out / "e.pt"),
+                             "--set", f"data.train_dir={missing}"], "data.train_dir"),
+        "train gnn": (["train", "gnn", "--checkpoint", str(out / "g.pt"), "--set",
+                       f"data.train_dir={tmp_path}", "--set", f"data.val_dir={missing}"],
+                      "data.val_dir"),
+        "evaluate": (["evaluate", "--tracks", missing, "--events", str(tmp_path), "--out",
+                      str(out)], "--tracks"),
+        "evaluate events": (["evaluate", "--tracks", str(tmp_path), "--events", missing,
+                             "--out", str(out)], "--events"),
+        "build-tracks": (["build-tracks", "--events", missing, "--out", str(out)], "--events"),
+        "run --dry-run": (["run", str(pipeline), "--workdir", str(out), "--dry-run"],
+                          "events.train_dir"),
+        "run": (["run", str(pipeline), "--workdir", str(out)], "events.train_dir"),
+    }
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-c", WRAPPER, json.dumps([argv for argv, _ in commands.values()])],
+        capture_output=True, text=True, timeout=120, cwd=CONFIGS.parent,
+        env={**os.environ, "PYTHONPATH": str(CONFIGS.parent)})
+    seconds = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr
+    for (name, (_, key)), (code, err, heavy) in zip(commands.items(),
+                                                     json.loads(result.stdout)):
+        assert code == 2, (name, err)
+        assert err.count("\n") == 1 and f"{missing}: " in err and f"({key})" in err, (name, err)
+        assert heavy == [], (name, heavy)           # torch, Lightning, PyG never imported
+    assert not out.exists()
+    assert seconds < 60, seconds       # ten commands; one heavy import alone takes ~5-10 s here

@@ -125,13 +125,31 @@ def add_infer_arguments(parser: argparse.ArgumentParser, stage: str) -> None:
                             template="inference.precision=bf16")
 
 
-def stage_config(path: str | Path, overrides: Iterable[str], stage: Any) -> dict[str, Any]:
-    """The config file with overrides applied, sections and keys checked."""
+def stage_config(path: str | Path, overrides: Iterable[str], stage: Any,
+                 check_folders: bool = False) -> dict[str, Any]:
+    """The config file with overrides applied, sections and keys checked; ``check_folders``:
+    first that data.train_dir and data.val_dir exist (before the stage's checks import torch
+    and Lightning, so a mistyped folder fails at once)."""
     label = str(path)
     config = apply_overrides(load_config(path), overrides)
+    if check_folders:
+        check_data_folders(config)
     check_sections(config, stage.SECTIONS, label)
     stage.check_config(config, label)
     return config
+
+
+def check_data_folders(config: dict[str, Any]) -> None:
+    """data.train_dir and data.val_dir, where set, are existing folders."""
+    from trkx.data.folders import require_folder
+
+    data = config.get("data")
+    if not isinstance(data, dict):
+        return                                  # the section checks name what is wrong
+    for key in ("train_dir", "val_dir"):
+        folder = data.get(key)
+        if isinstance(folder, str) and folder:
+            require_folder(folder, f"data.{key}")
 
 
 def run_train(stage: Any, args: argparse.Namespace) -> int:
@@ -142,7 +160,7 @@ def run_train(stage: Any, args: argparse.Namespace) -> int:
     if args.resume is not None:
         overrides.append(f"trainer.resume={str(args.resume).lower()}")
     with naming_overrides(given, str(args.config)):     # a bad --set value names the --set
-        config = stage_config(args.config, overrides, stage)
+        config = stage_config(args.config, overrides, stage, check_folders=True)
     checkpoint = config.get("checkpoint")
     if not checkpoint:
         raise ConfigError(f"{args.config}: no 'checkpoint' key and no --checkpoint given")
@@ -155,12 +173,23 @@ def run_train(stage: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def check_infer_folders(events: Path, out: Path) -> None:
+    """--events exists and --out is another folder (before the checkpoint and the config are
+    read: both import torch)."""
+    from trkx.data.folders import require_folder
+
+    require_folder(events, "--events", "events folder")
+    if out.resolve() == events.resolve():
+        raise ConfigError(f"{out}: the output folder must differ from --events")
+
+
 def run_infer(stage: Any, args: argparse.Namespace) -> int:
     from trkx.checkpoint import load_checkpoint
 
     missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
     if missing:
         raise ConfigError(f"trkx infer {stage.NAME}: {' and '.join(missing)} required")
+    check_infer_folders(args.events, args.out)
     overrides = overrides_of(args)
     checkpoint = args.checkpoint
     if args.config:
@@ -178,10 +207,6 @@ def run_infer(stage: Any, args: argparse.Namespace) -> int:
         with naming_overrides(overrides, label):
             check_sections(config, stage.SECTIONS, label)
             stage.check_config(config, label)
-    if not args.events.is_dir():
-        raise FileNotFoundError(f"{args.events}: no such events folder (--events)")
-    if args.out.resolve() == args.events.resolve():
-        raise ConfigError(f"{args.out}: the output folder must differ from --events")
     return int(stage.infer(config, label, Path(str(checkpoint)), args.events, args.out,
                            args.n_events) or 0)
 

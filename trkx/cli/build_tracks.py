@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trkx.data.folders import require_folder
+
+    require_folder(args.events, "--events", "folder of event records")   # before torch
     from tqdm import tqdm
 
     from trkx.cli._tracks_io import (

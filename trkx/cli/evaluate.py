@@ -142,7 +142,18 @@ def format_table(overall: dict, events: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def check_folders(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """--tracks, --events and every --stage DIR exist (before the heavy imports); the
+    ``--stage`` pairs."""
+    from trkx.data.folders import require_folder
+
+    require_folder(args.tracks, "--tracks", "folder of track files")
+    require_folder(args.events, "--events", "events folder")
+    return parse_stages(args.stage)
+
+
 def run(args: argparse.Namespace) -> int:
+    stages = check_folders(args)
     import pandas as pd
     from tqdm import tqdm
 
@@ -173,7 +184,6 @@ def run(args: argparse.Namespace) -> int:
         builder = track_builder(args.config, args.overrides, args.checkpoint)
     edge_cut = args.edge_cut if args.edge_cut is not None else (
         builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut)
-    stages = parse_stages(args.stage)
     start = time.perf_counter()
     evaluations, record_edges = [], []
     for event_id, path in tqdm(sorted(track_files(args.tracks).items()), desc="evaluate",

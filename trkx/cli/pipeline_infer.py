@@ -180,12 +180,14 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers} (1: events in this "
                           "process, N > 1: N parallel processes)")
+    from trkx.pipeline.preflight import check_checkpoints, check_infer_inputs
+
+    check_infer_inputs(args.events, args.checkpoints)     # before the heavy imports below
     from tqdm import tqdm
 
     from trkx.cli import main as trkx_main
     from trkx.cli._tracks_io import TRACKS_FILE, atomic_write
     from trkx.embedding.events import event_prefixes
-    from trkx.pipeline import preflight
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import checkpoint_paths
     from trkx.stage_tools import remove_stale
@@ -196,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
                      for name, plan in config.stages.items()}
     stage_configs["tracks"] = (config.stage_config_path(config.tracks), config.tracks.overrides)
     gnn_checkpoint = checkpoint_paths(args.checkpoints)["gnn"]   # fails before any worker
-    preflight.check_checkpoints(checkpoint_paths(args.checkpoints))
+    check_checkpoints(checkpoint_paths(args.checkpoints))
     source = PipelineSource(args.checkpoints, stage_configs, config.inference.graph_ops,
                             config.inference.precision)
     if not args.events.is_dir():

@@ -77,6 +77,17 @@ def embedding_uses_cells(raw: Mapping[str, Any], base: Path) -> bool:
     return isinstance(data, dict) and data.get("use_cells") is True
 
 
+def check_infer_inputs(events: Path | None, checkpoints: Path | None) -> None:
+    """Whole-pipeline ``trkx infer``: --events holds TrackML events and --checkpoints is a
+    folder (None: the command names the missing option itself)."""
+    from trkx.data.folders import require_folder, require_trackml_events
+
+    if events is not None:
+        require_trackml_events(events, "--events")
+    if checkpoints is not None:
+        require_folder(checkpoints, "--checkpoints", "checkpoints folder")
+
+
 def check_checkpoints(paths: Mapping[str, Path]) -> None:
     """Read and verify every checkpoint (format, stage, checksum), ``{stage: path}``, before
     any event runs or any worker starts: a bad file fails here, not after the progress bar."""
