@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from trkx.checkpoint import save_checkpoint
 from trkx.cli import main
-from trkx.config import ConfigError
+from trkx.config import ConfigError, load_config
 from trkx.data.record import save_record
 from trkx.embedding.model import EmbeddingMLP
 
@@ -41,17 +40,19 @@ def train_gnn(*sets: str) -> int:
 
 def test_bad_path(capsys) -> None:
     assert train_gnn("data.train_dir=/no/such/folder") == 2
-    assert "/no/such/folder: no such folder of event records" in error_line(capsys)
+    assert "/no/such/folder: no such folder (data.train_dir)" in error_line(capsys)
 
 
 def test_bad_key_and_bad_type_name_the_key(capsys) -> None:
     assert train_gnn("model.hiden=8") == 2
-    assert "configs/gnn.yaml: model: unknown key 'hiden' (did you mean 'hidden'?)" in \
+    assert "--set model.hiden=8: unknown key 'hiden' (did you mean 'hidden'?)" in \
         error_line(capsys)
     assert train_gnn("model.hidden=abc") == 2
-    assert "model: key 'hidden' must be an int, got 'abc' (str)" in error_line(capsys)
+    assert "--set model.hidden=abc: key 'hidden' must be an int, got 'abc' (str)" in \
+        error_line(capsys)
     assert train_gnn("trainer.max_steps=10x") == 2
-    assert "trainer: key 'max_steps' must be an int or null, got '10x'" in error_line(capsys)
+    assert "--set trainer.max_steps=10x: key 'max_steps' must be an int or null, got '10x'" \
+        in error_line(capsys)
 
 
 def test_too_few_events_for_the_split(sample_prefix: Path, tmp_path: Path, capsys) -> None:
@@ -76,7 +77,7 @@ def test_filter_on_records_without_edges(sample_prefix: Path, tmp_path: Path, ca
 
 def test_missing_cells_for_a_cells_model(sample_prefix: Path, tmp_path: Path, capsys) -> None:
     network = EmbeddingMLP(11, 8, 1, 4, True)
-    stored_config = yaml.safe_load((CONFIGS / "embedding.yaml").read_text())
+    stored_config = load_config(CONFIGS / "embedding.yaml")   # as training stores it
     stored_config["data"]["use_cells"] = True
     checkpoint = tmp_path / "embedding.pt"
     save_checkpoint(checkpoint, "embedding", {"in_features": 11, "hidden": 8, "layers": 1,

@@ -32,10 +32,10 @@ def test_include_merges_recursively_and_refuses_loops(tmp_path: Path) -> None:
     (tmp_path / "top.yaml").write_text("include: base.yaml\na: {y: 5}\nc: 4\n")
     assert load_config(tmp_path / "top.yaml") == {"a": {"x": 1, "y": 5}, "b": 3, "c": 4}
     (tmp_path / "loop.yaml").write_text("include: loop.yaml\n")
-    with pytest.raises(ConfigError, match="loop.yaml: include: loop.yaml includes itself"):
+    with pytest.raises(ConfigError, match=r"loop\.yaml: include: loop\.yaml includes itself"):
         load_config(tmp_path / "loop.yaml")
     (tmp_path / "missing.yaml").write_text("include: nowhere.yaml\n")
-    with pytest.raises(ConfigError, match="include: no such config file .*nowhere.yaml"):
+    with pytest.raises(ConfigError, match=r"include: no such config file .*nowhere\.yaml"):
         load_config(tmp_path / "missing.yaml")
 
 

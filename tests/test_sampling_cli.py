@@ -42,7 +42,7 @@ def test_train_gnn_with_sampling_section(folders, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("sampling.hops=0", "sampling: hops must be >= 1"),
+    ("sampling.hops=0", "--set sampling.hops=0: hops must be >= 1"),
     ("sampling.fanout=[4]", "fanout needs one entry per hop (2)"),
     ("sampling.fan_out=[4,4]", "unknown key 'fan_out' (did you mean 'fanout'?)"),
 ])

@@ -86,7 +86,7 @@ def test_record_of_the_real_event_round_trips(tmp_path: Path, sample_prefix: Pat
 def test_corrupt_record_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "bad.pt"
     path.write_bytes(b"not a torch file")
-    with pytest.raises(ValueError, match="not a readable event record"):
+    with pytest.raises(ValueError, match=r"bad.pt: not an event record \(a text file: "):
         load_record(path)
 
 

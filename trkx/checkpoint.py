@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trkx.data.errors import TrackMLFormatError
+from trkx.words import with_article
 
 FORMAT = "trkx-checkpoint/1"
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
@@ -96,15 +97,17 @@ def save_checkpoint(path: str | os.PathLike, stage: str, constructor: Mapping[st
 
 def load_checkpoint(path: str | os.PathLike, stage: str) -> Checkpoint:
     """Read and verify a checkpoint of ``stage``; :class:`CheckpointError` on anything wrong."""
-    from trkx.atomic import load_tensors
+    from trkx.atomic import DamagedFileError, load_tensors
 
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint (train one with `trkx train {stage}`)")
     try:
-        payload = load_tensors(path, f"{stage} checkpoint")
-    except TrackMLFormatError as exc:
-        raise CheckpointError(f"{exc} (corrupted? re-train with `trkx train {stage}`)") from exc
+        payload = load_tensors(path, "trkx checkpoint")
+    except DamagedFileError as exc:
+        raise CheckpointError(f"{exc}; corrupted? re-train with `trkx train {stage}`") from exc
+    except TrackMLFormatError as exc:   # another kind of file
+        raise CheckpointError(f"{exc}; give the file written by `trkx train {stage}`") from exc
     found = payload.get("format")
     if found != FORMAT:
         old = found == "trkx-gnn/1" or ("hparams" in payload and "state_dict" in payload)
@@ -113,8 +116,9 @@ def load_checkpoint(path: str | os.PathLike, stage: str) -> Checkpoint:
         raise CheckpointError(f"{path}: {what}; re-train it with `trkx train {stage}` or "
                               f"convert it to {FORMAT}")
     if payload.get("stage") != stage:
-        raise CheckpointError(f"{path}: a {payload.get('stage')} checkpoint, not a {stage} one "
-                              f"(give the file written by `trkx train {stage}`)")
+        raise CheckpointError(f"{path}: {with_article(str(payload.get('stage')))} checkpoint, "
+                              f"not {with_article(stage)} one (give the file written by "
+                              f"`trkx train {stage}`)")
     state_dict = payload.get("state_dict")
     if not isinstance(state_dict, dict) or checksum(state_dict, _meta(payload)) != \
             payload.get("checksum"):

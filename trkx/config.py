@@ -10,22 +10,37 @@ overrides ``key=value`` or ``section.key=value`` are parsed as YAML scalars.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import os
+import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
+from trkx.words import with_article
+
 T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A config file or override is invalid; the message names the file and the key."""
+    """A config file or override is invalid; the message names the file and the key.
+
+    Errors about one mapping's keys also carry ``label`` (what the message calls the mapping,
+    e.g. ``configs/gnn.yaml: model``), ``key`` (None when the constructor refused the values)
+    and ``problem`` (the message without the label), so :func:`naming_overrides` can name the
+    ``--set`` that caused them.
+    """
+
+    def __init__(self, message: str, *, label: str | None = None, key: str | None = None,
+                 problem: str | None = None) -> None:
+        super().__init__(message)
+        self.label, self.key, self.problem = label, key, problem
 
 
 INCLUDE = "include"
@@ -141,8 +156,8 @@ def check_keys(target: Callable[..., Any], mapping: Mapping[str, Any], label: st
         if key not in params and not accepts_any:
             close = difflib.get_close_matches(str(key), list(params), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{label}: unknown key {key!r}{hint}; valid keys: "
-                              f"{', '.join(params)}")
+            problem = f"unknown key {key!r}{hint}; valid keys: {', '.join(params)}"
+            raise ConfigError(f"{label}: {problem}", label=label, key=str(key), problem=problem)
     missing = [name for name, p in params.items()
                if p.default is inspect.Parameter.empty and name not in mapping
                and name not in provided]
@@ -154,8 +169,9 @@ def check_keys(target: Callable[..., Any], mapping: Mapping[str, Any], label: st
             continue
         hint = hints.get(key, _default_type(params[key].default))
         if hint is not None and not value_fits(value, hint):
-            raise ConfigError(f"{label}: key {key!r} must be {describe_type(hint)}, got "
-                              f"{value!r} ({type(value).__name__})")
+            problem = (f"key {key!r} must be {describe_type(hint)}, got {value!r} "
+                       f"({type(value).__name__})")
+            raise ConfigError(f"{label}: {problem}", label=label, key=key, problem=problem)
 
 
 def _type_hints(target: Callable[..., Any]) -> dict[str, Any]:
@@ -213,8 +229,7 @@ def describe_type(hint: Any) -> str:
     names = {bool: "true/false", int: "an int", float: "a number", str: "a string"}
     if hint in names:
         return names[hint]
-    name = getattr(origin or hint, "__name__", str(hint))
-    return f"a {name}"
+    return with_article(getattr(origin or hint, "__name__", str(hint)))
 
 
 def instantiate(target: Callable[..., T], mapping: Mapping[str, Any] | None, label: str) -> T:
@@ -224,7 +239,53 @@ def instantiate(target: Callable[..., T], mapping: Mapping[str, Any] | None, lab
     try:
         return target(**mapping)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{label}: {exc}") from exc
+        raise ConfigError(f"{label}: {exc}", label=label, problem=str(exc)) from exc
+
+
+def blamed_override(error: ConfigError, overrides: Iterable[str], label: str) -> str | None:
+    """The ``KEY=VALUE`` override behind ``error``, an error about the config called
+    ``label`` (or one of its sections, ``label: a.b``), or None when the file is to blame.
+
+    A key error names its key; a constructor's refusal (e.g. "pileup must be positive") is
+    put on the one override of that section whose key it mentions, if exactly one does.
+    """
+    if error.problem is None or error.label is None:
+        return None
+    if error.label == label:
+        scope = ""
+    elif error.label.startswith(f"{label}: "):
+        scope = error.label[len(label) + 2:]
+    else:
+        return None
+    last = {item.split("=", 1)[0].strip(): item for item in overrides}   # later ones win
+    found = []
+    for key, item in last.items():
+        if error.key is not None:
+            full = f"{scope}.{error.key}" if scope else error.key
+            if key == full or key.startswith(f"{full}."):     # the key, or inside it
+                found.append(item)
+            continue
+        parent, _, name = key.rpartition(".")
+        if parent == scope and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)",
+                                         error.problem):
+            found.append(item)
+    if error.key is not None:
+        return found[-1] if found else None
+    return found[0] if len(found) == 1 else None
+
+
+@contextlib.contextmanager
+def naming_overrides(overrides: Iterable[str], label: str) -> Iterator[None]:
+    """Re-raise a :class:`ConfigError` about a value an override set (see
+    :func:`blamed_override`) as ``--set KEY=VALUE: problem``: the file is not to blame."""
+    overrides = list(overrides)
+    try:
+        yield
+    except ConfigError as exc:
+        item = blamed_override(exc, overrides, label)
+        if item is None:
+            raise
+        raise ConfigError(f"--set {item}: {exc.problem}") from exc
 
 
 def section(config: Mapping[str, Any], name: str, label: str) -> dict[str, Any]:
@@ -233,7 +294,8 @@ def section(config: Mapping[str, Any], name: str, label: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError(f"{label}: section {name!r} must be a mapping")
+        problem = f"section {name!r} must be a mapping"
+        raise ConfigError(f"{label}: {problem}", label=label, key=name, problem=problem)
     return dict(value)
 
 
@@ -244,5 +306,5 @@ def check_sections(config: Mapping[str, Any], allowed: Iterable[str], label: str
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{label}: unknown section {key!r}{hint}; valid sections: "
-                              f"{', '.join(allowed)}")
+            problem = f"unknown section {key!r}{hint}; valid sections: {', '.join(allowed)}"
+            raise ConfigError(f"{label}: {problem}", label=label, key=str(key), problem=problem)

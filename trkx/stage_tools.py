@@ -22,7 +22,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from trkx.config import ConfigError, apply_overrides, check_sections, load_config
+from trkx.config import (
+    ConfigError,
+    apply_overrides,
+    check_sections,
+    load_config,
+    naming_overrides,
+)
 
 RECORD_FILE = re.compile(r"^event\d{9}\.pt$")
 
@@ -119,22 +125,42 @@ def add_infer_arguments(parser: argparse.ArgumentParser, stage: str) -> None:
                             template="inference.precision=bf16")
 
 
-def stage_config(path: str | Path, overrides: Iterable[str], stage: Any) -> dict[str, Any]:
-    """The config file with overrides applied, sections and keys checked."""
+def stage_config(path: str | Path, overrides: Iterable[str], stage: Any,
+                 check_folders: bool = False) -> dict[str, Any]:
+    """The config file with overrides applied, sections and keys checked; ``check_folders``:
+    first that data.train_dir and data.val_dir exist (before the stage's checks import torch
+    and Lightning, so a mistyped folder fails at once)."""
     label = str(path)
     config = apply_overrides(load_config(path), overrides)
+    if check_folders:
+        check_data_folders(config)
     check_sections(config, stage.SECTIONS, label)
     stage.check_config(config, label)
     return config
 
 
+def check_data_folders(config: dict[str, Any]) -> None:
+    """data.train_dir and data.val_dir, where set, are existing folders."""
+    from trkx.data.folders import require_folder
+
+    data = config.get("data")
+    if not isinstance(data, dict):
+        return                                  # the section checks name what is wrong
+    for key in ("train_dir", "val_dir"):
+        folder = data.get(key)
+        if isinstance(folder, str) and folder:
+            require_folder(folder, f"data.{key}")
+
+
 def run_train(stage: Any, args: argparse.Namespace) -> int:
-    overrides = overrides_of(args)
+    given = overrides_of(args)
+    overrides = list(given)
     if args.checkpoint:
         overrides.append(f"checkpoint={args.checkpoint}")
     if args.resume is not None:
         overrides.append(f"trainer.resume={str(args.resume).lower()}")
-    config = stage_config(args.config, overrides, stage)
+    with naming_overrides(given, str(args.config)):     # a bad --set value names the --set
+        config = stage_config(args.config, overrides, stage, check_folders=True)
     checkpoint = config.get("checkpoint")
     if not checkpoint:
         raise ConfigError(f"{args.config}: no 'checkpoint' key and no --checkpoint given")
@@ -147,16 +173,28 @@ def run_train(stage: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def check_infer_folders(events: Path, out: Path) -> None:
+    """--events exists and --out is another folder (before the checkpoint and the config are
+    read: both import torch)."""
+    from trkx.data.folders import require_folder
+
+    require_folder(events, "--events", "events folder")
+    if out.resolve() == events.resolve():
+        raise ConfigError(f"{out}: the output folder must differ from --events")
+
+
 def run_infer(stage: Any, args: argparse.Namespace) -> int:
     from trkx.checkpoint import load_checkpoint
 
     missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
     if missing:
         raise ConfigError(f"trkx infer {stage.NAME}: {' and '.join(missing)} required")
+    check_infer_folders(args.events, args.out)
     overrides = overrides_of(args)
     checkpoint = args.checkpoint
     if args.config:
-        config = stage_config(args.config, overrides, stage)
+        with naming_overrides(overrides, str(args.config)):
+            config = stage_config(args.config, overrides, stage)
         checkpoint = checkpoint or config.get("checkpoint")
         label = str(args.config)
     if not checkpoint:
@@ -166,12 +204,9 @@ def run_infer(stage: Any, args: argparse.Namespace) -> int:
         label = f"{checkpoint} (stored config)"
         stored = load_checkpoint(checkpoint, stage.NAME).config
         config = apply_overrides(stored, overrides)
-        check_sections(config, stage.SECTIONS, label)
-        stage.check_config(config, label)
-    if not args.events.is_dir():
-        raise FileNotFoundError(f"{args.events}: no such events folder (--events)")
-    if args.out.resolve() == args.events.resolve():
-        raise ConfigError(f"{args.out}: the output folder must differ from --events")
+        with naming_overrides(overrides, label):
+            check_sections(config, stage.SECTIONS, label)
+            stage.check_config(config, label)
     return int(stage.infer(config, label, Path(str(checkpoint)), args.events, args.out,
                            args.n_events) or 0)
 
@@ -216,14 +251,21 @@ def write_records(records: Iterable[Any], out: Path, transform: Callable[[Any], 
 
 def load_split(data: Any, count_events: Callable[[str], int], label: str,
                load: Callable[..., list], check: Callable[[list, str, str], None] | None = None,
+               precheck: Callable[[Any, str], None] | None = None,
                ) -> tuple[list, list | None]:
     """Train and validation records of a stage's ``data`` section (``split_events``), read
-    with ``load(folder, count, first)`` and checked with ``check(records, folder, key)``."""
+    with ``load(folder, count, first)`` and checked with ``check(records, folder, key)``;
+    ``precheck(slice, key)`` sees both slices before anything is read (e.g. that the events
+    have truth files), so a wrong validation folder fails before the training events load."""
     from trkx.training.data import split_events
 
     slices = split_events(data, count_events, label)
+    keys = ("data.train_dir", "data.val_dir" if data.val_dir else "data.train_dir")
+    for part, key in zip(slices, keys):
+        if part and precheck is not None:
+            precheck(part, key)
     loaded: list[list | None] = []
-    for part, key in zip(slices, ("data.train_dir", "data.val_dir")):
+    for part, key in zip(slices, keys):
         records = load(part.folder, part.count, part.first) if part else None
         if records is not None and check is not None:
             check(records, part.folder, key)

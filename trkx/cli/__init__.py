@@ -26,6 +26,9 @@ from trkx.training.fit import StageFailed
 #: Exceptions that mean a user mistake: one line, exit status 2.
 USER_ERRORS = (TrackMLFormatError, ConfigError, FileNotFoundError, NotADirectoryError,
                StepFailed, StageFailed)
+#: Options that count things (``dest: flag``): below 1 is a user mistake named by its flag,
+#: checked for every command that has one before its handler starts.
+COUNT_OPTIONS = {"n_events": "--n-events"}
 INTERRUPTED = 130
 #: The order of ``trkx --help``: what a new user runs first, first.
 HELP_ORDER = ("infer", "run", "train", "simulate", "evaluate", "score", "info", "build-tracks",
@@ -79,11 +82,20 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split("\n")).strip() or type(exc).__name__
 
 
+def check_counts(args: argparse.Namespace) -> None:
+    """``--n-events 0`` (or negative) ends with one line naming the option."""
+    for dest, flag in COUNT_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TRKX_DEBUG") == "1"
     try:
         configure_threads(args.threads)
+        check_counts(args)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         if debug:

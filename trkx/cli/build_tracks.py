@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trkx.data.folders import require_folder
+
+    require_folder(args.events, "--events", "folder of event records")   # before torch
     from tqdm import tqdm
 
     from trkx.cli._tracks_io import (
@@ -43,12 +46,14 @@ def run(args: argparse.Namespace) -> int:
         track_builder,
         tracks_file_name,
     )
+    from trkx.config import naming_overrides
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import load_record
     from trkx.stage_tools import remove_stale
     from trkx.tracks.building import tracks_frame
 
-    builder = track_builder(args.config, args.overrides, args.checkpoint)
+    with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
+        builder = track_builder(args.config, args.overrides, args.checkpoint)
     records = record_files(args.events)
     if not records:
         raise FileNotFoundError(f"{args.events}: no event records (*.pt)")

@@ -144,7 +144,18 @@ def format_table(overall: dict, events: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def check_folders(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """--tracks, --events and every --stage DIR exist (before the heavy imports); the
+    ``--stage`` pairs."""
+    from trkx.data.folders import require_folder
+
+    require_folder(args.tracks, "--tracks", "folder of track files")
+    require_folder(args.events, "--events", "events folder")
+    return parse_stages(args.stage)
+
+
 def run(args: argparse.Namespace) -> int:
+    stages = check_folders(args)
     import pandas as pd
     from tqdm import tqdm
 
@@ -156,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         track_builder,
         track_files,
     )
+    from trkx.config import naming_overrides
     from trkx.data.errors import TrackMLFormatError
     from trkx.tracks.binned import standard_rates
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
@@ -168,12 +180,12 @@ def run(args: argparse.Namespace) -> int:
     )
     from trkx.tracks.plots import rate_figure, track_length_figure
 
-    cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
-                          args.config or "--set")
-    builder = track_builder(args.config, args.overrides, args.checkpoint)
+    with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
+        cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
+                              args.config or "--set")
+        builder = track_builder(args.config, args.overrides, args.checkpoint)
     edge_cut = args.edge_cut if args.edge_cut is not None else (
         builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut)
-    stages = parse_stages(args.stage)
     start = time.perf_counter()
     evaluations, record_edges = [], []
     for event_id, path in tqdm(sorted(track_files(args.tracks).items()), desc="evaluate",

@@ -212,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers} (1: events in this "
                           "process, N > 1: N parallel processes)")
+    from trkx.pipeline.preflight import check_checkpoints, check_infer_inputs
+
+    check_infer_inputs(args.events, args.checkpoints)     # before the heavy imports below
     from tqdm import tqdm
 
     from trkx.cli import main as trkx_main
@@ -225,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_pipeline_config(args.config, args.overrides)
     tracks_config = config.stage_config_path(config.tracks)
     gnn_checkpoint = checkpoint_paths(args.checkpoints)["gnn"]   # fails before any worker
+    check_checkpoints(checkpoint_paths(args.checkpoints))
     source = PipelineSource(Path(args.config), args.checkpoints, tuple(args.overrides))
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder")

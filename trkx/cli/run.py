@@ -8,6 +8,8 @@ table (edge efficiency/purity per stage, track efficiency, fake and duplicate ra
 score, time per stage). Each step is skipped when its outputs are already there and valid (same
 command, same configs, nothing upstream rerun), so an interrupted run continues where it
 stopped. Every stage config (with its overrides) is checked before the first step runs.
+Given event folders (events.simulate: false) must hold TrackML events with truth, the test
+events too, as every run ends by evaluating them; this is checked first, --dry-run included.
 """
 
 from __future__ import annotations
@@ -67,10 +69,12 @@ def run(args: argparse.Namespace) -> int:
     from trkx.atomic import atomic_write
     from trkx.cli import main as trkx_main
     from trkx.pipeline.config import load_pipeline_config
+    from trkx.pipeline.preflight import check_run_events
     from trkx.pipeline.runner import plan_states, run_steps, seconds_per_stage
     from trkx.pipeline.steps import plan_steps
     from trkx.pipeline.summary import format_run_summary, load_metrics
 
+    check_run_events(args.config, args.overrides)   # given event folders, before any step
     config = load_pipeline_config(args.config, args.overrides)
     workdir = args.workdir
     steps = plan_steps(config, workdir)

@@ -58,7 +58,9 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     load = functools.partial(load_records, use_cells=data.use_cells,
                              signal_pt_min=data.signal_pt_min)
-    train_records, val_records = load_split(data, count_events, label, load)
+    train_records, val_records = load_split(
+        data, count_events, label, load, check_record_truth,
+        functools.partial(check_training_events, use_cells=data.use_cells))
     model, module = section(config, "model", label), section(config, "module", label)
 
     def build() -> EmbeddingModule:
@@ -70,6 +72,38 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
         checkpoint=checkpoint, config=config, efficiency_key="val_edge_efficiency",
         default_working_point=lambda m: {"radius": m.hparams.radius,
                                          "max_neighbours": m.hparams.max_neighbours})
+
+
+def check_training_events(part, key: str, use_cells: bool) -> None:
+    """The TrackML events of a training/validation slice have truth and particles (the
+    labels), and cells when the model uses cell features; checked before any is read."""
+    from trkx.data.folders import require_parts, trackml_prefixes
+    from trkx.embedding.events import record_files
+
+    if record_files(part.folder):        # saved records: check_record_truth once read
+        return
+    prefixes = trackml_prefixes(part.folder)[part.first:part.first + part.count]
+    require_parts(prefixes, ("truth", "particles"), "training needs", key,
+                  "train on events with truth (e.g. `trkx simulate`), or run a trained model "
+                  "on these with `trkx infer`")
+    if use_cells:
+        require_parts(prefixes, ("cells",), "data.use_cells: true needs", key,
+                      "give events with cells or --set data.use_cells=false "
+                      "--set model.in_features=3")
+
+
+def check_record_truth(records, folder: str, key: str) -> None:
+    """Saved records train only when they carry the truth of their hits (records written by
+    `trkx infer embedding` from events without truth do not)."""
+    from trkx.data.errors import TrackMLFormatError
+    from trkx.data.record import EDGE_TRUTH_SOURCES
+
+    for record in records:
+        missing = [k for k in EDGE_TRUTH_SOURCES if getattr(record, k, None) is None]
+        if missing:
+            raise TrackMLFormatError(
+                f"training needs truth: {folder}: event {int(record.event_id)} has no "
+                f"{', '.join(missing)} ({key}; records of events without truth cannot train)")
 
 
 def check_cells(events: Path, use_cells: bool, checkpoint: Path) -> None:

@@ -25,6 +25,7 @@ from trkx.config import (
     check_sections,
     instantiate,
     load_config,
+    naming_overrides,
     section,
 )
 
@@ -38,7 +39,9 @@ class EventPlan:
 
     With ``simulate`` true, ``train_events + val_events + test_events`` events are simulated at
     pile-up ``pileup`` from ``seed``; otherwise ``train_dir``, ``val_dir`` and ``test_dir``
-    (TrackML event folders) are used as they are (``TRKX_DATA`` expands in them).
+    (TrackML event folders) are used as they are (``TRKX_DATA`` expands in them). All three need
+    truth and particle files (the test events are evaluated) and cells files when the embedding
+    uses cell features: :mod:`trkx.pipeline.preflight` checks them before any step.
     """
 
     simulate: bool = True
@@ -145,6 +148,12 @@ def load_pipeline_config(path: str | os.PathLike, overrides: list[str] | None = 
     path = Path(path)
     label = str(path)
     raw = apply_overrides(load_config(path), overrides or [])
+    with naming_overrides(overrides or [], label):
+        return _pipeline_config(path, raw, label, tuple(overrides or []))
+
+
+def _pipeline_config(path: Path, raw: dict[str, Any], label: str,
+                     overrides: tuple[str, ...]) -> PipelineConfig:
     check_sections(raw, SECTIONS, label)
     events = instantiate(EventPlan, section(raw, "events", label), f"{label}: events")
     stage_section = section(raw, "stages", label)
@@ -157,7 +166,7 @@ def load_pipeline_config(path: str | os.PathLike, overrides: list[str] | None = 
     tracks = _stage_plan(section(raw, "tracks", label), f"{label}: tracks")
     inference = instantiate(InferencePlan, section(raw, "inference", label),
                             f"{label}: inference")
-    config = PipelineConfig(path, events, stages, tracks, inference, tuple(overrides or []))
+    config = PipelineConfig(path, events, stages, tracks, inference, overrides)
     for name, plan in [*stages.items(), ("tracks", tracks)]:
         stage_path = config.stage_config_path(plan)
         if not stage_path.is_file():

@@ -1,0 +1,60 @@
+"""Checks of input folders that run before any work (and before torch or Lightning is
+imported): a missing folder, a folder without events, events without the parts a command needs
+(truth to train or evaluate, cells for a model trained with cell features). Each failure is one
+line naming the folder or file and the option or config key that gave it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from trkx.data.errors import EventFileNotFoundError
+
+#: What each part is called in messages ("training needs truth files").
+PART_NAMES = {"hits": "hit", "cells": "cell", "particles": "particle", "truth": "truth"}
+
+
+def require_folder(path: str | os.PathLike, key: str, what: str = "folder") -> Path:
+    """``path`` as a Path; FileNotFoundError (NotADirectoryError for a file) naming ``key``."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such {what} ({key})")
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path}: not a folder ({key})")
+    return path
+
+
+def trackml_prefixes(folder: str | os.PathLike) -> list[str]:
+    """The event prefixes (``folder/eventNNNNNNNNN``) of the TrackML files in ``folder``."""
+    from trkx.data.io import list_event_prefixes
+
+    return list_event_prefixes(str(p) for p in sorted(Path(folder).iterdir()))
+
+
+def has_part(prefix: str, part: str) -> bool:
+    return any(Path(f"{prefix}-{part}.csv{gz}").is_file() for gz in ("", ".gz"))
+
+
+def require_parts(prefixes: Sequence[str], parts: Iterable[str], need: str, key: str,
+                  hint: str = "") -> None:
+    """Fail naming the first missing file when an event of ``prefixes`` lacks one of
+    ``parts``: "``need`` truth files: DIR/event...-truth.csv[.gz] missing (KEY; 3 of 5 events
+    have none)", then ``hint``."""
+    for part in parts:
+        lacking = [prefix for prefix in prefixes if not has_part(prefix, part)]
+        if lacking:
+            raise EventFileNotFoundError(
+                f"{need} {PART_NAMES.get(part, part)} files: {lacking[0]}-{part}.csv[.gz] "
+                f"missing ({key}; {len(lacking)} of {len(prefixes)} event(s) have none)"
+                + (f"; {hint}" if hint else ""))
+
+
+def require_trackml_events(folder: str | os.PathLike, key: str,
+                           what: str = "events folder") -> list[str]:
+    """The event prefixes of ``folder``, which must exist and hold TrackML hit files."""
+    folder = require_folder(folder, key, what)
+    prefixes = [p for p in trackml_prefixes(folder) if has_part(p, "hits")]
+    if not prefixes:
+        raise FileNotFoundError(f"{folder}: no TrackML events (event*-hits.csv[.gz]) ({key})")
+    return prefixes
