@@ -1,7 +1,8 @@
-"""--threads / TRKX_THREADS reach torch and the commands `trkx run` starts."""
+"""--threads / TRKX_THREADS reach torch, numba and the commands `trkx run` starts."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -18,6 +19,39 @@ def torch_threads(*args: str, env: dict[str, str]) -> int:
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
                          text=True, check=True).stdout
     return int(out)
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without the thread variables configure_threads sets."""
+    import os
+
+    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "TRKX_THREADS")
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
+def numba_threads(code: str, env: dict[str, str]) -> tuple[int, int]:
+    """(numba.get_num_threads(), numba's pool size) after ``code`` ran in a fresh process."""
+    code += "; import numba; print(numba.get_num_threads(), numba.config.NUMBA_NUM_THREADS)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    return int(out[-2]), int(out[-1])
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba not installed")
+def test_numba_gets_the_count() -> None:
+    env = clean_env()
+    # The command line: the pool itself is sized before numba is imported.
+    cli = "from trkx.cli import main; main(['--threads', '1', 'info', 'no/such/event'])"
+    assert numba_threads(cli, env) == (1, 1)
+    assert numba_threads("from trkx.threads import configure_threads; configure_threads(None)",
+                         {**env, "TRKX_THREADS": "1"}) == (1, 1)
+    # numba imported first (pool of 2): at most the count of its threads work, and a later
+    # compilation does not fail on a changed NUMBA_NUM_THREADS.
+    late = ("import numba, numpy; from trkx.threads import configure_threads; "
+            "configure_threads(1); "
+            "numba.njit(parallel=True)(lambda a: a.sum())(numpy.ones(10))")
+    assert numba_threads(late, {**env, "NUMBA_NUM_THREADS": "2"}) == (1, 2)
 
 
 def test_the_rule(monkeypatch) -> None:

@@ -6,6 +6,11 @@
 to torch (``torch.set_num_threads``) and, through ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``
 set before torch is imported, to the OpenMP pools and to every child command that
 ``trkx run`` starts. Distributed ranks on one node should each get cores / ranks (docs).
+
+numba (the compiled bucket search) sizes its thread pool once, from ``NUMBA_NUM_THREADS`` when
+it is imported, so that variable is set too while numba is not imported yet. Once it is,
+``numba.set_num_threads(min(threads, pool size))`` bounds it instead and the variable is left
+alone: numba re-reads it at every compilation and raises if it changed after the pool started.
 """
 
 from __future__ import annotations
@@ -48,10 +53,14 @@ def configure_threads(requested: int | None) -> int:
     """Apply the thread count to this process and its children; returns it."""
     threads = choose_threads(requested)
     explicit = requested is not None or os.environ.get(ENV)
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    numba = sys.modules.get("numba")
+    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS") + (() if numba else ("NUMBA_NUM_THREADS",))
+    for name in names:
         if explicit or name not in os.environ:
             os.environ[name] = str(threads)
     os.environ[ENV] = str(threads)
     if "torch" in sys.modules:  # imported already: set the pool directly
         sys.modules["torch"].set_num_threads(threads)
+    if numba is not None:  # its pool size is fixed: use at most `threads` of it
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     return threads
