@@ -137,12 +137,32 @@ class TrainedPipeline:
             raise ConfigError(f"{filter_label}: {exc}") from exc
         builder = instantiate(TrackBuilder, built, tracks_label)
         radius, k = embedding_options.working_point(emb.working_point)
-        return cls(
+        pipeline = cls(
             embedding=embedding, embedding_options=embedding_options, radius=radius,
             max_neighbours=k, use_cells=trained.use_cells, signal_pt_min=trained.signal_pt_min,
             filter=filter_net, filter_options=filter_options, filter_cut=filter_cut, gnn=gnn,
             gnn_precision=gnn_options.precision, graph_ops=gnn_options.kernel(gnn_checkpoint),
             builder=builder, chooser=KernelChooser(width=gnn.hidden, backward=False))
+        pipeline.warm_up()
+        return pipeline
+
+    def warm_up(self, hits: int = 64) -> None:
+        """Load the compiled kernels of graph and track building (numba: from its disk cache,
+        once compiled) and start numba's thread pool, on a tiny random event of the real
+        types, so that this one-off cost (~0.3-1 s in a fresh process, seconds more on the
+        first-ever compile) is paid with the models, not by the first event."""
+        from trkx.embedding.graph import build_edges
+
+        generator = torch.Generator().manual_seed(0)
+        dim = self.embedding.net[-1].out_features
+        points = torch.nn.functional.normalize(torch.randn(hits, dim, generator=generator), dim=1)
+        pos = torch.rand(hits, 3, generator=generator) * torch.tensor([1000.0, 6.0, 2000.0])
+        pos[:, 1] -= 3.0
+        edges = build_edges(points, 2.0, 4, self.embedding_options.backend, pos=pos)
+        layers = torch.arange(hits) % 4
+        self.builder.build(Data(edge_index=edges, scores=torch.full((edges.shape[1],), 0.9),
+                                num_nodes=hits, pos=pos, volume_id=torch.full((hits,), 8),
+                                layer_id=2 * layers + 2))
 
     @property
     def precisions(self) -> dict[str, str]:
