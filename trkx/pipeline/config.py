@@ -81,7 +81,7 @@ class InferencePlan:
     learned stages (trkx.precision) and the GNN's local kernel."""
 
     precision: str = "fp32"     # fp32 | bf16
-    graph_ops: str = "auto"     # csr | scatter | auto
+    graph_ops: str = "csr"      # csr | scatter | auto (auto: timed on the host)
 
     def stage_overrides(self, stage: str) -> list[str]:
         """The ``KEY=VALUE`` overrides these options make in ``stage``'s config."""
