@@ -12,9 +12,10 @@ with their particle and the particle table. From a view :func:`event_samples` ta
 * ``hits_per_layer_crossed``: hits of a particle on one layer, per (particle, layer) pair
   (2 or more: overlapping modules);
 * ``displaced_share``: 1 for a particle hit whose particle was made at ``r_v > 1 mm``, else 0;
-* ``vertex_log_r`` (``log10 r_v / mm``), ``log_pt`` (``log10 pT / GeV``) and ``eta`` of the
-  particles with truth hits, and ``vertex_z``: the z of each primary vertex (the bits of the
-  particle id, :mod:`trkx.data.particle_id`) with a prompt (``r_v <= 1 mm``) such particle;
+* ``log_pt`` (``log10 pT / GeV``) and ``eta`` of the particles with truth hits,
+  ``displaced_log_r`` (``log10 r_v / mm``) of those made at ``r_v > 1 mm``, and ``vertex_z``:
+  the z of each primary vertex (the bits of the particle id, :mod:`trkx.data.particle_id`)
+  with a prompt (``r_v <= 1 mm``) such particle;
 * ``edge_{dr,dphi,dz,deta}`` and ``signal_edge_*``: the geometry features
   (:func:`trkx.filter.features.edge_geometry`: ``dr, dz`` in m, ``dphi / pi``, ``deta``) of
   the truth-graph edges (:func:`trkx.data.truth.truth_graph`, consecutive hits of a particle
@@ -63,7 +64,7 @@ BINS: dict[str, np.ndarray | None] = {
     "hits_per_particle": _integer_bins(20),
     "hits_per_layer_crossed": _integer_bins(4),
     "displaced_share": np.array([-0.5, 0.5, 1.5]),
-    "vertex_log_r": np.linspace(-3.0, 3.0, 49),
+    "displaced_log_r": np.linspace(0.0, 3.0, 31),
     "vertex_z": np.linspace(-200.0, 200.0, 21),
     "log_pt": np.linspace(-1.0, 1.5, 51),
     "eta": np.linspace(-4.5, 4.5, 73),
@@ -213,7 +214,7 @@ def event_samples(view: EventView) -> dict[str, np.ndarray]:
         "hits_per_particle": per_particle.to_numpy(np.float64),
         "hits_per_layer_crossed": per_layer.to_numpy(np.float64),
         "displaced_share": displaced_hit[np.isfinite(hit_cols["vx"])].astype(np.float64),
-        "vertex_log_r": np.log10(np.maximum(vertex_r[known], 1e-6)),
+        "displaced_log_r": np.log10(vertex_r[known & ~prompt]),
         "vertex_z": pd.Series(cols["vz"][prompt]).groupby(
             decode_particle_id(particles[prompt])["vertex_id"]).first().to_numpy(),
         "log_pt": np.log10(np.maximum(np.hypot(cols["px"], cols["py"])[known], 1e-6)),

@@ -17,7 +17,7 @@ each beside simulated twins (``--events`` pile-up-200 events of the built-in gen
   noise share is therefore not compared).
 
 Every distribution of :mod:`event_distributions` (hits per layer, noise share, hits per
-particle and per layer crossed, displaced share, production radius and primary-vertex z, pT,
+particle and per layer crossed, displaced share and radius, primary-vertex z, pT,
 eta, the edge geometry features on true and on signal edges, cells per cluster and charge per
 volume) is histogrammed on fixed bins and compared by its total variation distance (TVD);
 ``tvd_floor`` is the median TVD that drawing the real sample's size from the simulated
@@ -81,15 +81,20 @@ def read(prefix: Path, part: str) -> pd.DataFrame:
     return pd.read_csv(f"{prefix}-{part}.csv.gz")
 
 
-def vertex_sigma_z(particles: pd.DataFrame) -> dict[str, float]:
-    """The luminous region of a particle table: std of the primary-vertex z (one entry per
-    vertex, the mean vz of its prompt particles) and of the prompt particles' vz."""
-    vr = np.hypot(particles["vx"], particles["vy"]).to_numpy()
-    prompt = particles[vr < 1.0]
-    vertex = decode_particle_id(prompt["particle_id"].to_numpy())["vertex_id"]
-    per_vertex = prompt["vz"].groupby(vertex).mean()
-    return {"per_vertex_mm": float(per_vertex.std()), "n_vertices": int(per_vertex.size),
-            "per_prompt_particle_mm": float(prompt["vz"].std())}
+def vertex_sigma_z(tables: list[pd.DataFrame]) -> dict[str, float]:
+    """The luminous region of particle tables (one per event): std of the primary-vertex z
+    (one entry per vertex of each event, the mean vz of its prompt particles) and of the prompt
+    particles' vz."""
+    vertex_z, particle_z = [], []
+    for particles in tables:
+        vr = np.hypot(particles["vx"], particles["vy"]).to_numpy()
+        prompt = particles[vr < 1.0]
+        vertex = decode_particle_id(prompt["particle_id"].to_numpy())["vertex_id"]
+        vertex_z.append(prompt["vz"].groupby(vertex).mean().to_numpy())
+        particle_z.append(prompt["vz"].to_numpy())
+    z = np.concatenate(vertex_z)
+    return {"per_vertex_mm": float(np.std(z, ddof=1)), "n_vertices": int(z.size),
+            "per_prompt_particle_mm": float(np.std(np.concatenate(particle_z), ddof=1))}
 
 
 def real_views(data: Path) -> dict[str, tuple[EventView, dict]]:
@@ -107,11 +112,11 @@ def real_views(data: Path) -> dict[str, tuple[EventView, dict]]:
     return {
         "event21001": (event21001, {"hits": len(hits), "particles": len(particles),
                                     "truth_hits": int(event21001.truth_hit.sum()),
-                                    "vertex_sigma_z": vertex_sigma_z(particles)}),
+                                    "vertex_sigma_z": vertex_sigma_z([particles])}),
         "sample": (sample_view, {"hits": len(sample_view.hits),
                                  "particles": len(sample_particles),
                                  "noise_share": float((sample_truth["particle_id"] == 0).mean()),
-                                 "vertex_sigma_z": vertex_sigma_z(sample_particles)}),
+                                 "vertex_sigma_z": vertex_sigma_z([sample_particles])}),
     }
 
 
@@ -303,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                       "hits_mean": float(np.mean([len(e["hits"]) for e in events])),
                       "particles_mean": float(np.mean([len(e["particles"]) for e in events])),
                       "vertex_sigma_z_measured": vertex_sigma_z(
-                          pd.concat([e["particles"] for e in events]))},
+                          [e["particles"] for e in events])},
         "histograms": {k: {"hist": r["hist"], "categories": r["categories"]}
                        for k, r in results.items()},
     }
@@ -311,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         from sim_vs_real_models import model_gaps
 
         out.update(model_gaps(args.config, args.checkpoints, args.data, events,
-                              reals["sample"][1], args.seed))
+                              twins["sample"], FIRST_SIM_ID))
     out["seconds"] = time.perf_counter() - start
     if args.plots is not None:
         args.plots.mkdir(parents=True, exist_ok=True)

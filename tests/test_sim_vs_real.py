@@ -78,7 +78,7 @@ def test_samples_of_a_hand_made_event() -> None:
     np.testing.assert_array_equal(np.sort(s["hits_per_layer_crossed"]), [1, 1, 1, 1, 2])
     assert s["noise_share"].mean() == pytest.approx(1 / 7)
     assert s["displaced_share"].mean() == pytest.approx(1 / 6)      # B's hit among 6
-    np.testing.assert_allclose(np.sort(s["vertex_log_r"]), [-6.0, np.log10(50.0)])
+    np.testing.assert_allclose(s["displaced_log_r"], [np.log10(50.0)])
     np.testing.assert_allclose(s["vertex_z"], [0.0])                 # one primary vertex
     # A's truth graph: 1 -> {2, 3} -> 4 -> 5 (5 edges); all signal (pT 2 GeV, 5 hits)
     assert s["edge_dr"].size == 5 and s["signal_edge_dr"].size == 5
@@ -146,6 +146,17 @@ def test_the_luminous_region_shows_in_vertex_z_and_edge_deta(simulated) -> None:
         assert across > 0.15 and across > 3 * within, name
     # what the vertex position does not change stays close
     assert distance("log_pt", narrow, wide) < 0.15
+
+
+def test_luminous_region_of_several_events_keeps_their_vertices_apart() -> None:
+    import sim_vs_real
+
+    # vertex ids repeat from event to event: each event's vertices count on their own
+    tables = [generate_particles(200.0, np.random.default_rng(seed), 50.0) for seed in (1, 2)]
+    sigma = sim_vs_real.vertex_sigma_z(tables)
+    assert abs(sigma["per_vertex_mm"] / 50.0 - 1) < 0.15
+    assert sigma["n_vertices"] == sum(sim_vs_real.vertex_sigma_z([t])["n_vertices"]
+                                      for t in tables)
 
 
 def test_benchmark_quick_run(trackml_dir: Path, tmp_path: Path) -> None:
