@@ -182,3 +182,37 @@ def test_benchmark_bad_option_is_one_line(capsys) -> None:
         sim_vs_real.main(["--json", "x.json", "--vertex-sigma-z", "-3"])
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and "\n" not in err and "--vertex-sigma-z" in err
+
+
+def test_tracks_are_scored_on_their_pixel_projection() -> None:
+    from types import SimpleNamespace
+
+    from sim_vs_real_models import projected_evaluation, projected_truth, record_of
+
+    from trkx.tracks.metrics import overall_summary
+
+    hits, _cells, particles, truth = hand_made_event()
+    a = int(particles["particle_id"][0])
+    strips = pd.DataFrame({"hit_id": np.arange(8, 14), "x": 500.0 + 100 * np.arange(6),
+                           "y": 0.0, "z": 0.0, "volume_id": 13, "layer_id": 4,
+                           "module_id": np.arange(6)})
+    hits = pd.concat([hits, strips], ignore_index=True)
+    truth = pd.concat([truth, pd.DataFrame({"hit_id": strips["hit_id"], "particle_id": a})],
+                      ignore_index=True)
+    projected = projected_truth(hits, truth, particles, (7, 8, 9))
+    assert set(projected["hit_id"]) == {1, 2, 3, 4, 6, 7}
+    row = projected.set_index("hit_id").loc[2]
+    assert (row["tx"], row["ty"], row["tz"]) == (72.0, 0.0, 0.0)    # the hit position
+    pipeline = SimpleNamespace(use_cells=False, signal_pt_min=1.0)
+    record, mask = record_of({"hits": hits, "particles": particles, "truth": truth},
+                             pipeline, (7, 8, 9), 5)
+    np.testing.assert_array_equal(mask, hits["hit_id"].isin(projected["hit_id"]))
+    assert int(record.signal_hit.sum()) == 4                       # A's 4 pixel hits
+    # A's 4 pixel and 7 strip hits in one track: A is found on the projection, while the
+    # whole track (strip hits count as noise there) has no majority
+    labels = np.where(truth.set_index("hit_id")["particle_id"]
+                      .reindex(hits["hit_id"]).to_numpy() == a, 1, 2)
+    found = overall_summary([projected_evaluation(record, mask, labels, 5)])
+    whole = overall_summary([projected_evaluation(record, np.ones(len(hits), bool), labels, 5)])
+    assert found["n_signal_particles"] == whole["n_signal_particles"] == 1
+    assert found["efficiency"] == 1.0 and whole["efficiency"] == 0.0
