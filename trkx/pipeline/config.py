@@ -13,6 +13,7 @@ work starts; a bad key fails with a message that names it.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -28,7 +29,11 @@ from trkx.config import (
     naming_overrides,
     section,
 )
+from trkx.data.simulate.fitted_spectra import FIT
 
+#: sigma_z (mm) of the later release of the real data (event 21001: 52, the sample event: 56,
+#: spread of their primary-vertex z positions), the second length of the default event mix.
+LATER_RELEASE_SIGMA_Z = 50.0
 STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
 SECTIONS: tuple[str, ...] = ("events", "stages", "tracks", "inference")
 
@@ -38,10 +43,14 @@ class EventPlan:
     """Where the events come from: simulated (default) or existing folders.
 
     With ``simulate`` true, ``train_events + val_events + test_events`` events are simulated at
-    pile-up ``pileup`` from ``seed``; otherwise ``train_dir``, ``val_dir`` and ``test_dir``
-    (TrackML event folders) are used as they are (``TRKX_DATA`` expands in them). All three need
-    truth and particle files (the test events are evaluated) and cells files when the embedding
-    uses cell features: :mod:`trkx.pipeline.preflight` checks them before any step.
+    pile-up ``pileup`` from ``seed``, primary vertices spread by ``vertex_sigma_z`` mm along the
+    beam (``trkx simulate --vertex-sigma-z``; a list is cycled over the event ids). The default
+    alternates the two releases of the real data: the Kaggle training events (5.49 mm, the
+    simulator's fit) and the later release of the sample event and event 21001 (~50 mm).
+    Otherwise ``train_dir``, ``val_dir`` and ``test_dir`` (TrackML event folders) are used as
+    they are (``TRKX_DATA`` expands in them). All three need truth and particle files (the test
+    events are evaluated) and cells files when the embedding uses cell features:
+    :mod:`trkx.pipeline.preflight` checks them before any step.
     """
 
     simulate: bool = True
@@ -51,6 +60,8 @@ class EventPlan:
     pileup: float = 20.0
     seed: int = 1
     workers: int = 1
+    vertex_sigma_z: list[float] | float = field(
+        default_factory=lambda: [FIT["vertex_sigma_z"], LATER_RELEASE_SIGMA_Z])
     train_dir: str | None = None
     val_dir: str | None = None
     test_dir: str | None = None
@@ -62,8 +73,20 @@ class EventPlan:
                     raise ValueError(f"{name} must be at least 1")
             if self.pileup <= 0:
                 raise ValueError("pileup must be positive")
+            value = self.vertex_sigma_z
+            lengths = list(value) if isinstance(value, (list, tuple)) else [value]
+            if not lengths or not all(isinstance(s, (int, float)) and not isinstance(s, bool)
+                                      and math.isfinite(s) and s > 0 for s in lengths):
+                raise ValueError("vertex_sigma_z must be a positive length in mm or a list of "
+                                 f"them, got {value!r}")
         elif not (self.train_dir and self.val_dir and self.test_dir):
             raise ValueError("with simulate: false, train_dir, val_dir and test_dir are needed")
+
+    def sigma_z_arg(self) -> str:
+        """The ``--vertex-sigma-z`` value of ``trkx simulate``, e.g. ``5.49,50.0``."""
+        value = self.vertex_sigma_z
+        return ",".join(str(float(s)) for s in (value if isinstance(value, (list, tuple))
+                                                 else [value]))
 
 
 @dataclass(frozen=True)

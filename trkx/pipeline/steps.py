@@ -54,7 +54,8 @@ def _simulate_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
         steps.append(Step(f"simulate-{split}", "simulate", (
             "simulate", "--out", str(out), "--n-events", str(counts[split]),
             "--seed", str(plan.seed), "--pileup", str(plan.pileup),
-            "--first-event-id", str(FIRST_EVENT_ID[split]), "--workers", str(plan.workers)),
+            "--first-event-id", str(FIRST_EVENT_ID[split]), "--workers", str(plan.workers),
+            "--vertex-sigma-z", plan.sigma_z_arg()),
             out))
     return steps
 

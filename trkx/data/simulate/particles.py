@@ -5,7 +5,10 @@ Generator (distributions fitted to real TrackML tables, :mod:`.fitted_spectra`),
 
 * ``Poisson(mu * prompt_per_mu / E[multiplicity])`` primary vertices at ``(N(0, s_xy),
   N(0, s_xy), N(0, s_z))``, each with a particle multiplicity drawn from the real per-vertex
-  table (so the mean prompt count is the real one, scaled by ``mu / 200``);
+  table (so the mean prompt count is the real one, scaled by ``mu / 200``); ``s_z``, the
+  length of the luminous region, is the fitted one (5.49 mm, the Kaggle training release)
+  unless ``vertex_sigma_z`` is given (the later release of the challenge data, to which the
+  real event 21001 and the sample event belong, has ``s_z`` ~ 50 mm);
 * prompt particles: ``log10 pT`` and ``eta`` from their real quantile tables, ``phi`` uniform,
   charge +-1 with the real share;
 * displaced (secondary) particles, ``displaced_per_prompt`` times as many: production point
@@ -47,15 +50,20 @@ MASSES = {211: 0.13957, 321: 0.49368, 2212: 0.93827, 11: 0.000511, 13: 0.10566}
 PION_MASS = MASSES[211]
 
 
-def generate_particles(mu: float, rng: np.random.Generator) -> pd.DataFrame:
-    """A particles table (no ``nhits`` yet) for pile-up ``mu`` (see module docstring)."""
+def generate_particles(mu: float, rng: np.random.Generator,
+                       vertex_sigma_z: float | None = None) -> pd.DataFrame:
+    """A particles table (no ``nhits`` yet) for pile-up ``mu`` (see module docstring), primary
+    vertices spread by ``N(0, vertex_sigma_z)`` mm along the beam (None: the fitted value)."""
+    sigma_z = FIT["vertex_sigma_z"] if vertex_sigma_z is None else float(vertex_sigma_z)
+    if not (np.isfinite(sigma_z) and sigma_z > 0):
+        raise ValueError(f"vertex_sigma_z must be a positive number of mm, got {vertex_sigma_z}")
     mean_multiplicity = np.trapezoid(FIT["vertex_multiplicity"], QUANTILE_LEVELS)
     n_vertices = max(1, int(rng.poisson(mu * FIT["prompt_per_mu"] / mean_multiplicity)))
     multiplicity = np.maximum(1, np.round(
         sample_quantiles(FIT["vertex_multiplicity"], n_vertices, rng))).astype(np.int64)
     vertex_pos = np.stack([rng.normal(0, FIT["vertex_sigma_xy"], n_vertices),
                            rng.normal(0, FIT["vertex_sigma_xy"], n_vertices),
-                           rng.normal(0, FIT["vertex_sigma_z"], n_vertices)], 1)
+                           rng.normal(0, sigma_z, n_vertices)], 1)
     n_prompt = int(multiplicity.sum())
     vertex_of = np.repeat(np.arange(n_vertices), multiplicity)
     number = np.arange(n_prompt) - np.repeat(np.cumsum(multiplicity) - multiplicity, multiplicity)

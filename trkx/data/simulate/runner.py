@@ -3,12 +3,22 @@
 Event ``i`` (id ``first_event_id + i``, or the source table's id when replaying) draws from
 ``numpy.random.default_rng([seed, event_id])``, so every event is reproducible on its own and
 the output does not depend on ``workers``.
+
+Luminous region. A generated event's primary vertices are spread by ``N(0, sigma_z)`` along
+the beam; given a list ``(s_0, ..., s_{k-1})`` of lengths, event ``id`` takes
+
+    sigma_z(id) = s_{id mod k},
+
+so consecutive ids cycle through the list: any ``k`` consecutive events hold each length
+once (a 20-event training set of ``(5.49, 50)`` has 10 of each), and the choice depends on the
+event id alone, never on ``workers`` or on which events are simulated together. Replayed
+events keep the vertices of their tables.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +37,14 @@ from trkx.parallel import worker_pool
 
 @dataclass(frozen=True)
 class EventJob:
-    """One event to simulate: its id, and either a particle file to replay or a pile-up."""
+    """One event to simulate: its id, and either a particle file to replay or a pile-up and
+    the length ``vertex_sigma_z`` (mm; None: the fitted one) of its luminous region."""
 
     event_id: int
     seed: int
     mu: float
     particles_file: str | None = None
+    vertex_sigma_z: float | None = None
 
 
 def event_rng(seed: int, event_id: int) -> np.random.Generator:
@@ -40,9 +52,25 @@ def event_rng(seed: int, event_id: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(event_id)])
 
 
+def event_sigma_z(sigma_z: Sequence[float], event_id: int) -> float:
+    """The luminous-region length of event ``event_id``: ``sigma_z[event_id mod k]``."""
+    return float(sigma_z[int(event_id) % len(sigma_z)])
+
+
 def plan_jobs(n_events: int | None, seed: int, mu: float = 200.0, first_event_id: int = 1000,
-              particles_from: str | os.PathLike | None = None) -> list[EventJob]:
-    """The events to simulate; replayed events keep their source's event id."""
+              particles_from: str | os.PathLike | None = None,
+              vertex_sigma_z: Sequence[float] | None = None) -> list[EventJob]:
+    """The events to simulate; replayed events keep their source's event id (and their
+    vertices: ``vertex_sigma_z``, one or more lengths in mm cycled over the event ids, is for
+    generated events only)."""
+    if vertex_sigma_z is not None:
+        vertex_sigma_z = [float(s) for s in vertex_sigma_z]
+        if not vertex_sigma_z or not all(np.isfinite(s) and s > 0 for s in vertex_sigma_z):
+            raise ValueError(f"vertex sigma_z must be one or more positive lengths in mm, got "
+                             f"{vertex_sigma_z}")
+        if particles_from is not None:
+            raise ValueError("the vertex sigma_z is for generated events; replayed particle "
+                             "tables keep their own vertices")
     if particles_from is not None:
         sources = particle_sources(particles_from)
         if n_events is not None:
@@ -53,7 +81,9 @@ def plan_jobs(n_events: int | None, seed: int, mu: float = 200.0, first_event_id
         return [EventJob(eid, seed, mu, str(f)) for eid, f in sources]
     if n_events is None or n_events < 0:
         raise ValueError("the number of events must be given and >= 0")
-    return [EventJob(first_event_id + i, seed, mu) for i in range(n_events)]
+    ids = [first_event_id + i for i in range(n_events)]
+    return [EventJob(eid, seed, mu, vertex_sigma_z=None if vertex_sigma_z is None
+                     else event_sigma_z(vertex_sigma_z, eid)) for eid in ids]
 
 
 def run_job(job: EventJob, out_dir: str | os.PathLike,
@@ -65,7 +95,7 @@ def run_job(job: EventJob, out_dir: str | os.PathLike,
         particles = load_particles(job.particles_file)
         end_points = interaction_points(particles)
     else:
-        particles = generate_particles(job.mu, rng)
+        particles = generate_particles(job.mu, rng, job.vertex_sigma_z)
     tables = simulate_event(particles, rng, config, end_points=end_points)
     prefix = Path(out_dir) / f"event{job.event_id:09d}"
     write_event(prefix, **tables)
