@@ -10,10 +10,14 @@ event warms up (kernel and precision choices, allocator), then every event is ti
 building the record (``load``), each stage (``embedding``, ``graph``, ``filter``, ``gnn``,
 ``tracks``) and writing the tracks CSV (``write``); medians over events are reported.
 
-- the *fast* configuration is the pipeline config as given (precision ``auto``, graph backend
+- the *fast* configuration is the pipeline config as given (its precision, graph backend
   ``auto``, ...); the *reference* one is the same models at fp32 with the exact ``kdtree``
   graph. Both are evaluated on the simulated events (double-majority efficiency, fake rate);
   ``efficiency_delta`` = reference - fast;
+- ``bf16_efficiency_delta``: the change of each stage's signal-edge efficiency (embedding and
+  filter graphs, GNN at the builder's cut) and of the track efficiency when the same models run
+  at bf16 instead of fp32 (fp32 - bf16, simulated events); ``bf16_keeps_physics`` says, per
+  stage, whether the change is within 0.002 (the bound for choosing bf16 for that stage);
 - ``graph_recall``: share of the exact (kdtree) graph's edges that the fast backend finds;
 - ``flop_rate_fraction``: each learned stage's dense FLOPs / its median seconds, divided by
   the fp32 GEMM rate measured in the same run (benchmarks/inference_rates.py);
@@ -48,11 +52,8 @@ STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "write")
 LEARNED = ("embedding", "filter", "gnn")
 
 
-def stage_configs(config) -> dict:
-    configs = {name: (config.stage_config_path(plan), plan.overrides)
-               for name, plan in config.stages.items()}
-    configs["tracks"] = (config.stage_config_path(config.tracks), config.tracks.overrides)
-    return configs
+#: Largest efficiency change under bf16 that a stage may show to run at bf16.
+BF16_TOLERANCE = 0.002
 
 
 def edge_keys(edge_index: torch.Tensor, n: int) -> np.ndarray:
@@ -100,6 +101,36 @@ def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
             found = edge_keys(graphs["embedding"].edge_index, n)
             recalls.append(float(np.isin(exact, found).mean()) if len(exact) else 1.0)
     return {"rows": rows, "evaluations": evaluations, "recalls": recalls}
+
+
+def stage_efficiencies(pipeline, prefixes: list[str]) -> dict[str, float]:
+    """Pooled signal-edge efficiency of each stage's graph (GNN: at the builder's cut) and the
+    track efficiency of ``pipeline`` on events with truth."""
+    from trkx.data.detector import load_detector
+    from trkx.embedding.events import event_record
+    from trkx.tracks.building import tracks_frame
+    from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
+    from trkx.tracks.event_truth import truth_from_record
+    from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+
+    detector = load_detector()
+    builder = pipeline.builder
+    gnn_cut = builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut
+    per_stage: dict[str, list] = {stage: [] for stage in LEARNED}
+    evaluations = []
+    for prefix in prefixes:
+        record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min)
+        graphs, labels, _ = pipeline.run(record, edge_labels=True)
+        for stage in LEARNED:
+            metrics = edge_metrics(graphs[stage], gnn_cut if stage == "gnn" else 0.0)
+            if metrics is not None:
+                per_stage[stage].append(metrics)
+        table = tracks_frame(record.hit_id, labels, int(record.event_id))
+        evaluations.append(evaluate_event(truth_from_record(record), table, MetricCuts()))
+    out = {stage: float(pool_edge_metrics(rows)["efficiency"])
+           for stage, rows in per_stage.items() if rows}
+    out["tracks"] = float(overall_summary(evaluations)["efficiency"])
+    return out
 
 
 def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
@@ -166,14 +197,12 @@ def main() -> None:
     args = parser.parse_args()
 
     from trkx.embedding.events import event_prefixes
-    from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import TrainedPipeline
-    from trkx.precision import decisions as precision_decisions
 
-    config = load_pipeline_config(args.config)
-    fast = TrainedPipeline.load(args.checkpoints, stage_configs(config),
-                                config.inference.graph_ops, config.inference.precision)
-    reference = dataclasses.replace(fast, precision="fp32", graph_backend="kdtree")
+    fast = TrainedPipeline.load(args.config, args.checkpoints)
+    reference = TrainedPipeline.load(args.config, args.checkpoints, ["inference.precision=fp32"])
+    reference.embedding_options = dataclasses.replace(reference.embedding_options,
+                                                      backend="kdtree")
     simulated = event_prefixes(args.events)[: args.n_events]
     real = event_prefixes(args.real_events)[: args.n_events] if args.real_events.is_dir() \
         else []
@@ -227,10 +256,16 @@ def main() -> None:
         efficiency_delta=(first["reference"]["physics"]["efficiency"]
                           - first["simulated"]["physics"]["efficiency"]),
         help_seconds=help_seconds(),
-        precision_chosen=precision_decisions())
+        precision=fast.precisions)
+    at = {precision: stage_efficiencies(TrainedPipeline.load(
+        args.config, args.checkpoints, [f"inference.precision={precision}"]), simulated)
+        for precision in ("fp32", "bf16")}
+    figures["bf16_efficiency_delta"] = {k: at["fp32"][k] - at["bf16"][k] for k in at["fp32"]}
+    figures["bf16_keeps_physics"] = {k: abs(v) <= BF16_TOLERANCE
+                                     for k, v in figures["bf16_efficiency_delta"].items()}
     print(json.dumps({k: figures[k] for k in (
         "end_to_end_seconds", "real_end_to_end_seconds", "graph_build_seconds", "graph_recall",
-        "efficiency_delta", "help_seconds", "peak_memory_gb",
+        "efficiency_delta", "bf16_efficiency_delta", "help_seconds", "peak_memory_gb",
         "throughput_events_per_second")}, indent=1))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

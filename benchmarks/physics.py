@@ -62,21 +62,15 @@ def run_pipeline(config: Path, workdir: Path) -> float:
 
 
 def records(workdir: Path, stage: str, split: str = "test") -> list:
-    return [load_record(p) for p in sorted(glob.glob(str(workdir / "graphs" / stage / split
+    return [load_record(p) for p in sorted(glob.glob(str(workdir / "graphs" / split / stage
                                                          / "*.pt")))]
 
 
 def trained_pipeline(config: Path, workdir: Path):
     """The pipeline's trained models and working points, as `trkx infer` loads them."""
-    from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import TrainedPipeline
 
-    plan = load_pipeline_config(config)
-    stage_configs = {name: (plan.stage_config_path(p), p.overrides)
-                     for name, p in plan.stages.items()}
-    stage_configs["tracks"] = (plan.stage_config_path(plan.tracks), plan.tracks.overrides)
-    return TrainedPipeline.load(workdir / "checkpoints", stage_configs,
-                                plan.inference.graph_ops, plan.inference.precision)
+    return TrainedPipeline.load(config, workdir / "checkpoints")
 
 
 def gnn_cut(pipeline) -> float:
