@@ -15,14 +15,7 @@ from trkx.embedding.events import event_record
 from trkx.embedding.labels import graph_metrics, label_edges
 from trkx.embedding.module import EmbeddingModule
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids oversubscription on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -39,13 +39,7 @@ def _geometric_graph(record: Data, keep_hits: np.ndarray) -> Data:
     return sub
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids oversubscription on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -18,15 +18,7 @@ from trkx.gnn.module import GNNModule
 
 from .gnn_records import graph_record
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny graphs gain nothing from threads, and on the shared CPU OpenMP threads of several
-    jobs oversubscribe the cores (measured: 10x slower steps with 2 threads under load)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_weighted_auc_equals_pair_count() -> None:
