@@ -23,6 +23,7 @@ def sample_record(sample_prefix: Path) -> Data:
     return event_record(str(sample_prefix), load_detector(), use_cells=True, signal_pt_min=1.0)
 
 
+@pytest.mark.slow
 def test_loss_decreases_and_graph_improves(sample_record: Data) -> None:
     torch.manual_seed(0)
     module = EmbeddingModule(in_features=sample_record.x.shape[1], hidden=64, layers=2,
@@ -67,6 +68,7 @@ def test_edge_labels_on_a_hand_made_event() -> None:
     assert metrics["edges_per_hit"] == 1.0
 
 
+@pytest.mark.slow
 def test_cli_train_then_infer(sample_prefix: Path, tmp_path: Path) -> None:
     from trkx.cli import main
 

@@ -40,6 +40,7 @@ def tiny_config(tmp_path: Path) -> Path:
 # ``tiny_run`` (tests/conftest.py): ``trkx run`` of tiny_config, once per session.
 
 
+@pytest.mark.slow
 def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
     _, workdir = tiny_run
     embedding = load_checkpoint(workdir / "checkpoints" / "embedding.pt", "embedding")
@@ -76,6 +77,7 @@ def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
     assert set(summary["seconds_per_stage"]) >= {"simulate", "embedding", "filter", "gnn"}
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
                                      capsys: pytest.CaptureFixture) -> None:
     config, workdir = tiny_run
@@ -91,6 +93,7 @@ def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
     assert f"[15/15] evaluate: trkx evaluate --tracks {workdir / 'tracks'}" in out
 
 
+@pytest.mark.slow
 def test_infer_on_events_without_cells_or_truth(tiny_run: tuple[Path, Path],
                                                 tmp_path: Path) -> None:
     config, workdir = tiny_run

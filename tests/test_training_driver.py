@@ -18,7 +18,7 @@ from .gnn_records import graph_record
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gnn.yaml"
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # every test trains
 
 
 @pytest.fixture(scope="module")
