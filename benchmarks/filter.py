@@ -1,7 +1,7 @@
 """Benchmark of the edge filter on simulated events, with per-stage efficiency and purity.
 
     python benchmarks/filter.py --embedding-checkpoint runs/embedding.pt \
-        [--checkpoint runs/filter.pt] [--config configs/filter.yaml] \
+        [--checkpoint runs/filter.pt] [--config configs/filter.yaml] [--set KEY=VALUE ...] \
         [--test-events data/sim/test] --out runs/bench/filter --json PATH
 
 The test events (TrackML CSV, simulated, disjoint from training) go through the embedding
@@ -9,9 +9,13 @@ stage, then the filter. Reported: the share of the signal edges that survived th
 which the filter keeps (``signal_edge_efficiency``), the share of the embedding's fake edges
 (edges not joining two hits of one particle) it removes (``fake_edge_rejection``), filter
 inference seconds per event (edge features + MLP, chunked), and per stage (embedding, filter)
-the signal edge efficiency against the truth graph, purity and edges per hit. Without
---checkpoint the filter is trained with its config first (its ``data.events`` must hold the
-embedding stage's records of the training events: `trkx infer embedding ...`).
+the signal edge efficiency against the truth graph, purity and edges per hit. The embedding
+working point is --embedding-config's ``graph`` section (null: the checkpoint's); the filter's
+cut and chunk size are --config's ``inference`` section (null cut: the checkpoint's working
+point), unless --score-cut. Without --checkpoint the filter is first trained as by
+``trkx train filter --config CONFIG --set ... --checkpoint OUT/filter.pt`` (its
+``data.train_dir`` must hold the embedding stage's records of the training events:
+``trkx infer embedding ...``).
 """
 
 from __future__ import annotations
@@ -31,10 +35,14 @@ sys.path.insert(0, str(REPO))
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trkx.stage_tools import add_set_argument, overrides_of
+
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=str(REPO / "configs" / "filter.yaml"))
-    parser.add_argument("--checkpoint", default=None, help="trained filter")
+    parser.add_argument("--config", default=str(REPO / "configs" / "filter.yaml"),
+                        help="filter stage YAML (training without --checkpoint; its "
+                             "'inference' section sets the cut)")
+    parser.add_argument("--checkpoint", default=None, help="trained filter (default: train one)")
     parser.add_argument("--embedding-checkpoint", required=True)
     parser.add_argument("--embedding-config", default=str(REPO / "configs" / "embedding.yaml"),
                         help="its 'graph' section sets the embedding working point")
@@ -42,44 +50,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--score-cut", type=float, default=None)
     parser.add_argument("--out", default=str(REPO / "runs" / "bench" / "filter"))
     parser.add_argument("--json", default=None)
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    add_set_argument(parser, "trainer.max_steps=500")
     args = parser.parse_args(argv)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
+    from benchmarks.stage_models import embedding_point, trained_events, trained_model
+    from trkx.config import instantiate, section
     from trkx.embedding import cli as embedding_cli
+    from trkx.embedding.checkpoint import load_model as load_embedding
     from trkx.embedding.events import load_records
     from trkx.embedding.inference import embedding_graph
     from trkx.embedding.labels import graph_metrics
     from trkx.filter import cli as filter_cli
+    from trkx.filter.checkpoint import FilterInference
     from trkx.filter.inference import apply_cut, score_edges
     from trkx.filter.module import filter_metrics
+    from trkx.stage_tools import stage_config
 
-    checkpoint = args.checkpoint
-    if checkpoint is None:
-        checkpoint = str(out_dir / "filter.pt")
-        filter_cli.train(argparse.Namespace(config=args.config, overrides=args.overrides,
-                                            checkpoint=checkpoint))
-    network, hp, extra = filter_cli.load_network(checkpoint)
-    cut = args.score_cut if args.score_cut is not None else hp["score_cut"]
-    embedder, ehp, _ = embedding_cli.load_network(args.embedding_checkpoint)
-    from trkx.config import load_config
-
-    graph_options = load_config(args.embedding_config).get("graph") or {}
-    radius = next(v for v in (graph_options.get("radius"), ehp["radius"]) if v is not None)
-    k = next(v for v in (graph_options.get("max_neighbours"), ehp["max_neighbours"])
-             if v is not None)
+    network, stored, config = trained_model(filter_cli, args.config, overrides_of(args),
+                                            args.checkpoint, out_dir)
+    options = instantiate(FilterInference, section(config, "inference", args.config),
+                          f"{args.config}: inference")
+    cut = args.score_cut if args.score_cut is not None else options.cut(stored)
+    embedder, embedding = load_embedding(args.embedding_checkpoint)
+    point = embedding_point(stage_config(args.embedding_config, [], embedding_cli),
+                            args.embedding_config, embedding)
+    radius, k = point.radius, point.max_neighbours
     print(f"embedding working point: radius {radius}, max_neighbours {k}")
-    print(f"filter training: {extra.get('train_events')} events, config {json.dumps(hp)}")
+    print(f"filter {stored.path}: trained on {trained_events(stored)} events, working point "
+          f"{stored.working_point}, model {json.dumps(stored.config.get('model'))}")
 
-    records = load_records(args.test_events, use_cells=bool(hp["cell_agreement"]))
+    records = load_records(args.test_events, use_cells=point.use_cells,
+                           signal_pt_min=point.signal_pt_min)
     totals = {"signal_kept": 0, "signal_in": 0, "fake_removed": 0, "fake_in": 0}
     stages: dict[str, list[dict]] = {"embedding": [], "filter": []}
     seconds, all_scores, all_signal, all_fake = [], [], [], []
     for record in records:
         graph = embedding_graph(embedder, record, radius, k, "kdtree")
         start = time.perf_counter()
-        scores = score_edges(network, graph, hp["chunk_size"])
+        scores = score_edges(network, graph, options.chunk_size)
         filtered = apply_cut(graph, scores, cut)
         seconds.append(time.perf_counter() - start)
         m = filter_metrics(graph, scores, cut)
@@ -108,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         "score_cut": cut, "cut_for_99pct_signal": cut_99,
         "rejection_at_99pct_signal": float((scores[fake] < cut_99).mean()) if fake.any()
         else float("nan"),
-        "train_events": extra.get("train_events"), "test_events": len(records),
-        "training_config": hp,
+        "train_events": trained_events(stored), "test_events": len(records),
+        "working_point": stored.working_point, "training_config": stored.config,
         "stages": {name: {key: float(np.mean([m[key] for m in rows])) for key in rows[0]}
                    for name, rows in stages.items() if rows},
     }

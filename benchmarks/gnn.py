@@ -15,8 +15,13 @@ wall time at ``--threads``.
    hidden-128, 8-iteration model need ~20 GB, more than this shared machine has);
 3. inference seconds per event (fp32, and bf16 autocast), the FLOP count per event and the
    achieved fraction of the dense fp32/bf16 matmul rate measured in the same run;
-4. with ``--records DIR`` of filter-stage records (edge_index, y, signal) and a trained
-   ``--checkpoint``: signal edge efficiency and edge purity at the checkpoint's cut.
+4. with ``--records DIR`` of filter-stage records (edge_index, y, signal; ``pos`` and the
+   filter's ``scores`` for a model with edge inputs) and a trained ``--checkpoint``: signal
+   edge efficiency and edge purity at the checkpoint's cut (its working point ``edge_cut``).
+
+A ``--checkpoint`` whose model takes edge inputs (``model.edge_features``, the default of
+configs/gnn.yaml) is timed with the stand-in graph's edge geometry and a filter score of 1; the
+PyG ``MessagePassing`` reference takes no edge inputs, so part 2 is left out for such a model.
 
 Until filtered MU=200 graphs exist the graph is a realistic-size stand-in: the hits of one real
 TrackML event (kaggle_hits, ~110k hits) joined to their ``--knn`` nearest neighbours in space,
@@ -46,7 +51,7 @@ sys.path.insert(0, str(REPO))
 from trkx.data.detector import load_detector
 from trkx.data.features import hit_features
 from trkx.data.io import read_part
-from trkx.gnn.checkpoint import load_gnn_checkpoint
+from trkx.gnn.checkpoint import load_model
 from trkx.gnn.inference import score_edges
 from trkx.gnn.metrics import edge_metrics, edge_weights
 from trkx.gnn.model import InteractionGNN
@@ -70,8 +75,10 @@ def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, 
     return best
 
 
-def knn_graph_from_hits(hits_file: Path, knn: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Node features and inner -> outer edges to the ``knn`` nearest hits (3D, mm)."""
+def knn_graph_from_hits(hits_file: Path, knn: int,
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Node features, positions (r, phi, z) and inner -> outer edges to the ``knn`` nearest
+    hits (3D, mm)."""
     hits = read_part(hits_file, "hits")
     x, _ = hit_features(hits, None, load_detector(), use_cells=False)
     xyz = hits[["x", "y", "z"]].to_numpy(np.float64)
@@ -82,7 +89,25 @@ def knn_graph_from_hits(hits_file: Path, knn: int) -> tuple[torch.Tensor, torch.
     inner = np.where(r[src] <= r[dst], src, dst)
     outer = np.where(r[src] <= r[dst], dst, src)
     pairs = np.unique(np.stack([inner, outer]), axis=1)
-    return torch.from_numpy(np.asarray(x, np.float32)), torch.from_numpy(pairs.astype(np.int64))
+    pos = np.stack([r, np.arctan2(xyz[:, 1], xyz[:, 0]), xyz[:, 2]], axis=1)
+    return (torch.from_numpy(np.asarray(x, np.float32)), torch.from_numpy(pos.astype(np.float32)),
+            torch.from_numpy(pairs.astype(np.int64)))
+
+
+def standin_edge_inputs(model: InteractionGNN, pos: torch.Tensor,
+                        edge_index: torch.Tensor) -> torch.Tensor | None:
+    """The edge inputs of a model that takes them: the edges' geometry and, in place of the
+    filter's score, 1 (None for a model without edge inputs)."""
+    from trkx.filter.features import edge_geometry
+    from trkx.gnn.edge_inputs import EDGE_INPUT_FEATURES
+
+    if not model.edge_features:
+        return None
+    if model.edge_features != EDGE_INPUT_FEATURES:
+        raise SystemExit(f"the model takes {model.edge_features} edge inputs, not "
+                         f"{EDGE_INPUT_FEATURES}")
+    geometry = edge_geometry(pos, edge_index)
+    return torch.cat([geometry, geometry.new_ones(len(geometry), 1)], dim=1)
 
 
 def matmul_fn(dtype: torch.dtype, size: int = 2048) -> Callable[[], object]:
@@ -178,13 +203,15 @@ def model_timings(model: InteractionGNN, x: torch.Tensor, edge_index: torch.Tens
 
 def physics_metrics(model: InteractionGNN, cut: float, records: Path) -> dict[str, float]:
     """Signal edge efficiency and purity pooled over the records of ``records``."""
+    from trkx.data.record import load_record
+    from trkx.gnn.edge_inputs import model_edge_inputs
+
     scores, ys, signals = [], [], []
     for path in record_paths(records):
-        data = torch.load(path, weights_only=True)
-        from torch_geometric.data import Data
-        data = Data(**{k: v for k, v in data.items() if k != "feature_names"})
+        data = load_record(path)
         check_graph_record(data, str(path))
-        scores.append(score_edges(model, data.x, data.edge_index.long(), "csr"))
+        scores.append(score_edges(model, data.x, data.edge_index.long(), "csr",
+                                  edge_attr=model_edge_inputs(model, data, str(path))))
         ys.append(data.y.bool())
         signals.append(data.signal.bool())
     y, signal, score = torch.cat(ys), torch.cat(signals), torch.cat(scores)
@@ -219,15 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
 
     start = time.perf_counter()
-    x, edge_index = knn_graph_from_hits(args.hits, args.knn)
+    x, pos, edge_index = knn_graph_from_hits(args.hits, args.knn)
     num_nodes, num_edges = x.shape[0], edge_index.shape[1]
     print(f"graph: {num_nodes} nodes, {num_edges} edges from {args.hits.name} "
           f"(kNN k={args.knn}) in {time.perf_counter() - start:.1f} s; threads {args.threads}, "
           f"load {os.getloadavg()[0]:.1f}")
     cut, padded = 0.5, False
     if args.checkpoint:
-        model, module_config = load_gnn_checkpoint(args.checkpoint)
-        cut = float(module_config.get("edge_cut", cut))
+        model, stored = load_model(args.checkpoint)
+        cut = float(stored.working_point.get("edge_cut", cut))
         if model.node_features != x.shape[1]:
             # kaggle_hits has no cells: zero columns keep the shapes (timing only)
             x = torch.cat([x, x.new_zeros(num_nodes, model.node_features - x.shape[1])], 1)
@@ -243,21 +270,25 @@ def main(argv: list[str] | None = None) -> int:
         "n_graph_iters": model.n_graph_iters, "threads": args.threads,
         "compare_threads": args.compare_threads,
         "node_side_projection": model.node_side_projection,
-        "features_zero_padded": padded,
+        "features_zero_padded": padded, "edge_features": model.edge_features,
         "load_average_1min": os.getloadavg()[0],
     }
+    edge_attr = standin_edge_inputs(model, pos, edge_index)
     torch.set_num_threads(args.compare_threads)
     agg = aggregation_timings(edge_index, num_nodes, model.hidden, args.repeats)
     train_x, train_edges = sector(x, edge_index, args.train_fraction)
     figures["train_step_graph"] = {"num_nodes": train_x.shape[0],
                                    "num_edges": train_edges.shape[1]}
-    whole = model_timings(model, x, edge_index, train_x, train_edges, args.repeats)
+    whole = {} if model.edge_features else model_timings(model, x, edge_index, train_x,
+                                                         train_edges, args.repeats)
     for key, value in {**agg, **whole}.items():
         figures[f"{key}_s"] = value["cpu"]
         figures[f"{key}_wall_s"] = value["wall"]
         print(f"  {key:32s} cpu {value['cpu']:8.3f} s   wall {value['wall']:8.3f} s")
 
-    def ratio(slow: str, fast: str) -> float:
+    def ratio(slow: str, fast: str) -> float | None:
+        if f"{slow}_s" not in figures:      # part 2, left out for a model with edge inputs
+            return None
         return figures[f"{slow}_s"] / figures[f"{fast}_s"]
 
     figures["spmm_vs_messagepassing_speedup"] = ratio("aggregate_pyg_messagepassing",
@@ -272,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         model.hidden * num_edges)
     figures["flops_per_event"] = flops
     timed = interleaved({
-        "inference_fp32": lambda: score_edges(model, x, edge_index, "csr"),
-        "inference_bf16": lambda: score_edges(model, x, edge_index, "csr", precision="bf16"),
+        "inference_fp32": lambda: score_edges(model, x, edge_index, "csr",
+                                              edge_attr=edge_attr),
+        "inference_bf16": lambda: score_edges(model, x, edge_index, "csr", precision="bf16",
+                                              edge_attr=edge_attr),
         "matmul_fp32": matmul_fn(torch.float32),
         "matmul_bf16": matmul_fn(torch.bfloat16),
     }, args.repeats)

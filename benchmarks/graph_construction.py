@@ -2,11 +2,14 @@
 inference timing on full-size hit clouds.
 
     python benchmarks/graph_construction.py [--checkpoint runs/embedding.pt] \
-        [--config configs/embedding.yaml] [--test-events data/sim/test] \
+        [--config configs/embedding.yaml] [--set KEY=VALUE ...] [--test-events data/sim/test] \
         [--timing-events $TRKX_DATA/kaggle_hits] --out runs/bench/embedding --json PATH
 
-Without --checkpoint the stage is first trained with the config. Quality (signal edge efficiency,
-edges per hit, purity) is measured on --test-events (simulated, disjoint from training).
+Without --checkpoint the stage is first trained as by ``trkx train embedding --config CONFIG
+--set ... --checkpoint OUT/embedding.pt``. The working point: --radius / --max-neighbours, else
+the config's ``graph`` section, else the checkpoint's (as ``trkx infer embedding``). Quality
+(signal edge efficiency, edges per hit, purity) is measured on --test-events (simulated,
+disjoint from training).
 Timing: one event of --test-events, a --timing-hits subsample of it (real TrackML events have
 ~110k hits; the simulator makes more) and, for a position-only model, the first real hit cloud
 of --timing-events (no cells there). Every search candidate (SEARCH_CANDIDATES: the compiled
@@ -183,6 +186,8 @@ def quality(network, records, radius: float, k: int, out_dir: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trkx.stage_tools import add_set_argument, overrides_of
+
     data_root = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -208,8 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out the exact N^2 FAISS flat scan; one repeat")
     parser.add_argument("--out", default=str(REPO / "runs" / "bench" / "embedding"))
     parser.add_argument("--json", default=None)
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="config overrides for training without --checkpoint")
+    add_set_argument(parser, "trainer.max_steps=500")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads or min(torch.get_num_threads(), os.cpu_count() or 1))
     workers = args.threads or -1
@@ -219,28 +223,21 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
+    from benchmarks.stage_models import embedding_point, trained_events, trained_model
     from trkx.embedding import cli as stage_cli
     from trkx.embedding.events import event_prefixes, event_record, load_records
 
-    checkpoint = args.checkpoint
-    if checkpoint is None:
-        checkpoint = str(out_dir / "embedding.pt")
-        stage_cli.train(argparse.Namespace(config=args.config, overrides=args.overrides,
-                                           checkpoint=checkpoint))
-    network, hp, extra = stage_cli.load_network(checkpoint)
-    from trkx.config import apply_overrides, load_config
-
-    graph = apply_overrides(load_config(args.config), args.overrides).get("graph") or {}
-    # Working point: command line, else the config's inference section, else the model's.
-    radius = next(v for v in (args.radius, graph.get("radius"), hp["radius"]) if v is not None)
-    k = next(v for v in (args.max_neighbours, graph.get("max_neighbours"), hp["max_neighbours"])
-             if v is not None)
-    use_cells = bool(extra.get("use_cells", False))
-    print(f"training: {extra.get('train_events')} events, config {json.dumps(hp)}")
+    network, stored, config = trained_model(stage_cli, args.config, overrides_of(args),
+                                            args.checkpoint, out_dir)
+    point = embedding_point(config, args.config, stored, args.radius, args.max_neighbours)
+    radius, k = point.radius, point.max_neighbours
+    print(f"{stored.path}: trained on {trained_events(stored)} events, model "
+          f"{json.dumps(stored.config.get('model'))}")
     print(f"working point: radius {radius}, max_neighbours {k}")
 
-    records = load_records(args.test_events, use_cells=use_cells)
-    result = {"train_events": extra.get("train_events"), "training_config": hp,
+    records = load_records(args.test_events, use_cells=point.use_cells,
+                           signal_pt_min=point.signal_pt_min)
+    result = {"train_events": trained_events(stored), "training_config": stored.config,
               "radius": radius, "max_neighbours": k}
     result.update(quality(network, records, radius, k, out_dir))
     print(f"quality on {len(records)} test events: signal edge efficiency "
@@ -255,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                               f"simulated, {args.timing_hits:,d}-hit subsample", workers,
                               args.quick))
     real = event_prefixes(args.timing_events) if Path(args.timing_events).is_dir() else []
-    if real and hp["in_features"] <= 3:  # real full-size hit files have no cells
+    if real and stored.constructor["in_features"] <= 3:  # real full-size hit files have no cells
         from trkx.data.detector import load_detector
 
         record = event_record(real[0], load_detector(), False, 1.0)

@@ -1,9 +1,10 @@
-"""Shared fixtures: the real TrackML data folder (tests skip clearly when it is absent), and one
-tiny trained pipeline per session."""
+"""Shared fixtures: the real TrackML data folder (tests skip clearly when it is absent), one
+torch thread for a test, and one tiny trained pipeline per session."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,20 @@ def trackml_dir() -> Path:
 @pytest.fixture(scope="session")
 def sample_prefix(trackml_dir: Path) -> Path:
     return trackml_dir / "sample_event" / "event000000001"
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One torch intra-op thread during the test, the previous count restored after. Tiny
+    graphs gain nothing from threads, and on the shared CPU OpenMP threads of several jobs
+    oversubscribe the cores (measured: 10x slower steps with 2 threads under load). A module
+    takes it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,7 @@ def test_missing_event_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFi
     assert err.startswith("trkx info: error:") and "event000000001-hits.csv" in err
 
 
+@pytest.mark.subprocess
 def test_console_entry_point_and_demo(sample_prefix: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "trkx", "demo", "--event", str(sample_prefix)],
                             capture_output=True, text=True, timeout=120)
@@ -58,6 +59,7 @@ def test_console_entry_point_and_demo(sample_prefix: Path) -> None:
     assert "truth-graph components   1.0000" in result.stdout
 
 
+@pytest.mark.subprocess
 def test_help_imports_no_heavy_package() -> None:
     """Every command registers without torch, Lightning, pandas or FAISS: `trkx --help` is fast."""
     code = ("import sys; from trkx.cli import build_parser; build_parser(); "

@@ -117,6 +117,7 @@ def test_debug_shows_the_traceback(monkeypatch) -> None:
         train_gnn("model.hiden=8")
 
 
+@pytest.mark.subprocess
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "trkx", "simulate", "--out", str(tmp_path), "--n-events", "50",

@@ -20,6 +20,7 @@ from trkx.gnn.local_ops import CsrGraphOps
 
 TOLERANCE = 1e-10
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.subprocess    # every test runs its ranks in their own processes
 
 
 def free_port() -> int:

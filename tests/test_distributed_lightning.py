@@ -18,6 +18,7 @@ from tests.distributed_reference import load_events, single_process, write_event
 
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCE = 1e-10
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]   # Lightning training in gloo ranks
 
 
 def free_port() -> int:

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from torch_geometric.data import Data
@@ -94,6 +95,8 @@ def assert_same_weights(got: dict, expected: dict, what: str) -> None:
         assert torch.allclose(got[name], value, rtol=1e-5, atol=1e-7), (what, name)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_torchrun_trains_validates_and_resumes_like_one_process(tmp_path: Path) -> None:
     """k steps on 2 ranks = k steps on one process (weights, whole-event validation figures);
     then the same run resumed to 2k steps = 2k steps on one process from scratch (k = 2)."""
@@ -130,6 +133,8 @@ def test_torchrun_trains_validates_and_resumes_like_one_process(tmp_path: Path) 
     assert_same_weights(resumed.state_dict, whole.state_dict, "best weights after resume")
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_max_time_stops_every_rank_with_a_resumable_checkpoint(tmp_path: Path) -> None:
     events = tmp_path / "events"
     write_events(events)
@@ -155,6 +160,8 @@ def rank_of(pid: int) -> int | None:
     return None
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_stopped_rank_ends_the_job_within_the_timeout(tmp_path: Path) -> None:
     """SIGSTOP one rank mid-training: the other prints one line naming distributed.timeout_s
     within the timeout (torchrun then takes its own 30 s SIGTERM grace before SIGKILL of a

@@ -16,14 +16,7 @@ from trkx.embedding.labels import graph_metrics, label_edges
 from trkx.embedding.model import EmbeddingMLP
 from trkx.embedding.module import EmbeddingModule
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids oversubscription on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +24,7 @@ def sample_record(sample_prefix: Path) -> Data:
     return event_record(str(sample_prefix), load_detector(), use_cells=True, signal_pt_min=1.0)
 
 
+@pytest.mark.slow
 def test_loss_decreases_and_graph_improves(sample_record: Data) -> None:
     torch.manual_seed(0)
     module = EmbeddingModule(EmbeddingMLP(sample_record.x.shape[1], hidden=64, layers=2),
@@ -75,6 +69,7 @@ def test_edge_labels_on_a_hand_made_event() -> None:
     assert metrics["edges_per_hit"] == 1.0
 
 
+@pytest.mark.slow
 def test_cli_train_then_infer(sample_prefix: Path, tmp_path: Path) -> None:
     from trkx.cli import main
 

@@ -146,6 +146,7 @@ def test_evaluate_reads_trackml_csv_events(tmp_path, sample_prefix):
     assert overall["efficiency"] == 1.0 and overall["fake_rate"] == 0.0
 
 
+@pytest.mark.subprocess
 def test_notebook_runs_headless_on_the_evaluate_output(evaluated, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

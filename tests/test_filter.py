@@ -39,13 +39,7 @@ def _geometric_graph(record: Data, keep_hits: np.ndarray) -> Data:
     return sub
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids oversubscription on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +58,7 @@ def tiny_event(sample_record: Data) -> Data:
     return _geometric_graph(sample_record, hits)
 
 
+@pytest.mark.slow
 def test_overfits_a_tiny_event(tiny_event: Data) -> None:
     true = tiny_event.y  # the default target: truth-graph edges, what the GNN learns next
     assert 20 < int(true.sum()) < true.numel() - 20  # both classes present
@@ -118,6 +113,7 @@ def test_works_without_cell_features(tiny_event: Data) -> None:
         score_edges(FilterMLP(3, cell_agreement=True), plain)
 
 
+@pytest.mark.slow
 def test_cli_round_trip(tiny_event: Data, tmp_path: Path) -> None:
     from trkx.cli import main
 

@@ -9,15 +9,7 @@ from trkx.gnn.graph_ops import GraphOps
 from trkx.gnn.local_ops import CsrGraphOps, ScatterGraphOps, transposed_incidence_csr
 from trkx.gnn.ops_factory import KernelChooser, build_graph_ops
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny graphs gain nothing from threads, and on the shared CPU OpenMP threads of several
-    jobs oversubscribe the cores (measured: 10x slower steps with 2 threads under load)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_graph(num_nodes: int, num_edges: int, seed: int) -> torch.Tensor:

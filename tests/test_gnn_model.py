@@ -9,15 +9,7 @@ from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import build_graph_ops
 from trkx.gnn.pyg_reference import PygInteractionGNN
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny graphs gain nothing from threads, and on the shared CPU OpenMP threads of several
-    jobs oversubscribe the cores (measured: 10x slower steps with 2 threads under load)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("kind", ["csr", "scatter"])

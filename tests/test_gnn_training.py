@@ -18,15 +18,7 @@ from trkx.gnn.module import GNNModule
 
 from .gnn_records import graph_record
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny graphs gain nothing from threads, and on the shared CPU OpenMP threads of several
-    jobs oversubscribe the cores (measured: 10x slower steps with 2 threads under load)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_weighted_auc_equals_pair_count() -> None:
@@ -57,6 +49,7 @@ def test_edge_metrics_and_weights() -> None:
     assert weighted_bce(logits, y, weights).item() == pytest.approx(expected.item(), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_overfits_a_tiny_real_event(sample_prefix: Path) -> None:
     record = graph_record(sample_prefix, (-0.4, 0.4), fakes_per_true=2.0, seed=0)
     assert int(record.signal.sum()) > 20 and int(record.y.sum()) > 200
@@ -79,6 +72,7 @@ def test_overfits_a_tiny_real_event(sample_prefix: Path) -> None:
     assert metrics.efficiency > 0.98 and metrics.purity > 0.97 and metrics.auc > 0.995
 
 
+@pytest.mark.slow
 def test_cli_train_then_infer(sample_prefix: Path, tmp_path: Path) -> None:
     train_dir, val_dir, out_dir = tmp_path / "train", tmp_path / "val", tmp_path / "scored"
     for i, phi in enumerate([(-3.2, -1.6), (-1.6, 0.0), (0.0, 1.6)]):

@@ -14,6 +14,8 @@ import torch
 
 from trkx.cli import main as trkx_main
 
+pytestmark = pytest.mark.slow    # the session's tiny_run trains a pipeline
+
 
 @pytest.fixture(scope="module")
 def events(tiny_run: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -43,6 +45,7 @@ def infer(tiny_run: tuple[Path, Path], events: Path, out: Path, *extra: str) -> 
                       *extra[2:]])
 
 
+@pytest.mark.subprocess
 def test_workers_write_the_tracks_of_the_single_process_loop(
         tiny_run: tuple[Path, Path], events: Path, tmp_path: Path, threads,
         capsys: pytest.CaptureFixture) -> None:
@@ -80,6 +83,7 @@ def test_workers_below_one_is_one_line(tiny_run: tuple[Path, Path], events: Path
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.subprocess
 def test_a_bad_event_in_a_worker_is_one_line_and_leaves_no_partial_file(
         tiny_run: tuple[Path, Path], events: Path, tmp_path: Path, threads,
         capsys: pytest.CaptureFixture) -> None:

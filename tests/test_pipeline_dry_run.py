@@ -142,6 +142,7 @@ def test_dry_run_catches_a_typo_in_a_stage_override(tmp_path: Path, capsys) -> N
     assert not workdir.exists()
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="needs Linux pipe sizes")
 def test_dry_run_into_a_reader_that_stops_after_one_line(tmp_path: Path) -> None:
     """`trkx run ... --dry-run | head -1`: the plan (over 20 kB with a long workdir path) does

@@ -42,6 +42,7 @@ def tiny_config(tmp_path: Path) -> Path:
 # ``tiny_run`` (tests/conftest.py): ``trkx run`` of tiny_config, once per session.
 
 
+@pytest.mark.slow
 def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
     _, workdir = tiny_run
     embedding = load_checkpoint(workdir / "checkpoints" / "embedding.pt", "embedding")
@@ -83,6 +84,7 @@ def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
                for stage in ("embedding", "filter", "gnn"))
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
                                      capsys: pytest.CaptureFixture) -> None:
     config, workdir = tiny_run
@@ -102,6 +104,7 @@ def gnn_scores(workdir: Path) -> torch.Tensor:
     return load_record(workdir / "graphs" / "test" / "gnn" / "event000300000.pt").scores
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_infer_gives_the_tracks_of_run(tiny_run: tuple[Path, Path], tmp_path: Path,
                                        precision: str) -> None:

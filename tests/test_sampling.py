@@ -21,13 +21,7 @@ from trkx.gnn.sampling.sampler import (
     target_matrix,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_graph(seed: int, num_nodes: int, num_edges: int) -> Data:

@@ -30,6 +30,7 @@ def folders(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "train", tmp_path / "val"
 
 
+@pytest.mark.slow
 def test_train_gnn_with_sampling_section(folders, tmp_path: Path) -> None:
     torch.set_num_threads(1)
     train_dir, val_dir = folders

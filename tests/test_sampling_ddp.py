@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.sampling_ddp import SAMPLING, SEED, STEPS, events, make_module
@@ -16,6 +17,8 @@ from trkx.gnn.sampling.datamodule import SampledMinibatches
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_ddp_gradients_equal_one_process(tmp_path: Path) -> None:
     with socket.socket() as s:       # its own port: two DDP runs in one process would collide
         s.bind(("127.0.0.1", 0))

@@ -14,13 +14,7 @@ from trkx.gnn.sampling.sampler import sample_subgraphs
 
 from .test_sampling import random_graph
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def scores(model: InteractionGNN, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:

@@ -91,6 +91,7 @@ def test_truth_weights_nhits_and_noise(small_event):
     assert 0.10 < noise < 0.25
 
 
+@pytest.mark.subprocess
 def test_cli_writes_events_that_pass_validation(tmp_path, capsys):
     out = tmp_path / "sim"
     code = trkx_main(["simulate", "--out", str(out), "--events", "2", "--seed", "4",

@@ -62,6 +62,7 @@ def test_the_rule(monkeypatch) -> None:
     assert choose_threads(1) == 1                      # the flag beats the environment
 
 
+@pytest.mark.subprocess
 def test_torch_gets_the_count(monkeypatch) -> None:
     import os
     env = {k: v for k, v in os.environ.items()

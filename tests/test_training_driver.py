@@ -18,12 +18,7 @@ from .gnn_records import graph_record
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gnn.yaml"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # every test trains
 
 
 @pytest.fixture(scope="module")
