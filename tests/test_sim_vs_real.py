@@ -159,6 +159,7 @@ def test_luminous_region_of_several_events_keeps_their_vertices_apart() -> None:
                                       for t in tables)
 
 
+@pytest.mark.slow
 def test_benchmark_quick_run(trackml_dir: Path, tmp_path: Path) -> None:
     import sim_vs_real
 

@@ -63,6 +63,7 @@ def test_a_list_is_cycled_over_the_event_ids() -> None:
         plan_jobs(None, 1, particles_from=".", vertex_sigma_z=[5.0])
 
 
+@pytest.mark.subprocess          # --workers 2 spawns a pool
 def test_cli_mix_is_reproducible_whatever_the_workers(tmp_path: Path) -> None:
     args = ["simulate", "--n-events", "2", "--seed", "4", "--pileup", "40",
             "--first-event-id", "10", "--vertex-sigma-z", "1,200"]

@@ -411,6 +411,7 @@ print(json.dumps(report))
 """.replace("HEAVY", repr(HEAVY))
 
 
+@pytest.mark.subprocess
 def test_a_missing_folder_fails_before_the_heavy_imports(tmp_path: Path) -> None:
     import json
     import os
