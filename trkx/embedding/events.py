@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytorch_lightning as pl
-from torch.utils.data import DataLoader
 from torch_geometric.data import Data
 from tqdm import tqdm
 
@@ -72,43 +70,3 @@ def event_record(prefix: str, detector, use_cells: bool, signal_pt_min: float,
                               signal_cuts=SignalCuts(pt_min=signal_pt_min),
                               event_id=event_id_from_prefix(prefix))
 
-
-class EventRecords(pl.LightningDataModule):
-    """Train and validation events (config section ``data``): the first ``train_events`` and
-    the next ``val_events`` of ``events``, or validation from ``val_events_dir`` when given."""
-
-    def __init__(self, events: str, train_events: int = 8, val_events: int = 1,
-                 use_cells: bool = False, signal_pt_min: float = SignalCuts.pt_min,
-                 val_events_dir: str | None = None) -> None:
-        super().__init__()
-        self.events, self.use_cells, self.signal_pt_min = events, use_cells, signal_pt_min
-        self.val_events_dir = val_events_dir
-        self.train_events, self.val_events = train_events, val_events
-        self.train_records: list[Data] = []
-        self.val_records: list[Data] = []
-
-    def setup(self, stage: str | None = None) -> None:
-        if self.train_records:
-            return
-        options = {"use_cells": self.use_cells, "signal_pt_min": self.signal_pt_min}
-        if self.val_events_dir is not None:
-            self.train_records = load_records(self.events, self.train_events, **options)
-            self.val_records = load_records(self.val_events_dir, self.val_events, **options)
-            for folder, records, wanted in [(self.events, self.train_records, self.train_events),
-                                            (self.val_events_dir, self.val_records,
-                                             self.val_events)]:
-                if len(records) < wanted:
-                    raise ValueError(f"{folder}: {len(records)} events, {wanted} wanted")
-            return
-        records = load_records(self.events, self.train_events + self.val_events, **options)
-        if len(records) < self.train_events + self.val_events:
-            raise ValueError(f"{self.events}: {len(records)} events, but train_events + "
-                             f"val_events = {self.train_events + self.val_events}")
-        self.train_records = records[:self.train_events]
-        self.val_records = records[self.train_events:]
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_records, batch_size=None, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_records, batch_size=None)
