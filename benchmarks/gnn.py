@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 from trkx.data.detector import load_detector
 from trkx.data.features import hit_features
 from trkx.data.io import read_part
-from trkx.gnn.checkpoint import load_gnn_checkpoint
+from trkx.gnn.checkpoint import load_model
 from trkx.gnn.inference import score_edges
 from trkx.gnn.metrics import edge_metrics, edge_weights
 from trkx.gnn.model import InteractionGNN
@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
           f"load {os.getloadavg()[0]:.1f}")
     cut, padded = 0.5, False
     if args.checkpoint:
-        model, module_config = load_gnn_checkpoint(args.checkpoint)
-        cut = float(module_config.get("edge_cut", cut))
+        model, stored = load_model(args.checkpoint)
+        cut = float(stored.working_point.get("edge_cut", cut))
         if model.node_features != x.shape[1]:
             # kaggle_hits has no cells: zero columns keep the shapes (timing only)
             x = torch.cat([x, x.new_zeros(num_nodes, model.node_features - x.shape[1])], 1)
