@@ -10,14 +10,12 @@ Each stage module ``trkx.<stage>.cli`` provides ``SECTIONS``, ``DEFAULT_CONFIG``
 builds the config (file, then ``--set``), checks every key before any work and writes outputs.
 ``checkpoint`` is the config key of the model file for all three stages (``--checkpoint``
 overrides it); ``trkx infer STAGE`` without ``--config`` uses the config stored in the checkpoint.
-Older spellings are accepted, hidden, with a deprecation line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -33,51 +31,18 @@ from trkx.config import (
 RECORD_FILE = re.compile(r"^event\d{9}\.pt$")
 
 
-def warn_deprecated(old: str, new: str) -> None:
-    print(f"trkx: warning: {old} is deprecated, use {new}", file=sys.stderr)
-
-
-class DeprecatedOverride(argparse.Action):
-    """A hidden old flag that becomes ``--set KEY=VALUE`` (``template`` formats the value)."""
-
-    def __init__(self, option_strings, dest, template: str = "", new: str = "", **kwargs):
-        self.template, self.new = template, new
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        warn_deprecated(option_string, self.new)
-        value = values if not isinstance(values, list) else " ".join(values)
-        namespace.overrides = [*(namespace.overrides or []), self.template.format(value)]
-
-
-class DeprecatedRename(argparse.Action):
-    """A hidden old flag that stores into the new flag's ``dest``."""
-
-    def __init__(self, option_strings, dest, new: str = "", **kwargs):
-        self.new = new
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        warn_deprecated(option_string, self.new)
-        setattr(namespace, self.dest, values)
-
-
 def add_set_argument(parser: argparse.ArgumentParser, example: str) -> None:
-    """``--set KEY=VALUE`` (repeatable) and the hidden positional ``KEY=VALUE`` of old."""
+    """``--set KEY=VALUE`` (repeatable)."""
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help=f"config override (repeatable), e.g. {example}")
-    parser.add_argument("legacy_overrides", nargs="*", help=argparse.SUPPRESS)
 
 
 def overrides_of(args: argparse.Namespace) -> list[str]:
-    """``--set`` values then the deprecated positional ones (with a deprecation line)."""
-    legacy = list(getattr(args, "legacy_overrides", []) or [])
-    if legacy:
-        warn_deprecated("positional KEY=VALUE", "--set KEY=VALUE")
-    return [*(args.overrides or []), *legacy]
+    """The ``--set`` values, in order."""
+    return list(args.overrides or [])
 
 
-def add_train_arguments(parser: argparse.ArgumentParser, stage: str, default: str) -> None:
+def add_train_arguments(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--config", default=default, metavar="FILE",
                         help=f"stage YAML (default: {default})")
     add_set_argument(parser, "trainer.max_steps=500")
@@ -87,18 +52,9 @@ def add_train_arguments(parser: argparse.ArgumentParser, stage: str, default: st
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
                         help="continue an interrupted run from its last.ckpt (default: "
                              "trainer.resume)")
-    if stage == "gnn":
-        parser.add_argument("--output", action=DeprecatedOverride, new="--checkpoint FILE",
-                            template="checkpoint={}/gnn.pt")
-        parser.add_argument("--train-dir", action=DeprecatedOverride,
-                            new="--set data.train_dir=DIR", template="data.train_dir={}")
-        parser.add_argument("--val-dir", action=DeprecatedOverride,
-                            new="--set data.val_dir=DIR", template="data.val_dir={}")
-        parser.add_argument("--seed", action=DeprecatedOverride,
-                            new="--set trainer.seed=S", template="trainer.seed={}")
 
 
-def add_infer_arguments(parser: argparse.ArgumentParser, stage: str) -> None:
+def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="stage YAML (default: the config stored in the checkpoint)")
     parser.add_argument("--checkpoint", default=None, metavar="FILE",
@@ -110,19 +66,6 @@ def add_infer_arguments(parser: argparse.ArgumentParser, stage: str) -> None:
     parser.add_argument("--n-events", type=int, default=None, metavar="N",
                         help="only the first N events")
     add_set_argument(parser, "inference.chunk_size=100000")
-    parser.add_argument("--nevents", dest="n_events", type=int, action=DeprecatedRename,
-                        new="--n-events")
-    if stage == "gnn":
-        parser.add_argument("--input-dir", dest="events", type=Path, action=DeprecatedRename,
-                            new="--events")
-        parser.add_argument("--output-dir", dest="out", type=Path, action=DeprecatedRename,
-                            new="--out")
-        parser.add_argument("--graph-ops", action=DeprecatedOverride,
-                            new="--set inference.graph_ops=NAME",
-                            template="inference.graph_ops={}")
-        parser.add_argument("--bf16", nargs=0, action=DeprecatedOverride,
-                            new="--set inference.precision=bf16",
-                            template="inference.precision=bf16")
 
 
 def stage_config(path: str | Path, overrides: Iterable[str], stage: Any,

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trkx.config import ConfigError
-from trkx.stage_tools import DeprecatedRename
 
 if TYPE_CHECKING:
     from trkx.pipeline.inference import TrainedPipeline
@@ -41,8 +40,6 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--out", type=Path, help="folder for tracks, timing.json, evaluation")
     group.add_argument("--n-events", type=int, default=None, metavar="N",
                        help="only the first N events")
-    group.add_argument("--nevents", dest="n_events", type=int, action=DeprecatedRename,
-                       new="--n-events")
     group.add_argument("--workers", type=int, default=1, metavar="N",
                        help="events in N parallel processes, each with max(1, threads // N) "
                             "threads (default 1: in this process)")

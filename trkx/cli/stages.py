@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             module = stage_module(stage)
             stage_parser = stage_parsers.add_parser(stage, help=f"{verb} the {stage} stage")
             if verb == "train":
-                stage_tools.add_train_arguments(stage_parser, stage, module.DEFAULT_CONFIG)
+                stage_tools.add_train_arguments(stage_parser, module.DEFAULT_CONFIG)
                 stage_parser.set_defaults(func=functools.partial(stage_tools.run_train, module))
             else:
-                stage_tools.add_infer_arguments(stage_parser, stage)
+                stage_tools.add_infer_arguments(stage_parser)
                 stage_parser.set_defaults(func=functools.partial(stage_tools.run_infer, module))
