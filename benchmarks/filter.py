@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
+    from trkx.data.events import load_records
     from trkx.embedding import cli as embedding_cli
-    from trkx.embedding.events import load_records
     from trkx.embedding.inference import embedding_graph
     from trkx.embedding.labels import graph_metrics
     from trkx.filter import cli as filter_cli

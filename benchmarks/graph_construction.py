@@ -219,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
+    from trkx.data.events import event_record, load_records
+    from trkx.data.listing import event_prefixes
     from trkx.embedding import cli as stage_cli
-    from trkx.embedding.events import event_prefixes, event_record, load_records
 
     checkpoint = args.checkpoint
     if checkpoint is None:

@@ -65,7 +65,7 @@ def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
     """Warm up on the first event, then time every event; evaluations when with truth."""
     from trkx.cli._tracks_io import atomic_write
     from trkx.data.detector import load_detector
-    from trkx.embedding.events import event_record
+    from trkx.data.events import event_record
     from trkx.embedding.graph import build_edges
     from trkx.embedding.inference import embed
     from trkx.tracks.building import tracks_frame
@@ -165,7 +165,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from trkx.embedding.events import event_prefixes
+    from trkx.data.listing import event_prefixes
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import TrainedPipeline
     from trkx.precision import decisions as precision_decisions

@@ -77,13 +77,15 @@ def standin_graph(record, knn: int):
 
 
 def load_graphs(args) -> tuple[list, str]:
-    from trkx.gnn.records import GraphRecordDataset, record_paths
+    from trkx.data.listing import record_paths
+    from trkx.gnn.records import GraphRecordDataset
     if args.events:
         dataset = GraphRecordDataset(record_paths(args.events))
         return [dataset[i] for i in range(len(dataset))], f"filter-stage records {args.events}"
     from trkx.cli import main as trkx_main
     from trkx.data.detector import load_detector
-    from trkx.embedding.events import event_prefixes, event_record
+    from trkx.data.events import event_record
+    from trkx.data.listing import event_prefixes
     with tempfile.TemporaryDirectory() as scratch:
         trkx_main(["simulate", "--out", scratch, "--events", str(args.n_events), "--seed", "41",
                    "--pileup", str(args.pileup), "--first-event-id", "700000"])

@@ -98,9 +98,9 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     the stage graphs when ``out.graphs`` is set)."""
     from trkx.cli._tracks_io import atomic_write, tracks_file_name
     from trkx.data.errors import EventFileNotFoundError
+    from trkx.data.events import event_record
     from trkx.data.io import find_part_file
     from trkx.data.record import save_record
-    from trkx.embedding.events import event_record
     from trkx.tracks.building import tracks_frame
 
     try:
@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
     from trkx.cli import main as trkx_main
     from trkx.cli._tracks_io import TRACKS_FILE, atomic_write
-    from trkx.embedding.events import event_prefixes
+    from trkx.data.listing import event_prefixes
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import checkpoint_paths
     from trkx.stage_tools import remove_stale

@@ -36,18 +36,18 @@ def check_config(config: dict[str, Any], label: str) -> None:
 
 def count_events(folder: str) -> int:
     """Event records (``*.pt``) in ``folder``, else TrackML events."""
-    from trkx.embedding.events import event_prefixes, record_files
+    from trkx.data.listing import event_prefixes, record_paths
 
     if not Path(folder).is_dir():
         raise FileNotFoundError(f"{folder}: no such events folder")
-    return len(record_files(folder)) or len(event_prefixes(folder))
+    return len(record_paths(folder, allow_empty=True)) or len(event_prefixes(folder))
 
 
 def train(config: dict[str, Any], label: str, checkpoint: Path):
     import functools
 
     from trkx.config import instantiate, section
-    from trkx.embedding.events import load_records
+    from trkx.data.events import load_records
     from trkx.embedding.model import EmbeddingMLP
     from trkx.embedding.module import EmbeddingModule
     from trkx.stage_tools import fit_on_records, load_split
@@ -77,12 +77,12 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
 def check_training_events(part, key: str, use_cells: bool) -> None:
     """The TrackML events of a training/validation slice have truth and particles (the
     labels), and cells when the model uses cell features; checked before any is read."""
-    from trkx.data.folders import require_parts, trackml_prefixes
-    from trkx.embedding.events import record_files
+    from trkx.data.folders import require_parts
+    from trkx.data.listing import event_prefixes, record_paths
 
-    if record_files(part.folder):        # saved records: check_record_truth once read
+    if record_paths(part.folder, allow_empty=True):   # saved records: check_record_truth once read
         return
-    prefixes = trackml_prefixes(part.folder)[part.first:part.first + part.count]
+    prefixes = event_prefixes(part.folder)[part.first:part.first + part.count]
     require_parts(prefixes, ("truth", "particles"), "training needs", key,
                   "train on events with truth (e.g. `trkx simulate`), or run a trained model "
                   "on these with `trkx infer`")
@@ -108,9 +108,9 @@ def check_record_truth(records, folder: str, key: str) -> None:
 
 def check_cells(events: Path, use_cells: bool, checkpoint: Path) -> None:
     """A model trained with cell features needs events with cells (or records with them)."""
-    from trkx.embedding.events import event_prefixes, record_files
+    from trkx.data.listing import event_prefixes, record_paths
 
-    if not use_cells or record_files(events):
+    if not use_cells or record_paths(events, allow_empty=True):
         return
     for prefix in event_prefixes(events):
         if not list(Path(prefix).parent.glob(f"{Path(prefix).name}-cells.csv*")):
@@ -124,8 +124,8 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
           n_events: int | None) -> int:
     from trkx.config import instantiate, section
     from trkx.data.errors import TrackMLFormatError
+    from trkx.data.events import load_records
     from trkx.embedding.checkpoint import load_model
-    from trkx.embedding.events import load_records
     from trkx.embedding.inference import EmbeddingInference, embedding_graph
     from trkx.embedding.labels import graph_metrics
     from trkx.stage_tools import write_records

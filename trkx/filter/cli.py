@@ -34,11 +34,9 @@ def check_config(config: dict[str, Any], label: str) -> None:
 
 
 def count_events(folder: str) -> int:
-    from trkx.embedding.events import record_files
+    from trkx.data.listing import record_paths
 
-    if not Path(folder).is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder of event records")
-    return len(record_files(folder))
+    return len(record_paths(folder, allow_empty=True))
 
 
 def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
@@ -58,7 +56,7 @@ def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
 
 def train(config: dict[str, Any], label: str, checkpoint: Path):
     from trkx.config import instantiate, section
-    from trkx.embedding.events import load_records
+    from trkx.data.events import load_records
     from trkx.filter.model import FilterMLP
     from trkx.filter.module import FilterModule
     from trkx.stage_tools import fit_on_records, load_split
@@ -88,7 +86,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
           n_events: int | None) -> int:
     from trkx.config import ConfigError, instantiate, section
-    from trkx.embedding.events import load_records
+    from trkx.data.events import load_records
     from trkx.filter.checkpoint import FilterInference, load_model
     from trkx.filter.inference import apply_cut, score_edges
     from trkx.filter.module import filter_metrics

@@ -50,7 +50,7 @@ def check_config(config: dict[str, Any], label: str) -> None:
 
 
 def count_events(folder: str) -> int:
-    from trkx.gnn.records import record_paths
+    from trkx.data.listing import record_paths
 
     return len(record_paths(folder))
 
@@ -73,9 +73,10 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     from torch.utils.data import DataLoader
 
     from trkx.config import instantiate, section
+    from trkx.data.listing import record_paths
     from trkx.gnn.model import InteractionGNN
     from trkx.gnn.module import GNNModule
-    from trkx.gnn.records import GraphRecordDataset, node_features_of, record_paths, single_event
+    from trkx.gnn.records import GraphRecordDataset, node_features_of, single_event
     from trkx.training import TrainerOptions, fit_stage
     from trkx.training.data import StageData, split_events
 
@@ -122,12 +123,13 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
           n_events: int | None) -> int:
     from trkx.config import instantiate, section
     from trkx.data.errors import TrackMLFormatError
+    from trkx.data.listing import record_paths
     from trkx.data.record import load_record
     from trkx.gnn.checkpoint import GNNInference, load_model
     from trkx.gnn.edge_inputs import model_edge_inputs
     from trkx.gnn.inference import score_edges
     from trkx.gnn.ops_factory import KernelChooser
-    from trkx.gnn.records import INFERENCE_KEYS, check_graph_record, record_paths
+    from trkx.gnn.records import INFERENCE_KEYS, check_graph_record
     from trkx.stage_tools import write_records
 
     options = instantiate(GNNInference, section(config, "inference", label),

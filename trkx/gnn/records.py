@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -25,17 +24,6 @@ def check_graph_record(data: Data, where: str, keys: tuple[str, ...] = TRAINING_
             raise TrackMLFormatError(f"{where}: record has no {key!r} (needs {', '.join(keys)};"
                                      " run the filter stage first)")
     check_record(data, where)
-
-
-def record_paths(folder: str | os.PathLike, pattern: str = "*.pt") -> list[Path]:
-    """Sorted record files in ``folder``; an error naming the folder when there are none."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder of event records")
-    paths = sorted(folder.glob(pattern))
-    if not paths:
-        raise FileNotFoundError(f"{folder}: no event records matching {pattern!r}")
-    return paths
 
 
 class GraphRecordDataset(Dataset):

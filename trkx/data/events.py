@@ -1,7 +1,8 @@
 """Event records for training and inference: from TrackML CSV events or saved records.
 
 A folder is read either as TrackML events (``event*-hits.csv[.gz]`` ...; records are built
-with trkx.data.record) or as saved event records (``*.pt`` written by save_record).
+with trkx.data.record) or as saved event records (``*.pt`` written by save_record); what a
+folder holds is listed by :mod:`trkx.data.listing`.
 """
 
 from __future__ import annotations
@@ -12,17 +13,10 @@ from pathlib import Path
 from torch_geometric.data import Data
 from tqdm import tqdm
 
-from trkx.data.io import list_event_prefixes
+from trkx.data.detector import Detector
+from trkx.data.listing import event_prefixes, record_paths
 from trkx.data.record import build_event_record, load_record
 from trkx.data.truth import SignalCuts
-
-
-def record_files(path: str | os.PathLike) -> list[Path]:
-    return sorted(Path(path).glob("*.pt"))
-
-
-def event_prefixes(path: str | os.PathLike) -> list[str]:
-    return list_event_prefixes(str(p) for p in sorted(Path(path).iterdir()))
 
 
 def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int = 0,
@@ -34,7 +28,7 @@ def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int 
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such events folder")
-    saved = record_files(path)
+    saved = record_paths(path, allow_empty=True)
     if saved:
         chosen = saved[skip:None if nevents is None else skip + nevents]
         return [load_record(p) for p in tqdm(chosen, desc=desc, leave=False)]
@@ -50,7 +44,7 @@ def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int 
     return records
 
 
-def event_record(prefix: str, detector, use_cells: bool, signal_pt_min: float,
+def event_record(prefix: str, detector: Detector, use_cells: bool, signal_pt_min: float,
                  with_truth: bool = True) -> Data:
     """The record of one TrackML event (cells only read when ``use_cells``; particles and
     truth when they exist and ``with_truth``: inference needs neither)."""
