@@ -43,6 +43,7 @@ from scipy.spatial import cKDTree
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.reference.pyg_interaction_gnn import InteractionLayer, PygInteractionGNN
 from trkx.data.detector import load_detector
 from trkx.data.features import hit_features
 from trkx.data.io import read_part
@@ -52,7 +53,6 @@ from trkx.gnn.inference import score_edges
 from trkx.gnn.metrics import edge_metrics, edge_weights
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import build_graph_ops
-from trkx.gnn.pyg_reference import InteractionLayer, PygInteractionGNN
 from trkx.gnn.records import check_graph_record
 
 

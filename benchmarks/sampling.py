@@ -39,10 +39,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.reference.bfs_sampling import bfs_subgraph, neighbour_lists
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.module import GNNModule
-from trkx.gnn.sampling.bfs import bfs_subgraph, neighbour_lists
 from trkx.gnn.sampling.datamodule import SampledMinibatches, SamplingConfig
 from trkx.gnn.sampling.sampler import (
     incidence_sum_transposed,
