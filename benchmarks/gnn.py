@@ -48,9 +48,10 @@ from trkx.data.detector import load_detector
 from trkx.data.features import hit_features
 from trkx.data.io import read_part
 from trkx.data.listing import record_paths
+from trkx.edge_loss import edge_weights
 from trkx.gnn.checkpoint import load_model
 from trkx.gnn.inference import score_edges
-from trkx.gnn.metrics import edge_metrics, edge_weights
+from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import build_graph_ops
 from trkx.gnn.records import check_graph_record
