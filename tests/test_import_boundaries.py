@@ -58,3 +58,14 @@ def test_the_resolver_sees_relative_and_lazy_imports() -> None:
 def test_filter_and_gnn_do_not_import_each_other() -> None:
     assert offending("trkx.filter", "trkx.gnn") == []
     assert offending("trkx.gnn", "trkx.filter") == []
+
+
+def is_cli(module: str) -> bool:
+    """The command-line glue: trkx.cli, trkx.stage_tools, the stages' cli modules."""
+    return (within(module, "trkx.cli") or module in ("trkx.__main__", "trkx.stage_tools")
+            or module.endswith(".cli"))
+
+
+def test_stage_code_does_not_import_the_command_line_glue() -> None:
+    assert [f"{name} imports {target}" for name, path in MODULES.items() if not is_cli(name)
+            for target in sorted(imported_modules(path)) if is_cli(target)] == []
