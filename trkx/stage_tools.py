@@ -4,9 +4,9 @@
     trkx infer STAGE [--config FILE] --checkpoint FILE --events DIR --out DIR
                      [--n-events N] [--set KEY=VALUE ...]
 
-Each stage module ``trkx.<stage>.cli`` provides ``SECTIONS``, ``DEFAULT_CONFIG``,
-``check_config(config, label)``, ``train(config, label, checkpoint)`` and
-``infer(config, label, checkpoint, events, out, n_events)``; this module parses the arguments,
+Each stage module ``trkx.<stage>.cli`` implements :class:`trkx.stage_commands.StageCommands`
+(``NAME``, ``SECTIONS``, ``DEFAULT_CONFIG``, ``check_config``, ``count_events``, ``train``,
+``infer``); this module parses the arguments,
 builds the config (file, then ``--set``), checks every key before any work and writes outputs.
 ``checkpoint`` is the config key of the model file for all three stages (``--checkpoint``
 overrides it); ``trkx infer STAGE`` without ``--config`` uses the config stored in the checkpoint.
@@ -18,7 +18,7 @@ import argparse
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trkx.config import (
     ConfigError,
@@ -27,6 +27,14 @@ from trkx.config import (
     load_config,
     naming_overrides,
 )
+from trkx.stage_commands import StageCommands
+
+if TYPE_CHECKING:
+    import pytorch_lightning as pl
+    from torch_geometric.data import Data
+
+    from trkx.training.data import EventSlice, StageData
+    from trkx.training.fit import FitResult
 
 RECORD_FILE = re.compile(r"^event\d{9}\.pt$")
 
@@ -68,7 +76,7 @@ def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
     add_set_argument(parser, "inference.chunk_size=100000")
 
 
-def stage_config(path: str | Path, overrides: Iterable[str], stage: Any,
+def stage_config(path: str | Path, overrides: Iterable[str], stage: StageCommands,
                  check_folders: bool = False) -> dict[str, Any]:
     """The config file with overrides applied, sections and keys checked; ``check_folders``:
     first that data.train_dir and data.val_dir exist (before the stage's checks import torch
@@ -95,7 +103,7 @@ def check_data_folders(config: dict[str, Any]) -> None:
             require_folder(folder, f"data.{key}")
 
 
-def run_train(stage: Any, args: argparse.Namespace) -> int:
+def run_train(stage: StageCommands, args: argparse.Namespace) -> int:
     given = overrides_of(args)
     overrides = list(given)
     if args.checkpoint:
@@ -126,7 +134,7 @@ def check_infer_folders(events: Path, out: Path) -> None:
         raise ConfigError(f"{out}: the output folder must differ from --events")
 
 
-def run_infer(stage: Any, args: argparse.Namespace) -> int:
+def run_infer(stage: StageCommands, args: argparse.Namespace) -> int:
     from trkx.checkpoint import load_checkpoint
 
     missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
@@ -173,9 +181,9 @@ def remove_stale(out_dir: Path, written: Iterable[Path], pattern: re.Pattern = R
     return len(stale)
 
 
-def write_records(records: Iterable[Any], out: Path, transform: Callable[[Any], Any],
-                  describe: Callable[[Any, Any], str],
-                  name: Callable[[Any], str] | None = None) -> list[Path]:
+def write_records(records: Iterable[Data], out: Path, transform: Callable[[Data], Data],
+                  describe: Callable[[Data, Data], str],
+                  name: Callable[[Data], str] | None = None) -> list[Path]:
     """``transform`` every record, save it as ``out/eventNNNNNNNNN.pt`` (or ``out/name(r)``),
     print ``describe``, then remove the outputs of earlier runs."""
     from trkx.data.record import save_record
@@ -192,10 +200,11 @@ def write_records(records: Iterable[Any], out: Path, transform: Callable[[Any], 
     return written
 
 
-def load_split(data: Any, count_events: Callable[[str], int], label: str,
-               load: Callable[..., list], check: Callable[[list, str, str], None] | None = None,
-               precheck: Callable[[Any, str], None] | None = None,
-               ) -> tuple[list, list | None]:
+def load_split(data: StageData, count_events: Callable[[str], int], label: str,
+               load: Callable[[str, int, int], list[Data]],
+               check: Callable[[list[Data], str, str], None] | None = None,
+               precheck: Callable[[EventSlice, str], None] | None = None,
+               ) -> tuple[list[Data], list[Data] | None]:
     """Train and validation records of a stage's ``data`` section (``split_events``), read
     with ``load(folder, count, first)`` and checked with ``check(records, folder, key)``;
     ``precheck(slice, key)`` sees both slices before anything is read (e.g. that the events
@@ -207,7 +216,7 @@ def load_split(data: Any, count_events: Callable[[str], int], label: str,
     for part, key in zip(slices, keys):
         if part and precheck is not None:
             precheck(part, key)
-    loaded: list[list | None] = []
+    loaded: list[list[Data] | None] = []
     for part, key in zip(slices, keys):
         records = load(part.folder, part.count, part.first) if part else None
         if records is not None and check is not None:
@@ -216,8 +225,9 @@ def load_split(data: Any, count_events: Callable[[str], int], label: str,
     return loaded[0], loaded[1]
 
 
-def fit_on_records(name: str, build_module: Callable[[], Any], network_config: dict[str, Any],
-                   train: list, val: list | None, **fit_options: Any):
+def fit_on_records(name: str, build_module: Callable[[], pl.LightningModule],
+                   network_config: dict[str, Any], train: list[Data], val: list[Data] | None,
+                   **fit_options: Any) -> FitResult:
     """:func:`trkx.training.fit_stage` over in-memory event records, one event per step
     (shuffled), the stage network at ``module.network`` built from ``network_config`` (the
     config's ``model`` section, stored in the checkpoint as its constructor); ``fit_options``:

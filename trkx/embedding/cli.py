@@ -10,7 +10,13 @@ trkx.embedding.inference.EmbeddingInference (null values: the checkpoint's worki
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from trkx.training.data import EventSlice
+    from trkx.training.fit import FitResult
 
 NAME = "embedding"
 SECTIONS = ("model", "module", "data", "trainer", "inference", "checkpoint")
@@ -43,7 +49,7 @@ def count_events(folder: str) -> int:
     return len(record_paths(folder, allow_empty=True)) or len(event_prefixes(folder))
 
 
-def train(config: dict[str, Any], label: str, checkpoint: Path):
+def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     import functools
 
     from trkx.config import instantiate, section
@@ -74,7 +80,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
                                          "max_neighbours": m.hparams.max_neighbours})
 
 
-def check_training_events(part, key: str, use_cells: bool) -> None:
+def check_training_events(part: EventSlice, key: str, use_cells: bool) -> None:
     """The TrackML events of a training/validation slice have truth and particles (the
     labels), and cells when the model uses cell features; checked before any is read."""
     from trkx.data.folders import require_parts
@@ -92,7 +98,7 @@ def check_training_events(part, key: str, use_cells: bool) -> None:
                       "--set model.in_features=3")
 
 
-def check_record_truth(records, folder: str, key: str) -> None:
+def check_record_truth(records: list[Data], folder: str, key: str) -> None:
     """Saved records train only when they carry the truth of their hits (records written by
     `trkx infer embedding` from events without truth do not)."""
     from trkx.data.errors import TrackMLFormatError
@@ -148,7 +154,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
                                      f"{needed} (cell features: use_cells)")
     radius, k = options.working_point(stored.working_point)
 
-    def describe(_, out_record) -> str:
+    def describe(_: Data, out_record: Data) -> str:
         line = f"{out_record.edge_index.shape[1]:,d} edges"
         if getattr(out_record, "signal", None) is not None:
             m = graph_metrics(out_record)

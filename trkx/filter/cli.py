@@ -10,7 +10,12 @@ trkx.filter.checkpoint.FilterInference; ``checkpoint``: the model file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from trkx.training.fit import FitResult
 
 NAME = "filter"
 SECTIONS = ("model", "module", "data", "trainer", "inference", "checkpoint")
@@ -39,7 +44,7 @@ def count_events(folder: str) -> int:
     return len(record_paths(folder, allow_empty=True))
 
 
-def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
+def check_edges(records: list[Data], folder: str, key: str, labels: bool = True) -> None:
     """The filter trains (and runs) on the embedding stage's (labelled) graphs."""
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import EDGE_INDEX, EDGE_LABELS
@@ -54,7 +59,7 @@ def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
                 "embedding` output folder)")
 
 
-def train(config: dict[str, Any], label: str, checkpoint: Path):
+def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     from trkx.config import instantiate, section
     from trkx.data.events import load_records
     from trkx.filter.model import FilterMLP
@@ -103,12 +108,12 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     check_edges(records, str(events), "--events", labels=False)
     scores: dict[int, Any] = {}
 
-    def transform(record):
+    def transform(record: Data) -> Data:
         scores[id(record)] = score_edges(network, record, options.chunk_size,
                                          options.precision)
         return apply_cut(record, scores[id(record)], cut)
 
-    def describe(record, result) -> str:
+    def describe(record: Data, result: Data) -> str:
         line = f"{record.edge_index.shape[1]:,d} -> {result.edge_index.shape[1]:,d} edges"
         record_scores = scores.pop(id(record))
         if getattr(record, "signal", None) is None:
