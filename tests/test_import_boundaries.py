@@ -69,3 +69,40 @@ def is_cli(module: str) -> bool:
 def test_stage_code_does_not_import_the_command_line_glue() -> None:
     assert [f"{name} imports {target}" for name, path in MODULES.items() if not is_cli(name)
             for target in sorted(imported_modules(path)) if is_cli(target)] == []
+
+
+def import_graph(package: str) -> dict[str, list[str]]:
+    """For each module of ``package``, the other modules of ``package`` it imports."""
+    return {name: sorted(t for t in imported_modules(path) if within(t, package) and t != name)
+            for name, path in MODULES.items() if within(name, package)}
+
+
+def cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """The cycles of ``graph`` met by a depth-first walk (each as ``[a, b, ..., a]``)."""
+    found: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(name: str, stack: list[str]) -> None:
+        if name in stack:
+            found.append([*stack[stack.index(name):], name])
+            return
+        if name in done:
+            return
+        for target in graph.get(name, []):
+            visit(target, [*stack, name])
+        done.add(name)
+
+    for name in graph:
+        visit(name, [])
+    return found
+
+
+def test_the_cycle_finder() -> None:
+    assert cycles({"a": ["b"], "b": ["c"], "c": []}) == []
+    assert cycles({"a": ["b"], "b": ["c"], "c": ["a"]}) == [["a", "b", "c", "a"]]
+
+
+def test_no_import_cycle_in_the_distributed_gnn() -> None:
+    graph = import_graph("trkx.gnn.distributed")
+    assert "trkx.gnn.distributed.block_counts" in graph["trkx.gnn.distributed.partition"]
+    assert cycles(graph) == []
