@@ -71,8 +71,8 @@ def release_free_heap() -> None:
 
 # ---------------------------------------------------------------- graphs
 def load_graphs(folder: Path, n_events: int) -> list[dict]:
+    from trkx.data.listing import record_paths
     from trkx.data.record import load_record
-    from trkx.gnn.records import record_paths
     graphs = []
     for path in record_paths(str(folder))[:n_events]:
         data = load_record(path)
@@ -98,7 +98,7 @@ def side_by_side(graphs: list[dict]) -> dict:
 def quick_graph(particles: int = 300) -> dict:
     """``particles`` particles' hits of the sample event with an xyz radius graph (labelled)."""
     from trkx.data.detector import load_detector
-    from trkx.embedding.events import event_record
+    from trkx.data.events import event_record
     from trkx.embedding.graph import build_edges
     from trkx.embedding.labels import label_edges
     data = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))

@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.stage_models import embedding_point, trained_events, trained_model
     from trkx.config import instantiate, section
+    from trkx.data.events import load_records
     from trkx.embedding import cli as embedding_cli
     from trkx.embedding.checkpoint import load_model as load_embedding
-    from trkx.embedding.events import load_records
     from trkx.embedding.inference import embedding_graph
     from trkx.embedding.labels import graph_metrics
     from trkx.filter import cli as filter_cli

@@ -10,7 +10,7 @@ wall time at ``--threads``.
    aggregation (scatter-sum) vs ``index_add_``; and the gather ``S X`` as E x N CSR SpMM vs
    ``index_select`` (why the CSR GraphOps gathers by row selection);
 2. the whole InteractionGNN (CSR GraphOps) vs the same network written with PyG
-   ``MessagePassing`` (``trkx.gnn.pyg_reference``): inference forward on the full graph, and a
+   ``MessagePassing`` (``tests/reference/pyg_interaction_gnn.py``): inference forward on the full graph, and a
    training step (forward+backward) on a phi sector of it (full-graph activations of a
    hidden-128, 8-iteration model need ~20 GB, more than this shared machine has);
 3. inference seconds per event (fp32, and bf16 autocast), the FLOP count per event and the
@@ -48,16 +48,18 @@ from scipy.spatial import cKDTree
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.reference.pyg_interaction_gnn import InteractionLayer, PygInteractionGNN
 from trkx.data.detector import load_detector
 from trkx.data.features import hit_features
 from trkx.data.io import read_part
+from trkx.data.listing import record_paths
+from trkx.edge_loss import edge_weights
 from trkx.gnn.checkpoint import load_model
 from trkx.gnn.inference import score_edges
-from trkx.gnn.metrics import edge_metrics, edge_weights
+from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import build_graph_ops
-from trkx.gnn.pyg_reference import InteractionLayer, PygInteractionGNN
-from trkx.gnn.records import check_graph_record, record_paths
+from trkx.gnn.records import check_graph_record
 
 
 def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, dict[str, float]]:

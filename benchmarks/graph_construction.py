@@ -224,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
 
     from benchmarks.stage_models import embedding_point, trained_events, trained_model
+    from trkx.data.events import event_record, load_records
+    from trkx.data.listing import event_prefixes
     from trkx.embedding import cli as stage_cli
-    from trkx.embedding.events import event_prefixes, event_record, load_records
 
     network, stored, config = trained_model(stage_cli, args.config, overrides_of(args),
                                             args.checkpoint, out_dir)

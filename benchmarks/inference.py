@@ -66,7 +66,7 @@ def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
     """Warm up on the first event, then time every event; evaluations when with truth."""
     from trkx.cli._tracks_io import atomic_write
     from trkx.data.detector import load_detector
-    from trkx.embedding.events import event_record
+    from trkx.data.events import event_record
     from trkx.embedding.graph import build_edges
     from trkx.embedding.inference import embed
     from trkx.tracks.building import tracks_frame
@@ -107,7 +107,7 @@ def stage_efficiencies(pipeline, prefixes: list[str]) -> dict[str, float]:
     """Pooled signal-edge efficiency of each stage's graph (GNN: at the builder's cut) and the
     track efficiency of ``pipeline`` on events with truth."""
     from trkx.data.detector import load_detector
-    from trkx.embedding.events import event_record
+    from trkx.data.events import event_record
     from trkx.tracks.building import tracks_frame
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.event_truth import truth_from_record
@@ -196,7 +196,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from trkx.embedding.events import event_prefixes
+    from trkx.data.listing import event_prefixes
     from trkx.pipeline.inference import TrainedPipeline
 
     fast = TrainedPipeline.load(args.config, args.checkpoints)

@@ -41,7 +41,7 @@ def child(event: str, bare: bool) -> dict[str, float]:
 
     sys.path.insert(0, str(REPO))
     if not bare:  # what trkx infer imports before the graph stage
-        for name in ("trkx.pipeline.inference", "trkx.embedding.events", "trkx.tracks.building"):
+        for name in ("trkx.pipeline.inference", "trkx.data.events", "trkx.tracks.building"):
             importlib.import_module(name)
     from trkx.embedding.graph import inner_to_outer_rank, neighbour_table, table_to_edges
 

@@ -81,7 +81,8 @@ def gnn_cut(pipeline) -> float:
 def real_sample(pipeline, sample_dir: Path) -> dict:
     """Stage edges and tracks of the trained pipeline on the real sample event."""
     from trkx.data.detector import load_detector
-    from trkx.embedding.events import event_prefixes, event_record
+    from trkx.data.events import event_record
+    from trkx.data.listing import event_prefixes
 
     prefix = event_prefixes(sample_dir)[0]
     record = event_record(prefix, load_detector(), pipeline.use_cells, 1.0)

@@ -4,7 +4,7 @@ Measures, in one run:
 
 1. sampling throughput (subgraphs/s) of the sparse-product sampler with k = 1, 8, 64
    minibatches per product, against one minibatch at a time with a Python BFS loop
-   (trkx.gnn.sampling.bfs; the adjacency lists are built once, outside the clock) and with
+   (tests/reference/bfs_sampling.py; the adjacency lists are built once, outside the clock) and with
    ``torch_geometric.utils.k_hop_subgraph`` in a loop; every sampler builds the same records
    (relabelled edges, features, labels, target mask); ratios over the BFS loop;
 2. memory of one training step, minibatch vs full graph: on CUDA the peak allocated bytes; on
@@ -39,10 +39,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.reference.bfs_sampling import bfs_subgraph, neighbour_lists
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.module import GNNModule
-from trkx.gnn.sampling.bfs import bfs_subgraph, neighbour_lists
 from trkx.gnn.sampling.datamodule import SampledMinibatches, SamplingConfig
 from trkx.gnn.sampling.sampler import (
     incidence_sum_transposed,
@@ -77,13 +77,15 @@ def standin_graph(record, knn: int):
 
 
 def load_graphs(args) -> tuple[list, str]:
-    from trkx.gnn.records import GraphRecordDataset, record_paths
+    from trkx.data.listing import record_paths
+    from trkx.gnn.records import GraphRecordDataset
     if args.events:
         dataset = GraphRecordDataset(record_paths(args.events))
         return [dataset[i] for i in range(len(dataset))], f"filter-stage records {args.events}"
     from trkx.cli import main as trkx_main
     from trkx.data.detector import load_detector
-    from trkx.embedding.events import event_prefixes, event_record
+    from trkx.data.events import event_record
+    from trkx.data.listing import event_prefixes
     with tempfile.TemporaryDirectory() as scratch:
         trkx_main(["simulate", "--out", scratch, "--events", str(args.n_events), "--seed", "41",
                    "--pileup", str(args.pileup), "--first-event-id", "700000"])

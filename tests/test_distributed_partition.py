@@ -7,17 +7,10 @@ import pytest
 import torch
 
 from tests.distributed_worker import make_graph
+from trkx.gnn.distributed.block_counts import edge_imbalance, edges_per_block, halo_sizes
 from trkx.gnn.distributed.graph_partition import move_gains, refine
 from trkx.gnn.distributed.layout import ProcessLayout
-from trkx.gnn.distributed.partition import (
-    balanced,
-    contiguous,
-    edge_imbalance,
-    edges_per_block,
-    halo_sizes,
-    make_partition,
-    sector,
-)
+from trkx.gnn.distributed.partition import balanced, contiguous, make_partition, sector
 from trkx.gnn.distributed.shard import GraphShard
 
 

@@ -10,8 +10,9 @@ from torch_geometric.data import Data
 from tests.test_distributed_partition import skewed_graph
 from trkx.cli import main
 from trkx.data.record import save_record
+from trkx.gnn.distributed.block_counts import edge_imbalance
 from trkx.gnn.distributed.figures import partition_figures
-from trkx.gnn.distributed.partition import edge_imbalance, make_partition
+from trkx.gnn.distributed.partition import make_partition
 
 
 def write_record(folder, with_pos: bool = True):

@@ -10,8 +10,8 @@ import torch
 from torch_geometric.data import Data
 
 from trkx.data.detector import load_detector
+from trkx.data.events import event_record
 from trkx.data.record import load_record
-from trkx.embedding.events import event_record
 from trkx.embedding.labels import graph_metrics, label_edges
 from trkx.embedding.model import EmbeddingMLP
 from trkx.embedding.module import EmbeddingModule

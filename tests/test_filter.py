@@ -10,8 +10,8 @@ import torch
 from torch_geometric.data import Data
 
 from trkx.data.detector import load_detector
+from trkx.data.events import event_record
 from trkx.data.record import load_record, save_record
-from trkx.embedding.events import event_record
 from trkx.embedding.graph import build_edges
 from trkx.embedding.labels import label_edges
 from trkx.filter.features import edge_feature_count, edge_features

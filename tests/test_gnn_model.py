@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.reference.pyg_interaction_gnn import PygInteractionGNN
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import build_graph_ops
-from trkx.gnn.pyg_reference import PygInteractionGNN
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,9 +10,10 @@ import torch
 
 from trkx.cli import main
 from trkx.data.record import load_record, save_record
+from trkx.edge_loss import edge_weights, weighted_bce
 from trkx.gnn.checkpoint import load_model
 from trkx.gnn.inference import score_edges
-from trkx.gnn.metrics import edge_metrics, edge_weights, weighted_auc, weighted_bce
+from trkx.gnn.metrics import edge_metrics, weighted_auc
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.module import GNNModule
 

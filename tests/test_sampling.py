@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch_geometric.data import Data
 
-from trkx.gnn.sampling.bfs import bfs_nodes, bfs_subgraph, neighbour_lists
+from tests.reference.bfs_sampling import bfs_nodes, bfs_subgraph, neighbour_lists
 from trkx.gnn.sampling.datamodule import SampledMinibatches, SamplingConfig
 from trkx.gnn.sampling.sampler import (
     expand,

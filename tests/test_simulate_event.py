@@ -94,7 +94,7 @@ def test_truth_weights_nhits_and_noise(small_event):
 @pytest.mark.subprocess
 def test_cli_writes_events_that_pass_validation(tmp_path, capsys):
     out = tmp_path / "sim"
-    code = trkx_main(["simulate", "--out", str(out), "--events", "2", "--seed", "4",
+    code = trkx_main(["simulate", "--out", str(out), "--n-events", "2", "--seed", "4",
                       "--pileup", "2", "--first-event-id", "77"])
     assert code == 0
     prefixes = sorted(p.name.split("-")[0] for p in out.glob("*-hits.csv.gz"))
@@ -104,7 +104,7 @@ def test_cli_writes_events_that_pass_validation(tmp_path, capsys):
     assert truth["weight"].sum() == pytest.approx(1.0, abs=1e-5)
     # same seed, same event id -> same files, also when events run in worker processes
     again = tmp_path / "again"
-    trkx_main(["simulate", "--out", str(again), "--events", "2", "--seed", "4", "--pileup", "2",
+    trkx_main(["simulate", "--out", str(again), "--n-events", "2", "--seed", "4", "--pileup", "2",
                "--first-event-id", "77", "--workers", "2"])
     for event in ("event000000077", "event000000078"):
         for part, frame in zip(("hits", "truth"), load_event(again / event, ["hits", "truth"])):

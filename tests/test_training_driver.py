@@ -107,14 +107,9 @@ def test_stage_without_signal_is_refused(folders, tmp_path: Path,
     assert not checkpoint.exists()
 
 
-def test_old_flags_still_work_with_a_deprecation_line(folders, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture) -> None:
-    assert main(["train", "gnn", "--config", str(CONFIG), "--output", str(tmp_path),
-                 "--train-dir", str(folders[0]), "--val-dir", str(folders[1]), "--seed", "2",
-                 "model.hidden=8", "model.n_graph_iters=1", "trainer.max_steps=1",
-                 "trainer.progress_bar=false", "trainer.logger=none", "model.edge_features=0",
-                 "module.tune_tracks=false"]) == 0
-    err = capsys.readouterr().err
-    for old in ("--output", "--train-dir", "--val-dir", "--seed", "positional KEY=VALUE"):
-        assert f"trkx: warning: {old} is deprecated" in err
-    assert load_checkpoint(tmp_path / "gnn.pt", "gnn").config["trainer"]["seed"] == 2
+def test_an_old_flag_is_an_argparse_error(capsys: pytest.CaptureFixture) -> None:
+    """The flags of the previous release are gone: argparse's own error, exit status 2."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "gnn", "--config", str(CONFIG), "--output", "somewhere"])
+    assert exit_info.value.code == 2
+    assert "unrecognized arguments: --output somewhere" in capsys.readouterr().err

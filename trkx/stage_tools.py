@@ -4,23 +4,21 @@
     trkx infer STAGE [--config FILE] --checkpoint FILE --events DIR --out DIR
                      [--n-events N] [--set KEY=VALUE ...]
 
-Each stage module ``trkx.<stage>.cli`` provides ``SECTIONS``, ``DEFAULT_CONFIG``,
-``check_config(config, label)``, ``train(config, label, checkpoint)`` and
-``infer(config, label, checkpoint, events, out, n_events)``; this module parses the arguments,
+Each stage module ``trkx.<stage>.cli`` implements :class:`trkx.stage_commands.StageCommands`
+(``NAME``, ``SECTIONS``, ``DEFAULT_CONFIG``, ``check_config``, ``count_events``, ``train``,
+``infer``); this module parses the arguments,
 builds the config (file, then ``--set``), checks every key before any work and writes outputs.
 ``checkpoint`` is the config key of the model file for all three stages (``--checkpoint``
 overrides it); ``trkx infer STAGE`` without ``--config`` uses the config stored in the checkpoint.
-Older spellings are accepted, hidden, with a deprecation line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trkx.config import (
     ConfigError,
@@ -29,55 +27,30 @@ from trkx.config import (
     load_config,
     naming_overrides,
 )
+from trkx.stage_commands import StageCommands
+
+if TYPE_CHECKING:
+    import pytorch_lightning as pl
+    from torch_geometric.data import Data
+
+    from trkx.training.data import EventSlice, StageData
+    from trkx.training.fit import FitResult
 
 RECORD_FILE = re.compile(r"^event\d{9}\.pt$")
 
 
-def warn_deprecated(old: str, new: str) -> None:
-    print(f"trkx: warning: {old} is deprecated, use {new}", file=sys.stderr)
-
-
-class DeprecatedOverride(argparse.Action):
-    """A hidden old flag that becomes ``--set KEY=VALUE`` (``template`` formats the value)."""
-
-    def __init__(self, option_strings, dest, template: str = "", new: str = "", **kwargs):
-        self.template, self.new = template, new
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        warn_deprecated(option_string, self.new)
-        value = values if not isinstance(values, list) else " ".join(values)
-        namespace.overrides = [*(namespace.overrides or []), self.template.format(value)]
-
-
-class DeprecatedRename(argparse.Action):
-    """A hidden old flag that stores into the new flag's ``dest``."""
-
-    def __init__(self, option_strings, dest, new: str = "", **kwargs):
-        self.new = new
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        warn_deprecated(option_string, self.new)
-        setattr(namespace, self.dest, values)
-
-
 def add_set_argument(parser: argparse.ArgumentParser, example: str) -> None:
-    """``--set KEY=VALUE`` (repeatable) and the hidden positional ``KEY=VALUE`` of old."""
+    """``--set KEY=VALUE`` (repeatable)."""
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help=f"config override (repeatable), e.g. {example}")
-    parser.add_argument("legacy_overrides", nargs="*", help=argparse.SUPPRESS)
 
 
 def overrides_of(args: argparse.Namespace) -> list[str]:
-    """``--set`` values then the deprecated positional ones (with a deprecation line)."""
-    legacy = list(getattr(args, "legacy_overrides", []) or [])
-    if legacy:
-        warn_deprecated("positional KEY=VALUE", "--set KEY=VALUE")
-    return [*(args.overrides or []), *legacy]
+    """The ``--set`` values, in order."""
+    return list(args.overrides or [])
 
 
-def add_train_arguments(parser: argparse.ArgumentParser, stage: str, default: str) -> None:
+def add_train_arguments(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--config", default=default, metavar="FILE",
                         help=f"stage YAML (default: {default})")
     add_set_argument(parser, "trainer.max_steps=500")
@@ -87,18 +60,9 @@ def add_train_arguments(parser: argparse.ArgumentParser, stage: str, default: st
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
                         help="continue an interrupted run from its last.ckpt (default: "
                              "trainer.resume)")
-    if stage == "gnn":
-        parser.add_argument("--output", action=DeprecatedOverride, new="--checkpoint FILE",
-                            template="checkpoint={}/gnn.pt")
-        parser.add_argument("--train-dir", action=DeprecatedOverride,
-                            new="--set data.train_dir=DIR", template="data.train_dir={}")
-        parser.add_argument("--val-dir", action=DeprecatedOverride,
-                            new="--set data.val_dir=DIR", template="data.val_dir={}")
-        parser.add_argument("--seed", action=DeprecatedOverride,
-                            new="--set trainer.seed=S", template="trainer.seed={}")
 
 
-def add_infer_arguments(parser: argparse.ArgumentParser, stage: str) -> None:
+def add_infer_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="stage YAML (default: the config stored in the checkpoint)")
     parser.add_argument("--checkpoint", default=None, metavar="FILE",
@@ -110,22 +74,9 @@ def add_infer_arguments(parser: argparse.ArgumentParser, stage: str) -> None:
     parser.add_argument("--n-events", type=int, default=None, metavar="N",
                         help="only the first N events")
     add_set_argument(parser, "inference.chunk_size=100000")
-    parser.add_argument("--nevents", dest="n_events", type=int, action=DeprecatedRename,
-                        new="--n-events")
-    if stage == "gnn":
-        parser.add_argument("--input-dir", dest="events", type=Path, action=DeprecatedRename,
-                            new="--events")
-        parser.add_argument("--output-dir", dest="out", type=Path, action=DeprecatedRename,
-                            new="--out")
-        parser.add_argument("--graph-ops", action=DeprecatedOverride,
-                            new="--set inference.graph_ops=NAME",
-                            template="inference.graph_ops={}")
-        parser.add_argument("--bf16", nargs=0, action=DeprecatedOverride,
-                            new="--set inference.precision=bf16",
-                            template="inference.precision=bf16")
 
 
-def stage_config(path: str | Path, overrides: Iterable[str], stage: Any,
+def stage_config(path: str | Path, overrides: Iterable[str], stage: StageCommands,
                  check_folders: bool = False) -> dict[str, Any]:
     """The config file with overrides applied, sections and keys checked; ``check_folders``:
     first that data.train_dir and data.val_dir exist (before the stage's checks import torch
@@ -152,7 +103,7 @@ def check_data_folders(config: dict[str, Any]) -> None:
             require_folder(folder, f"data.{key}")
 
 
-def run_train(stage: Any, args: argparse.Namespace) -> int:
+def run_train(stage: StageCommands, args: argparse.Namespace) -> int:
     given = overrides_of(args)
     overrides = list(given)
     if args.checkpoint:
@@ -183,7 +134,7 @@ def check_infer_folders(events: Path, out: Path) -> None:
         raise ConfigError(f"{out}: the output folder must differ from --events")
 
 
-def run_infer(stage: Any, args: argparse.Namespace) -> int:
+def run_infer(stage: StageCommands, args: argparse.Namespace) -> int:
     from trkx.checkpoint import load_checkpoint
 
     missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
@@ -230,9 +181,9 @@ def remove_stale(out_dir: Path, written: Iterable[Path], pattern: re.Pattern = R
     return len(stale)
 
 
-def write_records(records: Iterable[Any], out: Path, transform: Callable[[Any], Any],
-                  describe: Callable[[Any, Any], str],
-                  name: Callable[[Any], str] | None = None) -> list[Path]:
+def write_records(records: Iterable[Data], out: Path, transform: Callable[[Data], Data],
+                  describe: Callable[[Data, Data], str],
+                  name: Callable[[Data], str] | None = None) -> list[Path]:
     """``transform`` every record, save it as ``out/eventNNNNNNNNN.pt`` (or ``out/name(r)``),
     print ``describe``, then remove the outputs of earlier runs."""
     from trkx.data.record import save_record
@@ -249,10 +200,11 @@ def write_records(records: Iterable[Any], out: Path, transform: Callable[[Any], 
     return written
 
 
-def load_split(data: Any, count_events: Callable[[str], int], label: str,
-               load: Callable[..., list], check: Callable[[list, str, str], None] | None = None,
-               precheck: Callable[[Any, str], None] | None = None,
-               ) -> tuple[list, list | None]:
+def load_split(data: StageData, count_events: Callable[[str], int], label: str,
+               load: Callable[[str, int, int], list[Data]],
+               check: Callable[[list[Data], str, str], None] | None = None,
+               precheck: Callable[[EventSlice, str], None] | None = None,
+               ) -> tuple[list[Data], list[Data] | None]:
     """Train and validation records of a stage's ``data`` section (``split_events``), read
     with ``load(folder, count, first)`` and checked with ``check(records, folder, key)``;
     ``precheck(slice, key)`` sees both slices before anything is read (e.g. that the events
@@ -264,7 +216,7 @@ def load_split(data: Any, count_events: Callable[[str], int], label: str,
     for part, key in zip(slices, keys):
         if part and precheck is not None:
             precheck(part, key)
-    loaded: list[list | None] = []
+    loaded: list[list[Data] | None] = []
     for part, key in zip(slices, keys):
         records = load(part.folder, part.count, part.first) if part else None
         if records is not None and check is not None:
@@ -273,8 +225,9 @@ def load_split(data: Any, count_events: Callable[[str], int], label: str,
     return loaded[0], loaded[1]
 
 
-def fit_on_records(name: str, build_module: Callable[[], Any], network_config: dict[str, Any],
-                   train: list, val: list | None, **fit_options: Any):
+def fit_on_records(name: str, build_module: Callable[[], pl.LightningModule],
+                   network_config: dict[str, Any], train: list[Data], val: list[Data] | None,
+                   **fit_options: Any) -> FitResult:
     """:func:`trkx.training.fit_stage` over in-memory event records, one event per step
     (shuffled), the stage network at ``module.network`` built from ``network_config`` (the
     config's ``model`` section, stored in the checkpoint as its constructor); ``fit_options``:

@@ -16,7 +16,6 @@ from trkx.config import ConfigError, apply_overrides, instantiate, load_config, 
 from trkx.data.errors import TrackMLFormatError
 
 TRACKS_FILE = re.compile(r"^event(\d{9})-tracks\.csv$")
-EVENT_NUMBER = re.compile(r"event(\d+)")
 
 
 def tracks_file_name(event_id: int) -> str:
@@ -45,17 +44,6 @@ def track_builder(config_path: str | None, overrides: list[str], checkpoint: Pat
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     return instantiate(TrackBuilder, options, f"{label}: builder")
-
-
-def record_files(folder: Path) -> list[tuple[int, Path]]:
-    """``(event_id, path)`` of the event records (``*.pt``) in ``folder``, by event id."""
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder of event records")
-    found = []
-    for path in sorted(folder.glob("*.pt")):
-        match = EVENT_NUMBER.search(path.stem)
-        found.append((int(match.group(1)) if match else -1, path))
-    return found
 
 
 def track_files(folder: Path) -> dict[int, Path]:
@@ -110,4 +98,4 @@ def find_event_source(folder: Path, event_id: int) -> Path:
 
 
 __all__ = ["ConfigError", "atomic_write", "config_section", "find_event_source",
-           "read_tracks", "record_files", "track_files", "tracks_file_name"]
+           "read_tracks", "track_files", "tracks_file_name"]

@@ -42,28 +42,29 @@ def run(args: argparse.Namespace) -> int:
     from trkx.cli._tracks_io import (
         TRACKS_FILE,
         atomic_write,
-        record_files,
         track_builder,
         tracks_file_name,
     )
     from trkx.config import naming_overrides
     from trkx.data.errors import TrackMLFormatError
+    from trkx.data.listing import record_event_id, record_paths
     from trkx.data.record import load_record
     from trkx.stage_tools import remove_stale
     from trkx.tracks.building import tracks_frame
 
     with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
         builder = track_builder(args.config, args.overrides, args.checkpoint)
-    records = record_files(args.events)
+    records = record_paths(args.events, allow_empty=True)
     if not records:
         raise FileNotFoundError(f"{args.events}: no event records (*.pt)")
     start = time.perf_counter()
     n_tracks = 0
     written = []
-    for file_event_id, path in tqdm(records, desc="build tracks", unit="event"):
+    for path in tqdm(records, desc="build tracks", unit="event"):
         record = load_record(path)
         stored = getattr(record, "event_id", None)
-        event_id = int(stored) if stored is not None and int(stored) >= 0 else file_event_id
+        event_id = (int(stored) if stored is not None and int(stored) >= 0
+                    else record_event_id(path))
         if event_id < 0:
             raise TrackMLFormatError(f"{path}: no event id in the record or the file name")
         try:

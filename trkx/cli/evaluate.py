@@ -88,15 +88,15 @@ def load_truth(source: Path, event_id: int):
 
 
 def stage_edge_metrics(name: str, folder: Path, cut: float) -> dict:
-    from trkx.cli._tracks_io import record_files
+    from trkx.data.listing import record_event_id, record_paths
     from trkx.data.record import load_record
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
 
     per_event = []
-    for event_id, path in record_files(folder):
+    for path in record_paths(folder, allow_empty=True):
         metrics = edge_metrics(load_record(path), cut)
         if metrics is not None:
-            per_event.append({"event_id": event_id, **metrics})
+            per_event.append({"event_id": record_event_id(path), **metrics})
     return {"stage": name, "overall": pool_edge_metrics(per_event) if per_event else None,
             "events": per_event}
 

@@ -75,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from trkx.atomic import atomic_write
     from trkx.config import ConfigError
     from trkx.data.errors import TrackMLFormatError
+    from trkx.data.listing import record_paths
     from trkx.data.record import load_record
     from trkx.gnn.distributed.figures import mean_figures, partition_figures
-    from trkx.gnn.records import record_paths
 
     if any(P < 1 for P in args.world_sizes):
         raise ConfigError(f"-P: world sizes must be >= 1, got {args.world_sizes}")

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trkx.config import ConfigError
-from trkx.stage_tools import DeprecatedRename
 
 if TYPE_CHECKING:
     from trkx.pipeline.inference import TrainedPipeline
@@ -41,8 +40,6 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--out", type=Path, help="folder for tracks, timing.json, evaluation")
     group.add_argument("--n-events", type=int, default=None, metavar="N",
                        help="only the first N events")
-    group.add_argument("--nevents", dest="n_events", type=int, action=DeprecatedRename,
-                       new="--n-events")
     group.add_argument("--workers", type=int, default=1, metavar="N",
                        help="events in N parallel processes, each with max(1, threads // N) "
                             "threads (default 1: in this process)")
@@ -101,9 +98,9 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     the stage graphs when ``out.graphs`` is set)."""
     from trkx.cli._tracks_io import atomic_write, tracks_file_name
     from trkx.data.errors import EventFileNotFoundError
+    from trkx.data.events import event_record
     from trkx.data.io import find_part_file
     from trkx.data.record import save_record
-    from trkx.embedding.events import event_record
     from trkx.tracks.building import tracks_frame
 
     try:
@@ -219,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
     from trkx.cli import main as trkx_main
     from trkx.cli._tracks_io import TRACKS_FILE, atomic_write
-    from trkx.embedding.events import event_prefixes
+    from trkx.data.listing import event_prefixes
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import checkpoint_paths
     from trkx.stage_tools import remove_stale

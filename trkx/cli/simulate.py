@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from trkx.stage_tools import DeprecatedRename
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -18,8 +16,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--n-events", type=int, default=None, metavar="N",
                         help="number of events (default with --particles-from: all tables)")
-    parser.add_argument("--events", "--nevents", dest="n_events", type=int,
-                        action=DeprecatedRename, new="--n-events")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed")
     parser.add_argument("--pileup", type=float, default=200.0, metavar="MU",
                         help="mean pile-up of generated events (default 200, like TrackML)")

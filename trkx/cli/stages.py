@@ -1,7 +1,7 @@
 """``trkx train STAGE`` and ``trkx infer STAGE``: one command shape for every learned stage.
 
-Each stage package ``trkx.<stage>`` provides ``trkx.<stage>.cli`` (see
-:mod:`trkx.stage_tools` for what it defines); the arguments are the same for all of them.
+Each stage package ``trkx.<stage>`` provides ``trkx.<stage>.cli``, which implements
+:class:`trkx.stage_commands.StageCommands`; the arguments are the same for all of them.
 ``trkx infer`` without a STAGE runs the whole trained pipeline (:mod:`trkx.cli.pipeline_infer`).
 """
 
@@ -10,12 +10,16 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+from typing import cast
+
+from trkx.stage_commands import StageCommands
 
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
 
 
-def stage_module(stage: str):
-    return importlib.import_module(f"trkx.{stage}.cli")
+def stage_module(stage: str) -> StageCommands:
+    """The commands of ``stage`` (its module ``trkx.<stage>.cli``)."""
+    return cast(StageCommands, importlib.import_module(f"trkx.{stage}.cli"))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             module = stage_module(stage)
             stage_parser = stage_parsers.add_parser(stage, help=f"{verb} the {stage} stage")
             if verb == "train":
-                stage_tools.add_train_arguments(stage_parser, stage, module.DEFAULT_CONFIG)
+                stage_tools.add_train_arguments(stage_parser, module.DEFAULT_CONFIG)
                 stage_parser.set_defaults(func=functools.partial(stage_tools.run_train, module))
             else:
-                stage_tools.add_infer_arguments(stage_parser, stage)
+                stage_tools.add_infer_arguments(stage_parser)
                 stage_parser.set_defaults(func=functools.partial(stage_tools.run_infer, module))

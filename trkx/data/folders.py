@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from trkx.data.errors import EventFileNotFoundError
+from trkx.data.listing import event_prefixes
 
 #: What each part is called in messages ("training needs truth files").
 PART_NAMES = {"hits": "hit", "cells": "cell", "particles": "particle", "truth": "truth"}
@@ -23,13 +24,6 @@ def require_folder(path: str | os.PathLike, key: str, what: str = "folder") -> P
     if not path.is_dir():
         raise NotADirectoryError(f"{path}: not a folder ({key})")
     return path
-
-
-def trackml_prefixes(folder: str | os.PathLike) -> list[str]:
-    """The event prefixes (``folder/eventNNNNNNNNN``) of the TrackML files in ``folder``."""
-    from trkx.data.io import list_event_prefixes
-
-    return list_event_prefixes(str(p) for p in sorted(Path(folder).iterdir()))
 
 
 def has_part(prefix: str, part: str) -> bool:
@@ -54,7 +48,7 @@ def require_trackml_events(folder: str | os.PathLike, key: str,
                            what: str = "events folder") -> list[str]:
     """The event prefixes of ``folder``, which must exist and hold TrackML hit files."""
     folder = require_folder(folder, key, what)
-    prefixes = [p for p in trackml_prefixes(folder) if has_part(p, "hits")]
+    prefixes = [p for p in event_prefixes(folder) if has_part(p, "hits")]
     if not prefixes:
         raise FileNotFoundError(f"{folder}: no TrackML events (event*-hits.csv[.gz]) ({key})")
     return prefixes

@@ -125,15 +125,6 @@ def check_record(data: Data, source: str = "event record") -> None:
             raise TrackMLFormatError(f"{source}: {name!r} names hits outside [0, {sizes['N']})")
 
 
-def require(data: Data, names: tuple[str, ...], source: str, hint: str) -> None:
-    """Raise :class:`TrackMLFormatError` when ``data`` lacks one of ``names`` (the message
-    names ``source``, the missing fields and ``hint``, e.g. which stage adds them)."""
-    missing = [name for name in names if getattr(data, name, None) is None]
-    if missing:
-        raise TrackMLFormatError(f"{source}: the event record has no {', '.join(missing)} "
-                                 f"({hint})")
-
-
 def _tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor that owns a copy of ``array`` (pandas hands out read-only views)."""
     return torch.from_numpy(np.array(array, copy=True))

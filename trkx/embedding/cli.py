@@ -10,7 +10,13 @@ trkx.embedding.inference.EmbeddingInference (null values: the checkpoint's worki
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from trkx.training.data import EventSlice
+    from trkx.training.fit import FitResult
 
 NAME = "embedding"
 SECTIONS = ("model", "module", "data", "trainer", "inference", "checkpoint")
@@ -36,18 +42,18 @@ def check_config(config: dict[str, Any], label: str) -> None:
 
 def count_events(folder: str) -> int:
     """Event records (``*.pt``) in ``folder``, else TrackML events."""
-    from trkx.embedding.events import event_prefixes, record_files
+    from trkx.data.listing import event_prefixes, record_paths
 
     if not Path(folder).is_dir():
         raise FileNotFoundError(f"{folder}: no such events folder")
-    return len(record_files(folder)) or len(event_prefixes(folder))
+    return len(record_paths(folder, allow_empty=True)) or len(event_prefixes(folder))
 
 
-def train(config: dict[str, Any], label: str, checkpoint: Path):
+def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     import functools
 
     from trkx.config import instantiate, section
-    from trkx.embedding.events import load_records
+    from trkx.data.events import load_records
     from trkx.embedding.model import EmbeddingMLP
     from trkx.embedding.module import EmbeddingModule
     from trkx.stage_tools import fit_on_records, load_split
@@ -74,15 +80,15 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
                                          "max_neighbours": m.hparams.max_neighbours})
 
 
-def check_training_events(part, key: str, use_cells: bool) -> None:
+def check_training_events(part: EventSlice, key: str, use_cells: bool) -> None:
     """The TrackML events of a training/validation slice have truth and particles (the
     labels), and cells when the model uses cell features; checked before any is read."""
-    from trkx.data.folders import require_parts, trackml_prefixes
-    from trkx.embedding.events import record_files
+    from trkx.data.folders import require_parts
+    from trkx.data.listing import event_prefixes, record_paths
 
-    if record_files(part.folder):        # saved records: check_record_truth once read
+    if record_paths(part.folder, allow_empty=True):   # saved records: check_record_truth once read
         return
-    prefixes = trackml_prefixes(part.folder)[part.first:part.first + part.count]
+    prefixes = event_prefixes(part.folder)[part.first:part.first + part.count]
     require_parts(prefixes, ("truth", "particles"), "training needs", key,
                   "train on events with truth (e.g. `trkx simulate`), or run a trained model "
                   "on these with `trkx infer`")
@@ -92,7 +98,7 @@ def check_training_events(part, key: str, use_cells: bool) -> None:
                       "--set model.in_features=3")
 
 
-def check_record_truth(records, folder: str, key: str) -> None:
+def check_record_truth(records: list[Data], folder: str, key: str) -> None:
     """Saved records train only when they carry the truth of their hits (records written by
     `trkx infer embedding` from events without truth do not)."""
     from trkx.data.errors import TrackMLFormatError
@@ -108,9 +114,9 @@ def check_record_truth(records, folder: str, key: str) -> None:
 
 def check_cells(events: Path, use_cells: bool, checkpoint: Path) -> None:
     """A model trained with cell features needs events with cells (or records with them)."""
-    from trkx.embedding.events import event_prefixes, record_files
+    from trkx.data.listing import event_prefixes, record_paths
 
-    if not use_cells or record_files(events):
+    if not use_cells or record_paths(events, allow_empty=True):
         return
     for prefix in event_prefixes(events):
         if not list(Path(prefix).parent.glob(f"{Path(prefix).name}-cells.csv*")):
@@ -124,8 +130,8 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
           n_events: int | None) -> int:
     from trkx.config import instantiate, section
     from trkx.data.errors import TrackMLFormatError
+    from trkx.data.events import load_records
     from trkx.embedding.checkpoint import load_model
-    from trkx.embedding.events import load_records
     from trkx.embedding.inference import EmbeddingInference, embedding_graph
     from trkx.embedding.labels import graph_metrics
     from trkx.stage_tools import write_records
@@ -148,7 +154,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
                                      f"{needed} (cell features: use_cells)")
     radius, k = options.working_point(stored.working_point)
 
-    def describe(_, out_record) -> str:
+    def describe(_: Data, out_record: Data) -> str:
         line = f"{out_record.edge_index.shape[1]:,d} edges"
         if getattr(out_record, "signal", None) is not None:
             m = graph_metrics(out_record)

@@ -10,7 +10,12 @@ trkx.filter.checkpoint.FilterInference; ``checkpoint``: the model file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from trkx.training.fit import FitResult
 
 NAME = "filter"
 SECTIONS = ("model", "module", "data", "trainer", "inference", "checkpoint")
@@ -34,14 +39,12 @@ def check_config(config: dict[str, Any], label: str) -> None:
 
 
 def count_events(folder: str) -> int:
-    from trkx.embedding.events import record_files
+    from trkx.data.listing import record_paths
 
-    if not Path(folder).is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder of event records")
-    return len(record_files(folder))
+    return len(record_paths(folder, allow_empty=True))
 
 
-def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
+def check_edges(records: list[Data], folder: str, key: str, labels: bool = True) -> None:
     """The filter trains (and runs) on the embedding stage's (labelled) graphs."""
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import EDGE_INDEX, EDGE_LABELS
@@ -56,9 +59,9 @@ def check_edges(records, folder: str, key: str, labels: bool = True) -> None:
                 "embedding` output folder)")
 
 
-def train(config: dict[str, Any], label: str, checkpoint: Path):
+def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     from trkx.config import instantiate, section
-    from trkx.embedding.events import load_records
+    from trkx.data.events import load_records
     from trkx.filter.model import FilterMLP
     from trkx.filter.module import FilterModule
     from trkx.stage_tools import fit_on_records, load_split
@@ -88,7 +91,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
           n_events: int | None) -> int:
     from trkx.config import ConfigError, instantiate, section
-    from trkx.embedding.events import load_records
+    from trkx.data.events import load_records
     from trkx.filter.checkpoint import FilterInference, load_model
     from trkx.filter.inference import apply_cut, score_edges
     from trkx.filter.module import filter_metrics
@@ -105,12 +108,12 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     check_edges(records, str(events), "--events", labels=False)
     scores: dict[int, Any] = {}
 
-    def transform(record):
+    def transform(record: Data) -> Data:
         scores[id(record)] = score_edges(network, record, options.chunk_size,
                                          options.precision)
         return apply_cut(record, scores[id(record)], cut)
 
-    def describe(record, result) -> str:
+    def describe(record: Data, result: Data) -> str:
         line = f"{record.edge_index.shape[1]:,d} -> {result.edge_index.shape[1]:,d} edges"
         record_scores = scores.pop(id(record))
         if getattr(record, "signal", None) is None:

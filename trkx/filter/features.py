@@ -1,13 +1,9 @@
 """Edge features of the filter: both hits' features and the edge geometry.
 
-For an edge i -> j with cylindrical positions (r, phi, z) and eta = asinh(z / r):
-
-    dr = r_j - r_i,  dphi = wrap(phi_j - phi_i),  dz = z_j - z_i,  deta = eta_j - eta_i
-    (scaled: dr, dz in metres, dphi / pi).
-
-With cluster-shape features (``dir_eta``, ``dir_phi`` among the hit feature names) the agreement
-between the edge's own direction, eta_e = asinh(dz / |dxy|) and phi_e = atan2(dy, dx), and the
-direction measured by each hit's cluster is added:
+The geometry block (dr, dphi, dz, deta, scaled) is :func:`trkx.edge_geometry.edge_geometry`,
+which the GNN's edge inputs share. With cluster-shape features (``dir_eta``, ``dir_phi`` among
+the hit feature names) the agreement between the edge's own direction, eta_e = asinh(dz / |dxy|)
+and phi_e = atan2(dy, dx), and the direction measured by each hit's cluster is added:
 
     a_eta(h) = dir_eta(h) - eta_e,   a_phi(h) = wrap(dir_phi(h) - phi_e),   h in {i, j}.
 
@@ -22,8 +18,8 @@ from collections.abc import Sequence
 import torch
 
 from trkx.data.features import FEATURE_SCALES
+from trkx.edge_geometry import GEOMETRY_FEATURES, edge_geometry, wrap_angle
 
-GEOMETRY_FEATURES = 4
 CELL_AGREEMENT_FEATURES = 4
 
 
@@ -33,21 +29,6 @@ def has_cell_directions(feature_names: Sequence[str] | None) -> bool:
 
 def edge_feature_count(hit_features: int, cells: bool) -> int:
     return 2 * hit_features + GEOMETRY_FEATURES + (CELL_AGREEMENT_FEATURES if cells else 0)
-
-
-def _wrap(angle: torch.Tensor) -> torch.Tensor:
-    return torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
-
-
-def edge_geometry(pos: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-    """[E, 4] scaled (dr, dphi, dz, deta) of the edges (the geometry block of the module
-    docstring; the GNN's edge inputs reuse it)."""
-    src, dst = edge_index
-    r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
-    eta = torch.asinh(z / r.clamp_min(1e-6))
-    dphi = _wrap(phi[dst] - phi[src])
-    return torch.stack([(r[dst] - r[src]) / FEATURE_SCALES["r"], dphi / math.pi,
-                        (z[dst] - z[src]) / FEATURE_SCALES["z"], eta[dst] - eta[src]], dim=1)
 
 
 def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
@@ -72,5 +53,5 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
         edge_phi = torch.atan2(dy, dx)
         for hit in (src, dst):
             columns.append((dir_eta[hit] - edge_eta)[:, None] / FEATURE_SCALES["dir_eta"])
-            columns.append(_wrap(dir_phi[hit] - edge_phi)[:, None] / math.pi)
+            columns.append(wrap_angle(dir_phi[hit] - edge_phi)[:, None] / math.pi)
     return torch.cat(columns, dim=1).float()

@@ -22,11 +22,11 @@ import pytorch_lightning as pl
 import torch
 from torch_geometric.data import Data
 
+from trkx.edge_loss import edge_weights, weighted_bce
 from trkx.figures import edge_purity
 from trkx.filter.features import edge_features
 from trkx.filter.inference import score_edges
 from trkx.filter.model import FilterMLP
-from trkx.gnn.metrics import edge_weights, weighted_bce
 from trkx.schedules import adamw_warmup_cosine, total_steps
 from trkx.working_point import cut_for_efficiency
 

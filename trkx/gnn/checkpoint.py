@@ -7,12 +7,9 @@ config (graph_ops, loss settings) travels in ``config``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from trkx.checkpoint import Checkpoint, build_network, load_checkpoint, save_checkpoint
+from trkx.checkpoint import Checkpoint, build_network, load_checkpoint
 
 
 def load_model(path: str | os.PathLike):
@@ -21,28 +18,6 @@ def load_model(path: str | os.PathLike):
 
     checkpoint = load_checkpoint(path, "gnn")
     return build_network(checkpoint, InteractionGNN), checkpoint
-
-
-def save_gnn_checkpoint(path: str | os.PathLike, model: Any, model_config: Mapping[str, Any],
-                        module_config: Mapping[str, Any],
-                        metrics: Mapping[str, float] | None = None) -> Path:
-    """Write a GNN trained outside :func:`trkx.training.fit_stage` (the torchrun loop)."""
-    import inspect
-
-    from trkx.gnn.module import GNNModule
-
-    default = inspect.signature(GNNModule).parameters["edge_cut"].default
-    edge_cut = module_config.get("edge_cut", default)
-    return save_checkpoint(path, "gnn", model_config, model.state_dict(),
-                           {"edge_cut": float(edge_cut)},
-                           {"model": dict(model_config), "module": dict(module_config)},
-                           metrics or {})
-
-
-def load_gnn_checkpoint(path: str | os.PathLike):
-    """``(InteractionGNN, module config section)``, for callers of the older interface."""
-    model, checkpoint = load_model(path)
-    return model, dict(checkpoint.config.get("module") or {})
 
 
 @dataclass(frozen=True)

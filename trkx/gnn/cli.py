@@ -15,8 +15,15 @@ Inference adds ``scores`` to every record of ``--events`` and writes them to ``-
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from trkx.training.data import EventSlice
+    from trkx.training.fit import FitResult
 
 NAME = "gnn"
 SECTIONS = ("data", "model", "module", "trainer", "inference", "checkpoint", "distributed",
@@ -50,7 +57,7 @@ def check_config(config: dict[str, Any], label: str) -> None:
 
 
 def count_events(folder: str) -> int:
-    from trkx.gnn.records import record_paths
+    from trkx.data.listing import record_paths
 
     return len(record_paths(folder))
 
@@ -67,15 +74,16 @@ def check_edge_inputs(path: Path, label: str) -> None:
         raise ConfigError(f"{exc} (or set model.edge_features=0 in {label})") from exc
 
 
-def train(config: dict[str, Any], label: str, checkpoint: Path):
+def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     """Single-process training, or graph-parallel under torchrun when the config has a
     ``distributed`` section (the same driver, the graph_parallel strategy)."""
     from torch.utils.data import DataLoader
 
     from trkx.config import instantiate, section
+    from trkx.data.listing import record_paths
     from trkx.gnn.model import InteractionGNN
     from trkx.gnn.module import GNNModule
-    from trkx.gnn.records import GraphRecordDataset, node_features_of, record_paths, single_event
+    from trkx.gnn.records import GraphRecordDataset, node_features_of, single_event
     from trkx.training import TrainerOptions, fit_stage
     from trkx.training.data import StageData, split_events
 
@@ -88,7 +96,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path):
     options = instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     train_slice, val_slice = split_events(data, count_events, label)
 
-    def paths(part):
+    def paths(part: EventSlice) -> list[Path]:
         return record_paths(part.folder)[part.first:part.first + part.count]
 
     train_paths = paths(train_slice)
@@ -122,12 +130,13 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
           n_events: int | None) -> int:
     from trkx.config import instantiate, section
     from trkx.data.errors import TrackMLFormatError
+    from trkx.data.listing import record_paths
     from trkx.data.record import load_record
     from trkx.gnn.checkpoint import GNNInference, load_model
     from trkx.gnn.edge_inputs import model_edge_inputs
     from trkx.gnn.inference import score_edges
     from trkx.gnn.ops_factory import KernelChooser
-    from trkx.gnn.records import INFERENCE_KEYS, check_graph_record, record_paths
+    from trkx.gnn.records import INFERENCE_KEYS, check_graph_record
     from trkx.stage_tools import write_records
 
     options = instantiate(GNNInference, section(config, "inference", label),
@@ -136,7 +145,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     graph_ops = options.kernel(stored)
     chooser = KernelChooser(width=model.hidden, backward=False)
 
-    def read(path: Path):
+    def read(path: Path) -> Data:
         data = load_record(path)
         check_graph_record(data, str(path), INFERENCE_KEYS)
         if data.x.shape[1] != model.node_features:
@@ -144,7 +153,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
                                      f"expects {model.node_features}")
         return data
 
-    def transform(data):
+    def transform(data: Data) -> Data:
         scored = data.clone()
         scored.scores = score_edges(model, data.x, data.edge_index.long(), graph_ops, chooser,
                                     precision=options.precision,
@@ -153,7 +162,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
 
     names: dict[int, str] = {}
 
-    def records():
+    def records() -> Iterator[Data]:
         for path in record_paths(events)[:n_events]:
             data = read(path)
             names[id(data)] = path.name

@@ -2,7 +2,7 @@
 
 For an edge i -> j of the filter-stage graph with filter score s_ij:
 
-    A_ij = [dr, dphi, dz, deta (scaled, trkx.filter.features.edge_geometry), s_ij]
+    A_ij = [dr, dphi, dz, deta (scaled, trkx.edge_geometry.edge_geometry), s_ij]
 
 The geometry saves the network from re-deriving hit differences from encoded node states, and
 the filter score starts the classifier from the filter's ranking, which message passing then
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.filter.features import edge_geometry
+from trkx.edge_geometry import edge_geometry
 
 EDGE_INPUT_NAMES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "filter_score")
 EDGE_INPUT_FEATURES = len(EDGE_INPUT_NAMES)

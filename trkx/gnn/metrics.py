@@ -1,10 +1,9 @@
-"""Edge weights of the loss and the signal-weighted edge metrics (docs/design.md, "Figures").
+"""The GNN's edge metrics (docs/design.md, "Figures").
 
 For edges ``k`` with truth label ``y_k`` (a truth-graph edge), signal flag ``sig_k`` (a truth
-edge of a signal particle) and score ``p_k``, at cut ``c``:
+edge of a signal particle), score ``p_k`` and loss weight ``w_k`` (:mod:`trkx.edge_loss`), at
+cut ``c``:
 
-    weight w_k     = w_signal if sig_k, else w_true if y_k, else w_fake
-    loss           = sum_k w_k BCE(logit_k, y_k) / sum_k w_k
     efficiency     = #{k : sig_k, p_k >= c} / #{k : sig_k}        (trkx.figures)
     purity         = #{k : y_k, p_k >= c} / #{k : p_k >= c}
     AUC            = P_w(p_pos > p_neg) + 1/2 P_w(p_pos = p_neg),  pairs drawn with weights w
@@ -17,25 +16,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from trkx.figures import edge_efficiency, edge_purity, kept_edges
-
-
-def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: float,
-                 fake_weight: float) -> Tensor:
-    """Per-edge loss weight: ``signal_weight`` on signal edges, ``true_weight`` on other truth
-    edges, ``fake_weight`` on fake edges (float32 [E])."""
-    weights = torch.full(y.shape, fake_weight, dtype=torch.float32, device=y.device)
-    weights[y.bool()] = true_weight
-    weights[signal.bool()] = signal_weight
-    return weights
-
-
-def weighted_bce(logits: Tensor, y: Tensor, weights: Tensor) -> Tensor:
-    """``sum_k w_k BCE(logit_k, y_k) / sum_k w_k`` (zero for a graph without edges)."""
-    losses = F.binary_cross_entropy_with_logits(logits, y.to(logits.dtype), reduction="none")
-    return (weights.to(losses.dtype) * losses).sum() / weights.sum().clamp_min(1e-12)
 
 
 def weighted_auc(scores: Tensor, y: Tensor, weights: Tensor) -> float:

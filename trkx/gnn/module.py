@@ -2,9 +2,9 @@
 
 Each step is one event graph, or one sampled minibatch (:mod:`trkx.gnn.sampling`) whose loss
 counts only the edges of its ``target_edge_mask``. The loss is the weighted BCE of
-:mod:`trkx.gnn.metrics`;
-validation pools all events of the epoch and logs ``val_loss``, ``val_efficiency`` (signal
-edges kept), ``val_purity`` (true among kept) and ``val_auc`` at ``edge_cut``.
+:mod:`trkx.edge_loss`; validation pools all events of the epoch and logs ``val_loss``,
+``val_efficiency`` (signal edges kept), ``val_purity`` (true among kept) and ``val_auc`` at
+``edge_cut``.
 
 The learning rate warms up linearly for ``lr_warmup_steps`` and decays on a cosine to the end
 of the step budget (trkx.schedules; ``lr_step_size > 0`` keeps the older step decay).
@@ -21,8 +21,9 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from trkx.edge_loss import edge_weights, weighted_bce
 from trkx.gnn.edge_inputs import model_edge_inputs
-from trkx.gnn.metrics import edge_metrics, edge_weights, weighted_bce
+from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES, KernelChooser, build_graph_ops
 from trkx.schedules import adamw_warmup_cosine, total_steps

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -10,7 +9,7 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
 from trkx.data.errors import TrackMLFormatError
-from trkx.data.record import EDGE_INDEX, SIGNAL, X, Y, load_record
+from trkx.data.record import EDGE_INDEX, SIGNAL, X, Y, check_record, load_record
 
 TRAINING_KEYS: tuple[str, ...] = (X, EDGE_INDEX, Y, SIGNAL)
 INFERENCE_KEYS: tuple[str, ...] = (X, EDGE_INDEX)
@@ -18,35 +17,13 @@ INFERENCE_KEYS: tuple[str, ...] = (X, EDGE_INDEX)
 
 def check_graph_record(data: Data, where: str, keys: tuple[str, ...] = TRAINING_KEYS) -> None:
     """Raise :class:`TrackMLFormatError` naming ``where`` and the key when ``data`` cannot be
-    scored (missing keys, wrong shapes, edge ids outside the node range)."""
+    scored: a key of ``keys`` missing, or a field against the record contract
+    (:func:`trkx.data.record.check_record`: dtypes, shapes, edge ids inside the node range)."""
     for key in keys:
         if getattr(data, key, None) is None:
             raise TrackMLFormatError(f"{where}: record has no {key!r} (needs {', '.join(keys)};"
                                      " run the filter stage first)")
-    x, edge_index = data.x, data.edge_index
-    if x.dim() != 2:
-        raise TrackMLFormatError(f"{where}: 'x' must be [N, F], got {tuple(x.shape)}")
-    if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.is_floating_point():
-        raise TrackMLFormatError(f"{where}: 'edge_index' must be an integer [2, E] tensor, got "
-                                 f"{edge_index.dtype} {tuple(edge_index.shape)}")
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= len(x)):
-        raise TrackMLFormatError(f"{where}: 'edge_index' refers to nodes outside [0, {len(x)})")
-    for key in keys[2:]:
-        value = getattr(data, key)
-        if value.shape != (edge_index.shape[1],):
-            raise TrackMLFormatError(f"{where}: {key!r} must have one entry per edge "
-                                     f"({edge_index.shape[1]}), got {tuple(value.shape)}")
-
-
-def record_paths(folder: str | os.PathLike, pattern: str = "*.pt") -> list[Path]:
-    """Sorted record files in ``folder``; an error naming the folder when there are none."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder of event records")
-    paths = sorted(folder.glob(pattern))
-    if not paths:
-        raise FileNotFoundError(f"{folder}: no event records matching {pattern!r}")
-    return paths
+    check_record(data, where)
 
 
 class GraphRecordDataset(Dataset):

@@ -209,7 +209,7 @@ class TrainedPipeline:
         """Tracks of one TrackML event (``dir/eventNNNNNNNNN``; truth is never read): the
         submission frame ``event_id, hit_id, track_id``, one row per hit of the event."""
         from trkx.data.detector import load_detector
-        from trkx.embedding.events import event_record
+        from trkx.data.events import event_record
         from trkx.tracks.building import tracks_frame
 
         record = event_record(str(prefix), load_detector(), self.use_cells, self.signal_pt_min,

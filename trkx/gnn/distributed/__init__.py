@@ -3,6 +3,7 @@
 Modules (one concept each):
 
 - :mod:`.layout`     the process grid: P ranks, replication c, row and column groups;
+- :mod:`.block_counts` what a partition gives each block: owned edges, halo, edge imbalance;
 - :mod:`.partition`  node partitioners ``contiguous``, ``sector``, ``balanced`` (edge-balanced);
 - :mod:`.graph_partition` graph partitioners: greedy refinement of the cut, METIS (``pymetis``);
 - :mod:`.figures`    what a partition costs: edge balance and analytic traffic per algorithm;

@@ -23,8 +23,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .block_counts import edges_per_block, halo_sizes
 from .layout import ProcessLayout
-from .partition import edges_per_block, halo_sizes, make_partition
+from .partition import make_partition
 from .volume import oblivious, onefive, sparse1d
 
 ONEFIVE_REPLICATION = 2

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .partition import edges_per_block, halo_sizes
+from .block_counts import edges_per_block, halo_sizes
 
 VERTEX_EDGE_WEIGHT = 8   # METIS: an owned edge weighs 8 units, a node 1
 

@@ -1,10 +1,10 @@
 """Node partitioners: which block owns each hit. Every edge lives with its destination's owner.
 
 A partition is an ``owner`` vector (``[N]`` int64, values in ``[0, B)``). For block ``p`` let
-``V_p = {v : owner[v] = p}``, ``E_p = {k : owner[d_k] = p}`` (the edges it owns) and the *halo*
-``H_p = {s_k : k in E_p, owner[s_k] != p}`` (distinct remote sources it must receive). The
-sparsity-aware algorithm moves ``sum_p |H_p|`` rows per exchange. The edge networks dominate a
-step (``E ~ 5-10 N`` rows through the widest MLPs), so a block's work is its owned edge count
+``V_p = {v : owner[v] = p}``, ``E_p`` the edges it owns and ``H_p`` its halo (the distinct
+remote sources it must receive; both counted by :mod:`.block_counts`). The sparsity-aware
+algorithm moves ``sum_p |H_p|`` rows per exchange. The edge networks dominate a step
+(``E ~ 5-10 N`` rows through the widest MLPs), so a block's work is its owned edge count
 ``|E_p| = sum_{v in V_p} d_in(v)`` and the figure to balance is ``max_p |E_p| / mean_p |E_p|``.
 
 - ``contiguous``: node ``v`` goes to block ``floor(v B / N)`` (input order, no geometry);
@@ -24,26 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-
-def halo_sizes(edge_index: Tensor, owner: Tensor, num_parts: int) -> np.ndarray:
-    """``|H_p|`` for every block: distinct remote source nodes of the edges the block owns."""
-    src, dst = edge_index[0].numpy(), edge_index[1].numpy()
-    own = owner.numpy()
-    part = own[dst]
-    remote = own[src] != part
-    keys = np.unique(part[remote].astype(np.int64) * own.size + src[remote])
-    return np.bincount(keys // own.size, minlength=num_parts)
-
-
-def edges_per_block(edge_index: Tensor, owner: Tensor, num_parts: int) -> np.ndarray:
-    """``|E_p|`` for every block: the edges whose destination it owns."""
-    return np.bincount(owner.numpy()[edge_index[1].numpy()], minlength=num_parts)
-
-
-def edge_imbalance(edge_index: Tensor, owner: Tensor, num_parts: int) -> float:
-    """``max_p |E_p| / mean_p |E_p|`` (1.0 is perfect balance)."""
-    edges = edges_per_block(edge_index, owner, num_parts)
-    return float(edges.max() / max(edges.mean(), 1e-300))
+from .block_counts import halo_sizes
 
 
 def contiguous(num_nodes: int, num_parts: int) -> Tensor:

@@ -1,0 +1,1 @@
+"""Reference implementations the tests and benchmarks compare trkx against (not installed)."""
