@@ -10,8 +10,8 @@ wall time at ``--threads``.
    aggregation (scatter-sum) vs ``index_add_``; and the gather ``S X`` as E x N CSR SpMM vs
    ``index_select`` (why the CSR GraphOps gathers by row selection);
 2. the whole InteractionGNN (CSR GraphOps) vs the same network written with PyG
-   ``MessagePassing`` (``tests/reference/pyg_interaction_gnn.py``): inference forward on the full graph, and a
-   training step (forward+backward) on a phi sector of it (full-graph activations of a
+   ``MessagePassing`` (``tests/reference/pyg_interaction_gnn.py``): inference forward on the
+   full graph, and a training step (forward+backward) on a phi sector of it (full-graph activations of a
    hidden-128, 8-iteration model need ~20 GB, more than this shared machine has);
 3. inference seconds per event (fp32, and bf16 autocast), the FLOP count per event and the
    achieved fraction of the dense fp32/bf16 matmul rate measured in the same run;
