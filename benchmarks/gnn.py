@@ -11,8 +11,9 @@ wall time at ``--threads``.
    ``index_select`` (why the CSR GraphOps gathers by row selection);
 2. the whole InteractionGNN (CSR GraphOps) vs the same network written with PyG
    ``MessagePassing`` (``tests/reference/pyg_interaction_gnn.py``): inference forward on the
-   full graph, and a training step (forward+backward) on a phi sector of it (full-graph activations of a
-   hidden-128, 8-iteration model need ~20 GB, more than this shared machine has);
+   full graph, and a training step (forward+backward) on a phi sector of it (full-graph
+   activations of a hidden-128, 8-iteration model need ~20 GB, more than this shared machine
+   has);
 3. inference seconds per event (fp32, and bf16 autocast), the FLOP count per event and the
    achieved fraction of the dense fp32/bf16 matmul rate measured in the same run;
 4. with ``--records DIR`` of filter-stage records (edge_index, y, signal; ``pos`` and the
