@@ -2,8 +2,12 @@
 
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event and
-``timing.json`` (seconds per stage per event, and the throughput of the run) in ``--out``; when
-the events carry truth, ``trkx evaluate`` runs on the result into ``--out/evaluate``.
+``timing.json`` (seconds per stage per event, the throughput of the run, the precision and GNN
+kernel used) in ``--out``; when the events carry truth (or with ``--evaluate``), ``trkx
+evaluate`` runs on the result into ``--out/evaluate``. ``--graphs DIR`` also writes the graph
+record of every stage to ``DIR/{embedding,filter,gnn}/`` (edge labels when there is truth; the
+evaluation then reports each stage's edge efficiency). This is the one inference path:
+``trkx run`` runs this command on its test events.
 
 ``--workers N > 1`` (throughput mode) runs the events in N spawned processes, each loading the
 pipeline once and using ``max(1, T // N)`` torch threads, T the command's thread count
