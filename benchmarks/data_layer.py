@@ -3,7 +3,7 @@
 Times, on this machine: reading one real full-event hit file (kaggle_hits, ~110k hits) with
 validation; the TrackML score and the challenge weights on a 110k-hit event with truth, made by
 tiling the real sample event (5.5k hits) 20 times with fresh hit and particle ids.
-Target (issue 2): score under 0.5 s for a 110k-hit event.
+Target: score under 0.5 s for a 110k-hit event.
 
     python benchmarks/data_layer.py [--data DIR] [--json PATH]
 """

@@ -1,5 +1,5 @@
 """Distributed GNN benchmark on the pipeline's own graphs: traffic, edge balance, memory, step
-time and hang detection (issue 17).
+time and hang detection.
 
 Graphs: filter-stage event records (``pos``, ``x``, ``edge_index``, ``y``, ``signal``: the
 output of ``trkx infer filter``, e.g. simulated pile-up-200 events run through the pipeline),
@@ -363,7 +363,7 @@ def main() -> int:
         "step_time_ratio_2proc": ratio(statistics.median(two_proc) if two_proc else None,
                                        statistics.median(one_proc) if one_proc else None),
         "overlap_step_time_ratio": None,
-        "overlap_note": "no switch to turn the halo/compute overlap off yet (issue 17 item 4)",
+        "overlap_note": "no switch to turn the halo/compute overlap off yet",
         "hang_detect_seconds": hang, "hang_timeout_s": args.hang_timeout,
         "balance": balance, "bytes": traffic,
         "memory": {"single": single, "p4": four, "model": model},

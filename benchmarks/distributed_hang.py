@@ -1,5 +1,5 @@
 """Hang detection of ``torchrun -m trkx train gnn``: how long after one rank stops (SIGSTOP)
-the other ends with its one-line error naming ``distributed.timeout_s`` (issue 17)."""
+the other ends with its one-line error naming ``distributed.timeout_s``."""
 
 from __future__ import annotations
 

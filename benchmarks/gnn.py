@@ -1,4 +1,4 @@
-"""Benchmark of the interaction-network GNN (issue 6): kernels, whole model, inference, FLOPs.
+"""Benchmark of the interaction-network GNN: kernels, whole model, inference, FLOPs.
 
 Measures, side by side in one run. The machine is shared, so every comparison is
 *interleaved* (A, B, A, B, ... after a warm-up round; best of the rounds) and recorded both as

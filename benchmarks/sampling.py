@@ -1,4 +1,4 @@
-"""Benchmark of minibatch GNN training by bulk subgraph sampling (issue 14).
+"""Benchmark of minibatch GNN training by bulk subgraph sampling.
 
 Measures, in one run:
 
