@@ -108,24 +108,25 @@ class TrainedPipeline:
 
         paths = checkpoint_paths(checkpoints)
 
-        def options(stage: str, name: str, kind: type):
+        def stage_section(stage: str, name: str) -> tuple[dict, str]:
+            """Section ``name`` of ``stage``'s config (overrides applied) and its label."""
             path, overrides = stage_configs[stage]
-            label = f"{path}: {name}"
-            return instantiate(kind, section(apply_overrides(load_config(path), overrides),
-                                             name, str(path)), label), label
+            config = apply_overrides(load_config(path), overrides)
+            return section(config, name, str(path)), f"{path}: {name}"
 
-        embedding_options, _ = options("embedding", "inference", EmbeddingInference)
-        filter_options, filter_label = options("filter", "inference", FilterInference)
-        gnn_options, _ = options("gnn", "inference", GNNInference)
+        def options(stage: str, kind: type):
+            values, label = stage_section(stage, "inference")
+            return instantiate(kind, values, label), label
+
+        embedding_options, _ = options("embedding", EmbeddingInference)
+        filter_options, filter_label = options("filter", FilterInference)
+        gnn_options, _ = options("gnn", GNNInference)
         embedding, emb = load_embedding(paths["embedding"])
         trained = instantiate(EmbeddingData, emb.config.get("data") or {},
                               f"{paths['embedding']}: data")
         filter_net, filt = load_filter(paths["filter"])
         gnn, gnn_checkpoint = load_gnn(paths["gnn"])
-        tracks_path, tracks_overrides = stage_configs["tracks"]
-        tracks_label = f"{tracks_path}: builder"
-        builder_section = section(apply_overrides(load_config(tracks_path), tracks_overrides),
-                                  "builder", str(tracks_path))
+        builder_section, tracks_label = stage_section("tracks", "builder")
         try:
             built = builder_options(builder_section, gnn_checkpoint.working_point,
                                     tracks_label)
