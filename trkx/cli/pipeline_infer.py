@@ -1,4 +1,7 @@
-"""``trkx infer --config PIPELINE.yaml --checkpoints DIR --events DIR --out DIR [--workers N]``.
+"""``trkx infer [--config PIPELINE.yaml --checkpoints DIR] --events DIR --out DIR [--workers N]``.
+
+Without ``--config``/``--checkpoints`` it runs the models shipped with trkx
+(:mod:`trkx.models`: pile-up 200, hits only, checked against their checksums first).
 
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event and
@@ -37,9 +40,11 @@ STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("whole-pipeline inference (no STAGE given)")
-    group.add_argument("--config", help="pipeline YAML (e.g. configs/trackml.yaml)")
+    group.add_argument("--config", help="pipeline YAML of the models (e.g. configs/pu200.yaml; "
+                       "default: the shipped models' own)")
     group.add_argument("--checkpoints", type=Path,
-                       help="folder with embedding.pt, filter.pt, gnn.pt (WORKDIR/checkpoints)")
+                       help="folder with embedding.pt, filter.pt, gnn.pt (WORKDIR/checkpoints; "
+                            "default: the models shipped with trkx, trkx/models/pu200)")
     group.add_argument("--events", type=Path, help="folder of TrackML events")
     group.add_argument("--out", type=Path, help="folder for tracks, timing.json, evaluation")
     group.add_argument("--n-events", type=int, default=None, metavar="N",
@@ -205,11 +210,20 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = [f"--{name}" for name in ("config", "checkpoints", "events", "out")
-               if getattr(args, name) is None]
+    missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
     if missing:
         raise ConfigError(f"trkx infer needs a STAGE, or {', '.join(missing)} for the whole "
                           "pipeline")
+    if (args.config is None) != (args.checkpoints is None):
+        given, other = ("--config", "--checkpoints") if args.checkpoints is None else \
+            ("--checkpoints", "--config")
+        raise ConfigError(f"trkx infer: {given} needs {other} too (or give neither: the "
+                          "models shipped with trkx)")
+    if args.config is None:
+        from trkx.models import shipped_models
+
+        shipped = shipped_models()
+        args.config, args.checkpoints = shipped.config, shipped.checkpoints
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers} (1: events in this "
                           "process, N > 1: N parallel processes)")

@@ -10,6 +10,7 @@ the pipeline YAML's own ``inference`` section (precision, graph_ops) is applied 
 as an override of those sections (:meth:`trkx.pipeline.config.PipelineConfig.stage_configs`),
 so one setting decides the precision of all three learned stages.
 
+    pipeline = TrainedPipeline.load()    # the shipped pile-up-200 models (trkx.models)
     pipeline = TrainedPipeline.load("configs/quickstart.yaml", "runs/quickstart/checkpoints")
     tracks = pipeline.reconstruct("data/event000000001")  # event_id, hit_id, track_id
 
@@ -80,11 +81,22 @@ class TrainedPipeline:
     chooser: KernelChooser
 
     @classmethod
-    def load(cls, config: str | os.PathLike, checkpoints: str | os.PathLike,
+    def load(cls, config: str | os.PathLike | None = None,
+             checkpoints: str | os.PathLike | None = None,
              overrides: Sequence[str] = ()) -> TrainedPipeline:
         """The models of ``checkpoints`` (``embedding.pt``, ``filter.pt``, ``gnn.pt``) with the
-        settings of the pipeline YAML ``config`` (and ``--set``-style ``overrides``)."""
+        settings of the pipeline YAML ``config`` (and ``--set``-style ``overrides``); with
+        neither, the models shipped with trkx (:func:`trkx.models.shipped_models`)."""
         from trkx.pipeline.config import load_pipeline_config
+
+        if config is None and checkpoints is None:
+            from trkx.models import shipped_models
+
+            shipped = shipped_models()
+            config, checkpoints = shipped.config, shipped.checkpoints
+        elif config is None or checkpoints is None:
+            raise ConfigError("give both a pipeline config and its checkpoints, or neither "
+                              "(the shipped models)")
 
         pipeline = load_pipeline_config(config, list(overrides))
         return cls.from_stage_configs(checkpoints, pipeline.stage_configs())

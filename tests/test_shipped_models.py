@@ -1,0 +1,66 @@
+"""Shipped models (trkx.models): a packaged pipeline is self-contained and gives the tracks of
+the models it was packaged from; every file is checked against SHA256SUMS before loading; the
+`trkx infer` default and its flag errors."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from trkx.checkpoint import CheckpointError
+from trkx.cli import main as trkx_main
+from trkx.models import FILES, MANIFEST, verify
+from trkx.models.package import package
+from trkx.pipeline.inference import TrainedPipeline
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def packaged(tiny_run: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config, workdir = tiny_run
+    return package(config, workdir, tmp_path_factory.mktemp("models") / "tiny")
+
+
+def test_package_is_self_contained_and_gives_the_same_tracks(
+        tiny_run: tuple[Path, Path], packaged: Path, tmp_path: Path) -> None:
+    config, workdir = tiny_run
+    moved = tmp_path / "elsewhere"          # no path back to configs/ or the workdir
+    shutil.copytree(packaged, moved)
+    assert sorted(p.name for p in moved.iterdir()) == sorted([*FILES, MANIFEST])
+    event = workdir / "data" / "test" / "event000300000"
+    ours = TrainedPipeline.load(moved / "pipeline.yaml", moved).reconstruct(event)
+    theirs = TrainedPipeline.load(config, workdir / "checkpoints").reconstruct(event)
+    pd.testing.assert_frame_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("name", ["gnn.pt", "tracks.yaml"])
+def test_a_changed_file_is_refused_naming_it(packaged: Path, tmp_path: Path, name: str) -> None:
+    copy = tmp_path / "models"
+    shutil.copytree(packaged, copy)
+    verify(copy)
+    with (copy / name).open("ab") as handle:
+        handle.write(b"\n")
+    with pytest.raises(CheckpointError, match=rf"{re.escape(name)}: sha256 differs"):
+        verify(copy)
+
+
+def test_a_missing_manifest_entry_is_refused(packaged: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "models"
+    shutil.copytree(packaged, copy)
+    lines = (copy / MANIFEST).read_text().splitlines(keepends=True)
+    (copy / MANIFEST).write_text("".join(line for line in lines if "filter.yaml" not in line))
+    with pytest.raises(CheckpointError, match=r"no checksum for filter\.yaml"):
+        verify(copy)
+
+
+def test_infer_needs_config_and_checkpoints_together(tmp_path: Path, capsys) -> None:
+    code = trkx_main(["infer", "--config", "configs/pu200.yaml", "--events", str(tmp_path),
+                      "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "--config needs --checkpoints too" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,103 @@
+"""Trained pipelines that ship with trkx: what ``trkx infer --events DIR --out DIR`` uses when
+no ``--config``/``--checkpoints`` are given, and ``TrainedPipeline.load()`` with no arguments.
+
+``trkx/models/NAME/`` holds one trained pipeline, self-contained::
+
+    embedding.pt filter.pt gnn.pt       trkx checkpoints (trkx.checkpoint, weights_only loading)
+    embedding.yaml filter.yaml gnn.yaml the stage configs the checkpoints were trained with
+    tracks.yaml                         track building and evaluation settings
+    pipeline.yaml                       the pipeline config naming them (its ``events`` section
+                                        records the training events)
+    SHA256SUMS                          sha256 of each file above (``sha256sum -c`` format)
+    card.md                             the model card: how they were made, what they measure
+
+:func:`shipped_models` checks every file against ``SHA256SUMS`` before anything is loaded, so
+a damaged or hand-edited file is refused with one line naming it. ``python -m
+trkx.models.package`` writes such a folder from a ``trkx run`` work directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from trkx.checkpoint import CheckpointError
+
+#: The models ``trkx infer`` uses by default: pile-up 200, hits only (configs/pu200.yaml).
+DEFAULT = "pu200"
+MODELS_ROOT = Path(__file__).resolve().parent
+MANIFEST = "SHA256SUMS"
+#: The files of a shipped pipeline, all listed in its manifest.
+FILES: tuple[str, ...] = ("embedding.pt", "filter.pt", "gnn.pt", "embedding.yaml",
+                          "filter.yaml", "gnn.yaml", "tracks.yaml", "pipeline.yaml")
+
+
+@dataclass(frozen=True)
+class ShippedModels:
+    """A verified shipped pipeline: its pipeline YAML and checkpoint folder."""
+
+    name: str
+    folder: Path
+
+    @property
+    def config(self) -> Path:
+        return self.folder / "pipeline.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.folder
+
+    def megabytes(self) -> float:
+        """Size of the three checkpoint files in MB (10^6 bytes)."""
+        return sum((self.folder / f"{s}.pt").stat().st_size
+                   for s in ("embedding", "filter", "gnn")) / 1e6
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest_text(folder: Path) -> str:
+    """``SHA256SUMS`` of ``folder``: one ``<sha256>  <name>`` line per file of :data:`FILES`."""
+    return "".join(f"{file_sha256(folder / name)}  {name}\n" for name in FILES)
+
+
+def verify(folder: Path) -> None:
+    """Check every file of the shipped pipeline ``folder`` against its ``SHA256SUMS``."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{manifest}: no such file (a shipped pipeline folder lists "
+                                "its files' sha256 there)")
+    expected: dict[str, str] = {}
+    for number, line in enumerate(manifest.read_text().splitlines(), start=1):
+        digest, _, name = line.partition("  ")
+        if len(digest) != 64 or not name:
+            raise CheckpointError(f"{manifest}: line {number} is not '<sha256>  <file>'")
+        expected[name] = digest
+    missing = [name for name in FILES if name not in expected]
+    if missing:
+        raise CheckpointError(f"{manifest}: lists no checksum for {', '.join(missing)}")
+    for name in FILES:
+        path = folder / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file (listed in {manifest})")
+        if file_sha256(path) != expected[name]:
+            raise CheckpointError(f"{path}: sha256 differs from {manifest}: the file was "
+                                  "changed or damaged after it was shipped (reinstall trkx)")
+
+
+def shipped_models(name: str = DEFAULT) -> ShippedModels:
+    """The verified shipped pipeline ``name`` (default :data:`DEFAULT`)."""
+    folder = MODELS_ROOT / name
+    if not folder.is_dir():
+        known = sorted(p.name for p in MODELS_ROOT.iterdir() if (p / MANIFEST).is_file())
+        raise FileNotFoundError(f"{folder}: no shipped models named {name!r} (shipped: "
+                                f"{', '.join(known) or 'none'}); give --config and "
+                                "--checkpoints of models you trained")
+    verify(folder)
+    return ShippedModels(name, folder)

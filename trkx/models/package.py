@@ -1,0 +1,93 @@
+"""Package a trained pipeline as shipped models (the layout of :mod:`trkx.models`):
+
+    python -m trkx.models.package --recipe configs/pu200.yaml --workdir runs/pu200 \\
+        --out trkx/models/pu200
+
+copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first), writes each
+stage's config as the checkpoint stores it (the exact config it was trained with: includes
+merged, overrides applied), the recipe's tracks config (overrides applied) and a
+``pipeline.yaml`` naming them with the recipe's ``events`` and ``inference`` sections, then
+``SHA256SUMS``. The folder is replaced whole (built beside it, then renamed); a ``card.md``
+already there is kept (it is written by hand from the benchmarks' figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trkx.models import FILES, MANIFEST, manifest_text, verify
+
+STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+CARD = "card.md"
+
+
+def _write_yaml(path: Path, header: str, content: dict[str, Any]) -> None:
+    path.write_text(f"# {header}\n" + yaml.safe_dump(content, sort_keys=False))
+
+
+def package(recipe: Path, workdir: Path, out: Path) -> Path:
+    """Write the shipped-model folder ``out`` from the ``trkx run`` of ``recipe`` in
+    ``workdir``; returns ``out``."""
+    from trkx.checkpoint import load_checkpoint
+    from trkx.config import apply_overrides, load_config
+    from trkx.pipeline.config import load_pipeline_config
+    from trkx.pipeline.inference import checkpoint_paths
+
+    pipeline = load_pipeline_config(recipe)
+    paths = checkpoint_paths(workdir / "checkpoints")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for stage in STAGES:
+            checkpoint = load_checkpoint(paths[stage], stage)    # verified before shipping
+            shutil.copyfile(paths[stage], build / f"{stage}.pt")
+            _write_yaml(build / f"{stage}.yaml",
+                        f"{stage} config the shipped {stage}.pt was trained with "
+                        f"({recipe.name}, stored in the checkpoint)", checkpoint.config)
+        tracks = apply_overrides(load_config(pipeline.stage_config_path(pipeline.tracks)),
+                                 list(pipeline.tracks.overrides))
+        _write_yaml(build / "tracks.yaml", f"track building and evaluation ({recipe.name})",
+                    tracks)
+        raw = load_config(recipe)
+        _write_yaml(build / "pipeline.yaml",
+                    f"the shipped pipeline: `trkx run {recipe}` (events: the training run's)",
+                    {"events": raw["events"],
+                     "stages": {s: {"config": f"{s}.yaml", "overrides": []} for s in STAGES},
+                     "tracks": {"config": "tracks.yaml", "overrides": []},
+                     "inference": raw.get("inference") or {}})
+        (build / MANIFEST).write_text(manifest_text(build))
+        if (out / CARD).is_file():
+            shutil.copyfile(out / CARD, build / CARD)
+        verify(build)
+        assert sorted(p.name for p in build.iterdir()) == sorted(
+            [*FILES, MANIFEST, *([CARD] if (build / CARD).exists() else [])])
+        old = out.with_name(f".{out.name}.old")
+        if out.exists():
+            out.rename(old)
+        build.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trkx.models.package",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recipe", type=Path, required=True, help="the pipeline YAML trained")
+    parser.add_argument("--workdir", type=Path, required=True, help="its `trkx run` workdir")
+    parser.add_argument("--out", type=Path, required=True, help="the shipped-model folder")
+    args = parser.parse_args(argv)
+    print(f"shipped models -> {package(args.recipe, args.workdir, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
