@@ -12,7 +12,7 @@ import torch
 from trkx.schedules import warmup_cosine
 from trkx.tracks.building import TrackBuilder, dissolve_short
 from trkx.tracks.tuning import builder_options, tune_cut
-from trkx.working_point import cut_for_efficiency
+from trkx.working_point import cut_for_edges_per_hit, cut_for_efficiency
 
 from .tracks_events import noise_free_simulated_record
 
@@ -33,6 +33,45 @@ def test_cut_with_ties_never_keeps_fewer_than_the_target():
     assert cut_for_efficiency(torch.zeros(0), 0.99) == 0.0
     with pytest.raises(ValueError, match="target efficiency"):
         cut_for_efficiency(scores, 0.0)
+
+
+def test_edges_per_hit_bound_keeps_at_most_the_bound():
+    scores = torch.linspace(0.05, 1.0, 20)[torch.randperm(20, generator=torch.Generator()
+                                                          .manual_seed(1))]
+    cut = cut_for_edges_per_hit(scores, n_hits=4, max_edges_per_hit=1.5)   # at most 6 edges
+    assert int((scores >= cut).sum()) == 6
+    assert 0.70 < cut <= 0.75 + 1e-12                  # just above the 7th largest (0.70)
+    ties = torch.tensor([0.2, 0.5, 0.5, 0.5, 0.9])
+    assert int((ties >= cut_for_edges_per_hit(ties, 1, 2.0)).sum()) == 1   # ties drop
+    assert cut_for_edges_per_hit(scores, n_hits=20, max_edges_per_hit=1.0) == 0.0
+    with pytest.raises(ValueError, match="max_edges_per_hit"):
+        cut_for_edges_per_hit(scores, 4, 0.0)
+
+
+def test_filter_working_point_obeys_the_edge_bound():
+    from torch_geometric.data import Data
+
+    from trkx.filter.model import FilterMLP
+    from trkx.filter.module import FilterModule
+
+    torch.manual_seed(0)
+    n, e = 50, 400
+    record = Data(x=torch.rand(n, 3), pos=torch.rand(n, 3), num_nodes=n,
+                  edge_index=torch.randint(0, n, (2, e)), y=torch.rand(e) < 0.3)
+    record.y_pid, record.signal = record.y.clone(), record.y.clone()
+    for bound, most in ((None, None), (2.0, 100)):
+        module = FilterModule(FilterMLP(hit_features=3), target_efficiency=0.99,
+                              max_edges_per_hit=bound)
+        module.log = lambda *args, **kwargs: None
+        module.validation_step(record, 0)
+        module.on_validation_epoch_end()
+        scores = module.scores(record)
+        kept = int((scores >= module.working_point()["score_cut"]).sum())
+        signal_kept = float((scores[record.signal] >= module.chosen_cut).float().mean())
+        if most is None:
+            assert signal_kept >= 0.99 and kept > 100     # an untrained net keeps most edges
+        else:
+            assert kept <= most and signal_kept < 0.99      # the bound wins
 
 
 def test_warmup_then_cosine_to_the_floor():

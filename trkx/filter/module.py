@@ -10,9 +10,11 @@ memory) and minimises the weighted binary cross-entropy
 with AdamW and a linear warm-up + cosine learning-rate schedule in steps (trkx.schedules).
 
 Working point: validation scores every edge of its events (chunked) and chooses the cut that
-keeps ``target_efficiency`` of the signal edges the filter receives (trkx.working_point); it
-logs, at that cut, the efficiency, the share of fake edges removed (rejection), purity and edges
-per hit. ``working_point()`` hands the cut to the checkpoint; a fixed ``score_cut`` overrides it.
+keeps ``target_efficiency`` of the signal edges the filter receives (trkx.working_point),
+raised when needed so that it keeps at most ``max_edges_per_hit`` edges per hit over the
+validation events (null: no bound; the bound wins over the efficiency target); it logs, at
+that cut, the efficiency, the share of fake edges removed (rejection), purity and edges per hit.
+``working_point()`` hands the cut to the checkpoint; a fixed ``score_cut`` overrides it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from trkx.filter.features import edge_features
 from trkx.filter.inference import score_edges
 from trkx.filter.model import FilterMLP
 from trkx.schedules import adamw_warmup_cosine, total_steps
-from trkx.working_point import cut_for_efficiency
+from trkx.working_point import cut_for_edges_per_hit, cut_for_efficiency
 
 TARGETS = ("y", "y_pid")
 
@@ -58,12 +60,14 @@ class FilterModule(pl.LightningModule):
                  pos_weight: float = 1.0, learning_rate: float = 1e-3,
                  weight_decay: float = 0.0, score_cut: float | None = None,
                  target_efficiency: float = 0.99, target: str = "y",
-                 lr_warmup_steps: int = 50) -> None:
+                 lr_warmup_steps: int = 50, max_edges_per_hit: float | None = None) -> None:
         super().__init__()
         if edge_batch < 1 or (score_cut is not None and not 0.0 <= score_cut <= 1.0):
             raise ValueError("edge_batch must be >= 1 and score_cut in [0, 1] or null")
         if not 0.0 < target_efficiency <= 1.0:
             raise ValueError(f"target_efficiency must lie in (0, 1], got {target_efficiency}")
+        if max_edges_per_hit is not None and max_edges_per_hit <= 0:
+            raise ValueError(f"max_edges_per_hit must be > 0 or null, got {max_edges_per_hit}")
         if target not in TARGETS:
             raise ValueError(f"target {target!r} is not one of {', '.join(TARGETS)}")
         self.save_hyperparameters(ignore=["model"])
@@ -117,6 +121,10 @@ class FilterModule(pl.LightningModule):
         signal = torch.cat([s[r.signal.bool().cpu()] for s, r in zip(scores, records)])
         cut = (self.hparams.score_cut if self.hparams.score_cut is not None
                else cut_for_efficiency(signal, self.hparams.target_efficiency))
+        bound = self.hparams.get("max_edges_per_hit")
+        if self.hparams.score_cut is None and bound is not None:
+            hits = sum(int(r.num_nodes) for r in records)
+            cut = max(cut, cut_for_edges_per_hit(torch.cat(scores), hits, bound))
         self.chosen_cut = cut
         pooled = [filter_metrics(r, s, cut) for s, r in zip(scores, records)]
         weights = [max(int(r.signal.sum()), 1) for r in records]
