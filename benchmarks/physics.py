@@ -217,6 +217,7 @@ def main() -> int:
                              for s, m in main_run["stages"].items()},
         "stage_efficiency_cumulative": {s: m["efficiency"]
                                         for s, m in main_run["stages"].items()},
+        "edges_per_hit": {s: m["edges_per_hit"] for s, m in main_run["stages"].items()},
         "gnn_purity": main_run["stages"]["gnn"]["purity"],
         "upper_bound_efficiency": {s: ub["efficiency"]
                                    for s, ub in main_run["upper_bound"].items()},
