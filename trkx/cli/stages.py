@@ -33,9 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             verb, help=helps[verb],
             description=("Train one stage of the pipeline: trkx train STAGE --config FILE "
                          "[--set KEY=VALUE ...]" if verb == "train" else
-                         "Tracks of TrackML events with a trained pipeline: trkx infer --config "
-                         "PIPELINE.yaml --checkpoints DIR --events DIR --out DIR (the options "
-                         "below); or one stage's inference, event records in and out: trkx "
+                         "Tracks of TrackML events with a trained pipeline: trkx infer "
+                         "--events DIR --out DIR runs the pile-up-200 models shipped with trkx; "
+                         "--config PIPELINE.yaml --checkpoints DIR runs models you trained "
+                         "(the options below); or one stage's inference, event records in and out: trkx "
                          "infer STAGE --checkpoint FILE --events DIR --out DIR (trkx infer "
                          "STAGE --help)."))
         stage_parsers = parser.add_subparsers(dest="stage", metavar="STAGE",
