@@ -14,7 +14,7 @@ import pytest
 from trkx.checkpoint import CheckpointError
 from trkx.cli import main as trkx_main
 from trkx.models import FILES, MANIFEST, verify
-from trkx.models.package import package
+from trkx.models.package import CARD, package
 from trkx.pipeline.inference import TrainedPipeline
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,9 @@ def test_package_is_self_contained_and_gives_the_same_tracks(
     config, workdir = tiny_run
     moved = tmp_path / "elsewhere"          # no path back to configs/ or the workdir
     shutil.copytree(packaged, moved)
-    assert sorted(p.name for p in moved.iterdir()) == sorted([*FILES, MANIFEST])
+    assert sorted(p.name for p in moved.iterdir()) == sorted([*FILES, MANIFEST, CARD])
+    card = (moved / CARD).read_text()
+    assert f"trkx run {config}" in card and "| gnn |" in card
     event = workdir / "data" / "test" / "event000300000"
     ours = TrainedPipeline.load(moved / "pipeline.yaml", moved).reconstruct(event)
     theirs = TrainedPipeline.load(config, workdir / "checkpoints").reconstruct(event)

@@ -36,9 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          "Tracks of TrackML events with a trained pipeline: trkx infer "
                          "--events DIR --out DIR runs the pile-up-200 models shipped with trkx; "
                          "--config PIPELINE.yaml --checkpoints DIR runs models you trained "
-                         "(the options below); or one stage's inference, event records in and out: trkx "
-                         "infer STAGE --checkpoint FILE --events DIR --out DIR (trkx infer "
-                         "STAGE --help)."))
+                         "(the options below); or one stage's inference, event records in "
+                         "and out: trkx infer STAGE --checkpoint FILE --events DIR --out DIR "
+                         "(trkx infer STAGE --help)."))
         stage_parsers = parser.add_subparsers(dest="stage", metavar="STAGE",
                                               required=verb == "train")
         if verb == "infer":

@@ -7,8 +7,9 @@ copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first), 
 stage's config as the checkpoint stores it (the exact config it was trained with: includes
 merged, overrides applied), the recipe's tracks config (overrides applied) and a
 ``pipeline.yaml`` naming them with the recipe's ``events`` and ``inference`` sections, then
-``SHA256SUMS``. The folder is replaced whole (built beside it, then renamed); a ``card.md``
-already there is kept (it is written by hand from the benchmarks' figures).
+``SHA256SUMS`` and the model card ``card.md`` (:mod:`trkx.models.card`: from the run's records
+and the benchmark JSON files given with ``--physics``, ``--real-events``, ``--inference``). The
+folder is replaced whole (built beside it, then renamed).
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ def _write_yaml(path: Path, header: str, content: dict[str, Any]) -> None:
     path.write_text(f"# {header}\n" + yaml.safe_dump(content, sort_keys=False))
 
 
-def package(recipe: Path, workdir: Path, out: Path) -> Path:
+def package(recipe: Path, workdir: Path, out: Path,
+            benchmarks: dict[str, Path] | None = None) -> Path:
     """Write the shipped-model folder ``out`` from the ``trkx run`` of ``recipe`` in
-    ``workdir``; returns ``out``."""
+    ``workdir`` (``benchmarks``: name -> JSON quoted by the card); returns ``out``."""
     from trkx.checkpoint import load_checkpoint
     from trkx.config import apply_overrides, load_config
+    from trkx.models.card import card_text
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import checkpoint_paths
 
@@ -63,11 +66,9 @@ def package(recipe: Path, workdir: Path, out: Path) -> Path:
                      "tracks": {"config": "tracks.yaml", "overrides": []},
                      "inference": raw.get("inference") or {}})
         (build / MANIFEST).write_text(manifest_text(build))
-        if (out / CARD).is_file():
-            shutil.copyfile(out / CARD, build / CARD)
+        (build / CARD).write_text(card_text(out.name, recipe, workdir, out, benchmarks or {}))
         verify(build)
-        assert sorted(p.name for p in build.iterdir()) == sorted(
-            [*FILES, MANIFEST, *([CARD] if (build / CARD).exists() else [])])
+        assert sorted(p.name for p in build.iterdir()) == sorted([*FILES, MANIFEST, CARD])
         old = out.with_name(f".{out.name}.old")
         if out.exists():
             out.rename(old)
@@ -84,8 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recipe", type=Path, required=True, help="the pipeline YAML trained")
     parser.add_argument("--workdir", type=Path, required=True, help="its `trkx run` workdir")
     parser.add_argument("--out", type=Path, required=True, help="the shipped-model folder")
+    for bench in ("physics", "real-events", "inference"):
+        parser.add_argument(f"--{bench}", type=Path, default=None, metavar="JSON",
+                            help=f"benchmarks/{bench.replace('-', '_')}.py JSON the card quotes")
     args = parser.parse_args(argv)
-    print(f"shipped models -> {package(args.recipe, args.workdir, args.out)}")
+    benchmarks = {name: path for name, path in (("physics", args.physics),
+                                                ("real_events", args.real_events),
+                                                ("inference", args.inference)) if path}
+    print(f"shipped models -> {package(args.recipe, args.workdir, args.out, benchmarks)}")
     return 0
 
 

@@ -1,0 +1,114 @@
+"""The model card of a shipped pipeline (``card.md``), written from what the run recorded, never
+typed by hand: the recipe and its command, the training events and seeds, each stage's network,
+step budget, best step, validation metrics, working point and training seconds (the ``trkx run``
+step markers), the machine, and the benchmark figures given as JSON files with the commands
+that measured them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+
+#: Benchmark JSON name -> (the command that writes it, the keys the card quotes).
+BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "physics": ("python benchmarks/physics.py --config {recipe} --workdir {workdir} --no-run "
+                "--json {json}",
+                ("efficiency", "efficiency_err", "fake_rate", "duplicate_rate",
+                 "trackml_score", "stage_efficiency", "stage_efficiency_cumulative",
+                 "edges_per_hit", "gnn_purity")),
+    "real_events": ("python benchmarks/real_events.py --json {json}",
+                    ("real_pixel_efficiency", "real_pixel_fake_rate",
+                     "real_pixel_duplicate_rate", "sample_efficiency", "sample_fake_rate",
+                     "kaggle_median_seconds", "kaggle_peak_memory_gb",
+                     "kaggle_tracks_per_event", "track_length_tvd", "model_megabytes")),
+    "inference": ("python benchmarks/inference.py --json {json}", ()),
+}
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_value(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _stage_rows(workdir: Path) -> list[str]:
+    from trkx.checkpoint import load_checkpoint
+
+    rows = ["| stage | network | steps (best) | train seconds | working point | validation |",
+            "|---|---|---|---|---|---|"]
+    for stage in STAGES:
+        checkpoint = load_checkpoint(workdir / "checkpoints" / f"{stage}.pt", stage)
+        marker = workdir / ".trkx" / "steps" / f"train-{stage}.json"
+        seconds = json.loads(marker.read_text())["seconds"] if marker.is_file() else None
+        metrics = {k: v for k, v in checkpoint.metrics.items() if k != "best_step"}
+        network = ", ".join(f"{k}={v}" for k, v in checkpoint.constructor.items()
+                            if not isinstance(v, (dict, list)))
+        steps = checkpoint.config.get("trainer", {}).get("max_steps")
+        best = checkpoint.metrics.get("best_step")
+        rows.append(f"| {stage} | {network} | {steps} ({_value(best)}) | "
+                    f"{_value(seconds) if seconds is not None else 'n/a'} | "
+                    f"{_value(checkpoint.working_point)} | {_value(metrics)} |")
+    return rows
+
+
+def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
+              benchmarks: dict[str, Path]) -> str:
+    """The markdown of the model card of ``folder`` (shipped from ``workdir``)."""
+    from trkx import __version__
+    from trkx.config import load_config
+
+    events = load_config(recipe)["events"]
+    markers = sorted((workdir / ".trkx" / "steps").glob("*.json"))
+    total = sum(json.loads(m.read_text())["seconds"] for m in markers)
+    lines = [
+        f"# Model card: `{name}` (trkx {__version__})", "",
+        f"Written {datetime.date.today().isoformat()} by `python -m trkx.models.package` from "
+        f"the run in `{workdir}`; the checksums of every file are in `SHA256SUMS`.", "",
+        "## Reproduce", "",
+        "```bash",
+        f"trkx run {recipe} --workdir {workdir}",
+        f"python -m trkx.models.package --recipe {recipe} --workdir {workdir} --out {folder}",
+        "```", "",
+        "## Training events", "",
+        f"Simulated by `trkx simulate` (the run's first steps): {events.get('train_events')} "
+        f"training, {events.get('val_events')} validation and {events.get('test_events')} test "
+        f"events at pile-up {events.get('pileup')}, seed {events.get('seed')}, primary-vertex "
+        f"sigma_z {events.get('vertex_sigma_z')} mm (cycled over the events). Hits only: the "
+        "models read (r, phi, z) of each hit, no cells. Every cut is chosen on the validation "
+        "events. Training seeds: `trainer.seed` of each stage config (stored in the checkpoints "
+        "and in the stage YAMLs here).", "",
+        "## Stages", "", *_stage_rows(workdir), "",
+        f"Machine: {os.cpu_count()} CPU cores ({_cpu()}), no GPU. The whole run (simulation, "
+        f"training, inference and evaluation of the test events, the sum of its step times): "
+        f"{total / 60:.1f} minutes.", "",
+        "## Figures", "",
+    ]
+    if not benchmarks:
+        lines.append("No benchmark figures were given when this card was written.")
+    for bench, path in benchmarks.items():
+        command, keys = BENCHMARKS[bench]
+        figures = json.loads(Path(path).read_text())
+        lines += [f"`{command.format(recipe=recipe, workdir=workdir, json=path)}`:", ""]
+        lines += [f"- {key}: {_value(figures[key])}" for key in keys if key in figures] or \
+            [f"- (see `{path}`)"]
+        lines.append("")
+    return "\n".join(lines) + "\n"
