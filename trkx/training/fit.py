@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trkx.training.options import BUDGET_KEYS, TrainerOptions
+from trkx.training.options import BUDGET_KEYS, WORKING_POINT_KEYS, TrainerOptions
 from trkx.training.trainer import BEST, LAST, build_trainer
 
 
@@ -45,10 +45,14 @@ def run_folder(checkpoint: str | Path) -> Path:
 
 
 def _resume_key(config: Mapping[str, Any]) -> str:
-    """The config without the keys a resumed run may change (budgets, logging, paths out)."""
-    kept = {k: v for k, v in config.items() if k != "checkpoint"}
+    """The config without the keys a resumed run may change (budgets, logging, paths out,
+    working-point choices, inference settings)."""
+    kept = {k: v for k, v in config.items() if k not in ("checkpoint", "inference")}
     trainer = {k: v for k, v in dict(kept.get("trainer") or {}).items() if k not in BUDGET_KEYS}
-    return json.dumps({**kept, "trainer": trainer}, sort_keys=True, default=str)
+    module = {k: v for k, v in dict(kept.get("module") or {}).items()
+              if k not in WORKING_POINT_KEYS}
+    return json.dumps({**kept, "trainer": trainer, "module": module}, sort_keys=True,
+                      default=str)
 
 
 def _resume_point(run: Path, config: Mapping[str, Any], resume: bool, log) -> Path | None:

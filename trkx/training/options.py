@@ -17,6 +17,11 @@ _TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
 #: from a checkpoint written under other values of these).
 BUDGET_KEYS: frozenset[str] = frozenset({"max_steps", "max_epochs", "max_time", "resume",
                                          "progress_bar", "logger", "log_every_n_steps"})
+#: ``module`` keys that only choose the working point on the validation events (what a stage
+#: keeps), never what it learns: a run may resume under other values of these, and of the
+#: ``inference`` section.
+WORKING_POINT_KEYS: frozenset[str] = frozenset({"target_efficiency", "max_edges_per_hit",
+                                                "score_cut", "fake_rate_target", "tune_tracks"})
 
 
 @dataclass(frozen=True)
