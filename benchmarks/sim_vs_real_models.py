@@ -26,57 +26,22 @@ import pandas as pd
 from physics_analysis import StageGraphs, stage_edges
 from torch_geometric.data import Data
 
-from trkx.data.detector import load_detector
-from trkx.data.record import build_event_record
-from trkx.data.truth import SignalCuts
-from trkx.data.weights import hit_weights
-from trkx.tracks.building import tracks_frame
-from trkx.tracks.event_truth import EventTruth, truth_from_record
-from trkx.tracks.metrics import evaluate_event, overall_summary
+from trkx.tracks.metrics import overall_summary
+from trkx.tracks.projection import (
+    PIXEL_VOLUMES,
+    projected_evaluation,
+    projected_record,
+    read_tables,
+)
 
-PIXEL_VOLUMES = (7, 8, 9)
 STAGES = ("embedding", "filter", "gnn")
-
-
-def projected_truth(hits: pd.DataFrame, truth: pd.DataFrame, particles: pd.DataFrame,
-                    volumes: tuple[int, ...] | None) -> pd.DataFrame:
-    """A truth table of the hits that carry truth (inside ``volumes`` when given), with the
-    hit position as the true crossing and challenge weights over these hits."""
-    pos = hits.set_index("hit_id")[["x", "y", "z", "volume_id"]]
-    table = truth[["hit_id", "particle_id"]].join(pos, on="hit_id", how="inner")
-    if volumes is not None:
-        table = table[table["volume_id"].isin(volumes)]
-    table = table.rename(columns={"x": "tx", "y": "ty", "z": "tz"}).drop(columns="volume_id")
-    for name in ("tpx", "tpy", "tpz"):
-        table[name] = 0.0
-    table = table.reset_index(drop=True)
-    table["weight"] = hit_weights(table, particles)
-    return table
 
 
 def record_of(tables: dict[str, pd.DataFrame], pipeline, volumes: tuple[int, ...] | None,
               event_id: int) -> tuple[Data, np.ndarray]:
     """The event record with projected truth, and the mask of the hits that carry truth."""
-    truth = projected_truth(tables["hits"], tables["truth"], tables["particles"], volumes)
-    record = build_event_record(tables["hits"], tables.get("cells"), tables["particles"], truth,
-                                detector=load_detector(), use_cells=pipeline.use_cells,
-                                signal_cuts=SignalCuts(pt_min=pipeline.signal_pt_min),
-                                event_id=event_id)
-    return record, tables["hits"]["hit_id"].isin(truth["hit_id"]).to_numpy()
-
-
-def project(truth: EventTruth, mask: np.ndarray) -> EventTruth:
-    """The per-hit truth of the hits ``mask`` selects."""
-    return EventTruth(truth.event_id, truth.hit_id[mask], truth.particle_id[mask],
-                      truth.pt[mask], truth.eta[mask], truth.nhits[mask], truth.weight[mask],
-                      truth.hit_eta[mask])
-
-
-def projected_evaluation(record: Data, mask: np.ndarray, labels: np.ndarray, event_id: int):
-    """Double-majority evaluation of the tracks ``labels`` (one per hit of ``record``)
-    projected onto the hits ``mask`` selects (those that carry truth)."""
-    truth = project(truth_from_record(record), mask)
-    return evaluate_event(truth, tracks_frame(truth.hit_id, labels[mask], event_id))
+    return projected_record(tables, pipeline.use_cells, pipeline.signal_pt_min, volumes,
+                            event_id)
 
 
 def gnn_cut(pipeline) -> float:
@@ -111,9 +76,7 @@ def run_events(pipeline, events: list[tuple[dict[str, pd.DataFrame], int]],
 
 
 def read_event(prefix: Path, truth_part: str) -> dict[str, pd.DataFrame]:
-    return {part: pd.read_csv(f"{prefix}-{name}.csv.gz") for part, name in
-            (("hits", "hits"), ("cells", "cells"), ("particles", "particles"),
-             ("truth", truth_part))}
+    return read_tables(prefix, truth_part, cells=True)
 
 
 def sample_twin_tables(tables: dict[str, pd.DataFrame], hit_ids: np.ndarray,

@@ -186,11 +186,8 @@ def test_benchmark_bad_option_is_one_line(capsys) -> None:
 
 
 def test_tracks_are_scored_on_their_pixel_projection() -> None:
-    from types import SimpleNamespace
-
-    from sim_vs_real_models import projected_evaluation, projected_truth, record_of
-
     from trkx.tracks.metrics import overall_summary
+    from trkx.tracks.projection import projected_evaluation, projected_record, projected_truth
 
     hits, _cells, particles, truth = hand_made_event()
     a = int(particles["particle_id"][0])
@@ -204,9 +201,8 @@ def test_tracks_are_scored_on_their_pixel_projection() -> None:
     assert set(projected["hit_id"]) == {1, 2, 3, 4, 6, 7}
     row = projected.set_index("hit_id").loc[2]
     assert (row["tx"], row["ty"], row["tz"]) == (72.0, 0.0, 0.0)    # the hit position
-    pipeline = SimpleNamespace(use_cells=False, signal_pt_min=1.0)
-    record, mask = record_of({"hits": hits, "particles": particles, "truth": truth},
-                             pipeline, (7, 8, 9), 5)
+    record, mask = projected_record({"hits": hits, "particles": particles, "truth": truth},
+                                    False, 1.0, (7, 8, 9), 5)
     np.testing.assert_array_equal(mask, hits["hit_id"].isin(projected["hit_id"]))
     assert int(record.signal_hit.sum()) == 4                       # A's 4 pixel hits
     # A's 4 pixel and 7 strip hits in one track: A is found on the projection, while the

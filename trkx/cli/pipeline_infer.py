@@ -209,6 +209,38 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
             max(n for _, _, n in done.values()))
 
 
+def evaluate_pixel_events(prefixes: list[str], results: list[EventResult], out: Path,
+                          tracks_config: Path) -> None:
+    """Events with truth for their pixel hits only (``-truth-pixel``, e.g. the real event
+    21001): their tracks scored on the projection onto those hits (trkx.tracks.projection),
+    printed and written to ``out/pixel_truth.json``."""
+    import pandas as pd
+
+    from trkx.cli._tracks_io import atomic_write
+    from trkx.config import instantiate, load_config, section
+    from trkx.tracks.metrics import MetricCuts, overall_summary
+    from trkx.tracks.projection import evaluate_pixel_truth, pixel_truth_file
+
+    pixel = [(p, r) for p, r in zip(prefixes, results)
+             if not r.has_truth and pixel_truth_file(p) is not None]
+    if not pixel:
+        return
+    cuts = instantiate(MetricCuts, section(load_config(tracks_config), "metrics",
+                                           str(tracks_config)), f"{tracks_config}: metrics")
+    evaluations = [evaluate_pixel_truth(p, pd.read_csv(r.path), r.event_id, cuts)
+                   for p, r in pixel]
+    summary = overall_summary(evaluations)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "pixel_truth.json",
+                 lambda tmp: tmp.write_text(json.dumps(summary, indent=1, default=float)))
+    err = summary.get("efficiency_err") or 0.0
+    print(f"pixel truth ({len(pixel)} event(s), tracks projected onto the hits with truth): "
+          f"efficiency {summary['efficiency']:.3f} +- {err:.3f} of "
+          f"{summary['n_signal_particles']} signal particles, fake rate "
+          f"{summary['fake_rate'] or 0.0:.3f}, duplicate rate "
+          f"{summary['duplicate_rate'] or 0.0:.3f} -> {out / 'pixel_truth.json'}")
+
+
 def run(args: argparse.Namespace) -> int:
     missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
     if missing:
@@ -277,6 +309,8 @@ def run(args: argparse.Namespace) -> int:
           f"worker(s) of {threads} thread(s); mean seconds per event: "
           + ", ".join(f"{s} {mean[s]:.2f}" for s in stages)
           + f" (precision {config.inference.precision})")
+    if args.evaluate is not False:
+        evaluate_pixel_events(prefixes, results, args.out / "evaluate", tracks_config)
     evaluate = args.evaluate if args.evaluate is not None else all(r.has_truth for r in results)
     if not evaluate:
         return 0
