@@ -47,6 +47,7 @@ def package(recipe: Path, workdir: Path, out: Path,
     paths = checkpoint_paths(workdir / "checkpoints")
     out.parent.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    build.chmod(0o755)                   # mkdtemp makes it private; package data is readable
     try:
         for stage in STAGES:
             checkpoint = load_checkpoint(paths[stage], stage)    # verified before shipping
