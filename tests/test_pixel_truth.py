@@ -15,18 +15,14 @@ from trkx.cli import main as trkx_main
 from trkx.tracks.metrics import MetricCuts, overall_summary
 from trkx.tracks.projection import evaluate_pixel_truth, pixel_truth_file
 
-from .test_sim_vs_real import hand_made_event
+from .test_sim_vs_real import hand_made_event_with_strips
 
 
 def write_pixel_event(folder: Path) -> tuple[Path, int, pd.DataFrame]:
     """The hand-made event plus six strip hits of particle A, with truth rows only for the
     pixel hits (volume 8) and none for hit 3: ``(prefix, A, hits)``."""
-    hits, _cells, particles, truth = hand_made_event()
+    hits, particles, truth = hand_made_event_with_strips()
     a = int(particles["particle_id"][0])
-    strips = pd.DataFrame({"hit_id": np.arange(8, 14), "x": 500.0 + 100 * np.arange(6),
-                           "y": 0.0, "z": 0.0, "volume_id": 13, "layer_id": 4,
-                           "module_id": np.arange(6)})
-    hits = pd.concat([hits, strips], ignore_index=True)
     pixel = truth[truth["hit_id"].isin(hits["hit_id"][hits["volume_id"] == 8])]
     prefix = folder / "event000000005"
     hits.to_csv(f"{prefix}-hits.csv", index=False)

@@ -70,6 +70,19 @@ def hand_made_event() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Data
     return hits, cells, particles, truth
 
 
+def hand_made_event_with_strips() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """:func:`hand_made_event` plus six strip hits (8-13, volume 13) of particle A:
+    ``(hits, particles, truth)``."""
+    hits, _cells, particles, truth = hand_made_event()
+    a = int(particles["particle_id"][0])
+    strips = pd.DataFrame({"hit_id": np.arange(8, 14), "x": 500.0 + 100 * np.arange(6),
+                           "y": 0.0, "z": 0.0, "volume_id": 13, "layer_id": 4,
+                           "module_id": np.arange(6)})
+    truth = pd.concat([truth, pd.DataFrame({"hit_id": strips["hit_id"], "particle_id": a})],
+                      ignore_index=True)
+    return pd.concat([hits, strips], ignore_index=True), particles, truth
+
+
 def test_samples_of_a_hand_made_event() -> None:
     hits, cells, particles, truth = hand_made_event()
     s = event_samples(event_view(hits, cells, particles, truth))
@@ -189,14 +202,8 @@ def test_tracks_are_scored_on_their_pixel_projection() -> None:
     from trkx.tracks.metrics import overall_summary
     from trkx.tracks.projection import projected_evaluation, projected_record, projected_truth
 
-    hits, _cells, particles, truth = hand_made_event()
+    hits, particles, truth = hand_made_event_with_strips()
     a = int(particles["particle_id"][0])
-    strips = pd.DataFrame({"hit_id": np.arange(8, 14), "x": 500.0 + 100 * np.arange(6),
-                           "y": 0.0, "z": 0.0, "volume_id": 13, "layer_id": 4,
-                           "module_id": np.arange(6)})
-    hits = pd.concat([hits, strips], ignore_index=True)
-    truth = pd.concat([truth, pd.DataFrame({"hit_id": strips["hit_id"], "particle_id": a})],
-                      ignore_index=True)
     projected = projected_truth(hits, truth, particles, (7, 8, 9))
     assert set(projected["hit_id"]) == {1, 2, 3, 4, 6, 7}
     row = projected.set_index("hit_id").loc[2]
