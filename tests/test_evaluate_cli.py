@@ -189,7 +189,8 @@ def test_no_track_long_enough_prints_na_rates(tmp_path, capsys):
 
 def test_notebook_reads_the_folder_the_demo_writes():
     """The notebook's default EVAL_DIR (relative to notebooks/) is the evaluate folder of the
-    `make demo` run: the workdir of the Makefile's demo line, laid out by trkx.pipeline."""
+    `make train-demo` run: the workdir of the Makefile's `trkx run` line, laid out by
+    trkx.pipeline."""
     import re
 
     from trkx.pipeline.config import load_pipeline_config
