@@ -88,10 +88,13 @@ def run_model(model: nn.Module, x: Tensor, y: Tensor, ops, total_edges: int,
     return logits.detach(), reported_loss(loss), grads
 
 
-CONFIGS = {2: [("oblivious-1d", "contiguous", 1), ("sparse-1d", "sector", 1),
-               ("sparse-1d", "balanced", 1), ("1.5d", "contiguous", 1)],
-           4: [("oblivious-1d", "sector", 1), ("sparse-1d", "sector", 1),
-               ("sparse-1d", "contiguous", 1), ("1.5d", "sector", 2)]}
+# (algorithm, partitioner, c, overlap): sparse-1d with the halo/compute overlap on and off
+CONFIGS = {2: [("oblivious-1d", "contiguous", 1, True), ("sparse-1d", "sector", 1, True),
+               ("sparse-1d", "balanced", 1, True), ("sparse-1d", "balanced", 1, False),
+               ("1.5d", "contiguous", 1, True)],
+           4: [("oblivious-1d", "sector", 1, True), ("sparse-1d", "sector", 1, True),
+               ("sparse-1d", "contiguous", 1, True), ("sparse-1d", "sector", 1, False),
+               ("1.5d", "sector", 2, True)]}
 
 
 def worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
@@ -103,8 +106,8 @@ def worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
         from trkx.gnn.distributed.factory import GraphParallel
         pos, x, edge_index, y = make_graph()
         results = {}
-        for algorithm, partitioner, c in CONFIGS[world_size]:
-            gp = GraphParallel(algorithm, partitioner, c, timeout_s=60)
+        for algorithm, partitioner, c, overlap in CONFIGS[world_size]:
+            gp = GraphParallel(algorithm, partitioner, c, timeout_s=60, overlap=overlap)
             part = gp.shard(edge_index, x.shape[0], pos)
             entry = {"nodes": part.nodes, "edges": part.edges, "owner": part.owner}
             for name, model in make_models().items():
@@ -121,7 +124,7 @@ def worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
             (m_in * m_out).sum().backward()
             entry["stats"] = gp.stats.snapshot()
             entry["num_sources"] = int(part.shard.src.unique().numel())
-            results[f"{algorithm}|{partitioner}|{c}"] = entry
+            results[f"{algorithm}|{partitioner}|{c}|{overlap}"] = entry
         torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()

@@ -134,3 +134,15 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path) -> None:
     assert process.returncode == 130
     assert "Traceback" not in err and err.strip().splitlines()[-1] == \
         "trkx simulate: interrupted"
+
+
+@pytest.mark.parametrize("section,message", [
+    ({"overlap": "yes"}, "distributed: key 'overlap' must be true/false, got 'yes'"),
+    ({"algorithm": "oblivious-1d", "overlap": False},
+     "distributed.overlap: false is a switch of sparse-1d"),
+])
+def test_distributed_overlap_is_checked(section, message) -> None:
+    from trkx.gnn.distributed.train import check_section
+    with pytest.raises(ConfigError, match=message):
+        check_section(section, "gnn.yaml")
+    check_section({"overlap": False}, "gnn.yaml")          # sparse-1d, synchronous: accepted

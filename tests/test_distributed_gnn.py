@@ -87,11 +87,11 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
 CASES = [(P, *cfg) for P, cfgs in CONFIGS.items() for cfg in cfgs]
 
 
-@pytest.mark.parametrize("world_size,algorithm,partitioner,c", CASES)
-def test_distributed_equals_single_process(world_size, algorithm, partitioner, c, reference,
-                                           tmp_path_factory):
+@pytest.mark.parametrize("world_size,algorithm,partitioner,c,overlap", CASES)
+def test_distributed_equals_single_process(world_size, algorithm, partitioner, c, overlap,
+                                           reference, tmp_path_factory):
     ranks = run_world(world_size, tmp_path_factory)
-    key = f"{algorithm}|{partitioner}|{c}"
+    key = f"{algorithm}|{partitioner}|{c}|{overlap}"
     covered = torch.zeros(reference["two_layer"]["logits"].numel(), dtype=torch.int64)
     for rank, result in enumerate(ranks):
         entry = result[key]
@@ -117,11 +117,11 @@ def halo_counts(edge_index, owner, world_size):
     return [[len(need[p][q]) for q in range(world_size)] for p in range(world_size)]
 
 
-@pytest.mark.parametrize("world_size,algorithm,partitioner,c", CASES)
-def test_measured_bytes_equal_analytic_count(world_size, algorithm, partitioner, c, graph,
-                                             tmp_path_factory):
+@pytest.mark.parametrize("world_size,algorithm,partitioner,c,overlap", CASES)
+def test_measured_bytes_equal_analytic_count(world_size, algorithm, partitioner, c, overlap,
+                                             graph, tmp_path_factory):
     ranks = run_world(world_size, tmp_path_factory)
-    key = f"{algorithm}|{partitioner}|{c}"
+    key = f"{algorithm}|{partitioner}|{c}|{overlap}"
     row_bytes = BYTE_CHECK_WIDTH * 8
     owner = ranks[0][key]["owner"]
     blocks = world_size // c

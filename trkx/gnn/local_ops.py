@@ -43,21 +43,25 @@ def check_edge_index(edge_index: Tensor, num_nodes: int) -> None:
                          f"min {int(edge_index.min())}, max {int(edge_index.max())}")
 
 
-def transposed_incidence_csr(index: Tensor, num_nodes: int, dtype: torch.dtype) -> Tensor:
+def transposed_incidence_csr(index: Tensor, num_nodes: int, dtype: torch.dtype,
+                             rows: Tensor | None = None, total_rows: int | None = None) -> Tensor:
     """``A^T`` as an ``N x E`` CSR matrix, for the ``E x N`` incidence ``A[k, index[k]] = 1``.
 
     Row ``n`` of ``A^T`` lists the edges whose endpoint is ``n`` (columns sorted), so
-    ``A^T E`` sums the edge rows of every node.
+    ``A^T E`` sums the edge rows of every node. With ``rows`` (ascending), ``A`` has a one only
+    in rows ``rows[k]`` (``A[rows[k], index[k]] = 1``) of ``total_rows``: ``A^T E`` then sums
+    just those rows of the whole ``E`` (no copy of the selected rows).
     """
-    num_edges = index.numel()
     order = torch.argsort(index, stable=True)
+    columns = order if rows is None else rows.to(index.device)[order]
+    num_cols = index.numel() if total_rows is None else int(total_rows)
     counts = torch.bincount(index, minlength=num_nodes)
     crow = torch.zeros(num_nodes + 1, dtype=torch.int64, device=index.device)
     torch.cumsum(counts, dim=0, out=crow[1:])
-    values = torch.ones(num_edges, dtype=dtype, device=index.device)
+    values = torch.ones(index.numel(), dtype=dtype, device=index.device)
     with warnings.catch_warnings():  # "CSR support is in beta": we test what we use
         warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
-        return torch.sparse_csr_tensor(crow, order, values, (num_nodes, num_edges),
+        return torch.sparse_csr_tensor(crow, columns, values, (num_nodes, num_cols),
                                        check_invariants=False)
 
 
@@ -73,19 +77,33 @@ class Incidence:
     on CPU; also the more accurate choice), with autocast off. Used whole-graph by
     :class:`CsrGraphOps` (``S`` and ``D``) and per rank by ``trkx.gnn.distributed``.
 
+    A *row block* of a taller incidence (``rows`` given) is the restriction to the rows
+    ``rows`` of a ``total_rows x C`` matrix: ``A X`` returns only those R rows, and ``A^T E``
+    takes the whole ``[total_rows, f]`` edge tensor and sums only those rows (the split of the
+    source incidence into own and halo parts, ``trkx.gnn.distributed.sparse1d``).
+
     Args:
         index: [R] column of the 1 in every row.
         num_cols: C.
         validate: check that every index lies in ``[0, C)`` (callers that checked already
             skip the device synchronisation).
+        rows: [R] ascending row positions of a row block, or None (all rows, R of them).
+        total_rows: rows of the whole matrix (with ``rows``).
     """
 
-    def __init__(self, index: Tensor, num_cols: int, validate: bool = True) -> None:
+    def __init__(self, index: Tensor, num_cols: int, validate: bool = True,
+                 rows: Tensor | None = None, total_rows: int | None = None) -> None:
         if validate and index.numel() and (int(index.min()) < 0
                                            or int(index.max()) >= num_cols):
             raise ValueError(f"incidence index outside [0, {num_cols})")
+        if (rows is None) != (total_rows is None):
+            raise ValueError("a row block needs both rows and total_rows")
+        if rows is not None and rows.numel() != index.numel():
+            raise ValueError(f"{rows.numel()} rows for {index.numel()} index entries")
         self.index = index.to(torch.int64).contiguous()
         self.num_cols = int(num_cols)
+        self.rows = None if rows is None else rows.to(torch.int64).contiguous()
+        self.total_rows = self.index.numel() if total_rows is None else int(total_rows)
         self._transposed: dict[tuple[torch.dtype, torch.device], Tensor] = {}
 
     @property
@@ -97,14 +115,15 @@ class Incidence:
         return x.index_select(0, self.index.to(x.device))
 
     def apply_transposed(self, e: Tensor) -> Tensor:
-        """``A^T E``: for every column the sum of the rows of ``e`` pointing to it. [C, f]."""
+        """``A^T E``: for every column the sum of the rows of ``e`` pointing to it. [C, f];
+        ``e`` has ``total_rows`` rows."""
         compute = e.dtype if e.dtype in _SPMM_DTYPES else torch.float32
         if self.num_rows == 0 or self.num_cols == 0:
             return e.new_zeros(self.num_cols, e.shape[1], dtype=compute)
         key = (compute, e.device)
         if key not in self._transposed:
-            self._transposed[key] = transposed_incidence_csr(self.index.to(e.device),
-                                                             self.num_cols, compute)
+            self._transposed[key] = transposed_incidence_csr(
+                self.index.to(e.device), self.num_cols, compute, self.rows, self.total_rows)
         with torch.autocast(e.device.type, enabled=False):  # autocast would cast it to bf16
             return torch.sparse.mm(self._transposed[key], e.to(compute).contiguous())
 

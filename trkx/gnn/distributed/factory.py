@@ -50,17 +50,20 @@ class GraphParallel:
     """Process layout, process groups and communication counters of a distributed GNN run."""
 
     def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "balanced",
-                 replication: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 replication: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 overlap: bool = True) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose one of "
                              f"{', '.join(ALGORITHMS)}")
         if algorithm != "1.5d" and replication != 1:
             raise ValueError(f"replication {replication} needs algorithm '1.5d', "
                              f"not {algorithm!r}")
+        if not overlap and algorithm != "sparse-1d":
+            raise ValueError(f"overlap false is a switch of sparse-1d, not {algorithm!r}")
         if not dist.is_initialized():
             raise RuntimeError("torch.distributed is not initialised: launch with torchrun "
                                "(or call init_process_group) before GraphParallel")
-        self.algorithm, self.partitioner = algorithm, partitioner
+        self.algorithm, self.partitioner, self.overlap = algorithm, partitioner, overlap
         self.layout = ProcessLayout(dist.get_world_size(), dist.get_rank(), replication)
         self.stats = CommStats()
         timeout = timedelta(seconds=timeout_s)
@@ -96,7 +99,8 @@ class GraphParallel:
 
     def _ops(self, edge_index: Tensor, shard: GraphShard):
         if self.algorithm == "sparse-1d":
-            return Sparse1dGraphOps.build(edge_index, shard, self.graph_group, self.stats)
+            return Sparse1dGraphOps.build(edge_index, shard, self.graph_group, self.stats,
+                                          self.overlap)
         if self.algorithm == "oblivious-1d":
             return Oblivious1dGraphOps(shard, self.graph_group,
                                        list(range(self.layout.world_size)), self.stats)

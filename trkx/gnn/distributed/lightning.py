@@ -87,11 +87,12 @@ class GraphParallelStrategy(DDPStrategy):
 
     def __init__(self, algorithm: str = "sparse-1d", partitioner: str = "balanced",
                  replication: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 **ddp_kwargs: Any) -> None:
+                 overlap: bool = True, **ddp_kwargs: Any) -> None:
         ddp_kwargs.setdefault("timeout", timedelta(seconds=timeout_s))
         super().__init__(**ddp_kwargs)
         self.graph_settings = {"algorithm": algorithm, "partitioner": partitioner,
-                               "replication": replication, "timeout_s": timeout_s}
+                               "replication": replication, "timeout_s": timeout_s,
+                               "overlap": overlap}
         self.parallel: GraphParallel | None = None
 
     def setup_distributed(self) -> None:

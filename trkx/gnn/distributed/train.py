@@ -77,6 +77,10 @@ def check_section(section: dict[str, Any], label: str) -> None:
         raise ConfigError(f"{where}.replication: {replication} needs algorithm 1.5d")
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ConfigError(f"{where}.timeout_s: must be a number > 0, got {timeout!r}")
+    overlap = section.get("overlap", True)     # its type: check_keys
+    if not overlap and algorithm != "sparse-1d":
+        raise ConfigError(f"{where}.overlap: false is a switch of sparse-1d (the halo exchange "
+                          f"of {algorithm} does not overlap)")
     world = os.environ.get("WORLD_SIZE")
     if world is not None and int(world) % (replication * replication):
         raise ConfigError(f"{where}.replication: c={replication} needs the number of processes "
