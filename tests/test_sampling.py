@@ -126,6 +126,35 @@ def test_fanout_above_the_degree_is_bfs() -> None:
         assert record.node_ids.tolist() == bfs_nodes(neighbours, target.tolist(), 3)
 
 
+def test_node_cap_bounds_every_minibatch_and_keeps_the_inner_hops() -> None:
+    data = random_graph(3, 400, 2400)   # mean degree 12: 3 hops reach most of the graph
+    neighbours = neighbour_lists(data.edge_index, 400)
+    targets = [torch.tensor([0, 1, 2]), torch.tensor([7]), torch.tensor([50, 60])]
+    cap = 40
+    records = sample_subgraphs(data, targets, 3, generator=torch.Generator().manual_seed(0),
+                               max_nodes=cap)
+    for target, record in zip(targets, records):
+        nodes = set(record.node_ids.tolist())
+        assert len(nodes) == cap                            # the ball holds far more
+        assert set(target.tolist()) <= nodes
+        hop1 = set(bfs_nodes(neighbours, target.tolist(), 1))
+        if len(hop1) <= cap:                                # inner hops are filled first
+            assert hop1 <= nodes
+        assert nodes <= set(bfs_nodes(neighbours, target.tolist(), 3))
+        # the subgraph is the one induced on its hits
+        inside = torch.isin(data.edge_index, record.node_ids).all(0)
+        assert record.edge_ids.tolist() == torch.nonzero(inside).flatten().tolist()
+    again = sample_subgraphs(data, targets, 3, generator=torch.Generator().manual_seed(0),
+                             max_nodes=cap)
+    other = sample_subgraphs(data, targets, 3, generator=torch.Generator().manual_seed(1),
+                             max_nodes=cap)
+    assert all(torch.equal(a.node_ids, b.node_ids) for a, b in zip(records, again))
+    assert not all(torch.equal(a.node_ids, b.node_ids) for a, b in zip(records, other))
+    roomy = sample_subgraphs(data, targets, 3, max_nodes=400)   # a cap that never binds: BFS
+    for target, record in zip(targets, roomy):
+        assert record.node_ids.tolist() == bfs_nodes(neighbours, target.tolist(), 3)
+
+
 def test_row_sampling_is_uniform() -> None:
     rows = torch.arange(4000).repeat_interleave(4)
     cols = torch.arange(4).repeat(4000)
@@ -167,3 +196,6 @@ def test_config_errors_name_the_key() -> None:
         SamplingConfig(method="graphsage")
     assert SamplingConfig(hops=2, fanout=[]).fanout is None
     assert SamplingConfig(hops=2, fanout=[4, 0]).fanout == (4, 0)
+    with pytest.raises(ValueError, match=r"max_nodes \(32\) must be at least targets_per_batch"):
+        SamplingConfig(targets_per_batch=64, max_nodes=32)
+    assert SamplingConfig(targets_per_batch=64, max_nodes=64).max_nodes == 64

@@ -51,6 +51,8 @@ class SamplingConfig:
         fanout: per hop, at most this many neighbours drawn per frontier hit (0: all); empty
             or None: no limit.
         bulk: k, minibatches sampled together by one set of sparse products.
+        max_nodes: at most this many hits per minibatch (targets included; hits beyond it are
+            dropped uniformly from the outermost hops); None: no cap.
     """
 
     method: str = "shadow"
@@ -58,6 +60,7 @@ class SamplingConfig:
     hops: int = 9
     fanout: Sequence[int] | None = field(default=None)
     bulk: int = 8
+    max_nodes: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -73,6 +76,9 @@ class SamplingConfig:
         if any(f < 0 for f in fanout):
             raise ValueError(f"fanout entries must be >= 0 (0: all), got {list(fanout)}")
         object.__setattr__(self, "fanout", fanout or None)
+        if self.max_nodes is not None and self.max_nodes < self.targets_per_batch:
+            raise ValueError(f"max_nodes ({self.max_nodes}) must be at least targets_per_batch "
+                             f"({self.targets_per_batch}) or null")
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -133,14 +139,15 @@ class SampledMinibatches(IterableDataset):
         adjacency = symmetric_adjacency(edge_index, int(data.num_nodes))
         incidence = incidence_sum_transposed(edge_index, int(data.num_nodes))
         generator = None
-        if self.config.fanout:
+        if self.config.fanout or self.config.max_nodes is not None:
             stream = ((self.seed * 1_000_003 + epoch) * 1_000_003 + index) * 4096 + rank
             generator = torch.Generator(device=device).manual_seed(stream % 2 ** 63)
         k = self.config.bulk
         for start in range(0, len(targets), k):
             chunk = [t.to(device) for t in targets[start:start + k]]
             yield from sample_subgraphs(data, chunk, self.config.hops, self.config.fanout,
-                                        generator, adjacency, incidence)
+                                        generator, adjacency, incidence,
+                                        max_nodes=self.config.max_nodes)
 
 
 def make_train_loader(sampling_config: Mapping[str, Any], train_paths: Sequence[Path],

@@ -23,7 +23,11 @@ per pair (b, i) with ``F_l[b, i] = 1``, R_l: k x nnz(F_l) sums them back), then
     F_{l+1} = pattern(R_l sample_{f_l}(G_l)) o (1 - V_l)
 
 where ``sample_f`` keeps at most f uniformly drawn entries of every row (a seeded generator).
-Without a limit ``R_l H_l A = F_l A``: the two forms agree.
+Without a limit ``R_l H_l A = F_l A``: the two forms agree. With a cap m on the hits of a
+minibatch (``max_nodes``, the ShaDow bound on a subgraph's size whatever the fan-out reaches),
+row b of each new frontier keeps at most ``m - |V_{l,b}|`` of its hits, drawn uniformly:
+
+    F_{l+1} = cap_{m - |V_l|}(F_{l+1})                  so |V_b| <= max(m, |T_b|)
 
 The subgraph of minibatch b is the row/column selection P_b A P_b^T; as original edges it is
 
@@ -129,43 +133,68 @@ def _pattern(matrix: Tensor) -> Tensor:
     return _csr_from_keys(_nonzero_keys(matrix), tuple(matrix.shape))
 
 
+def _random_rank_in_row(rows: Tensor, num_rows: int,
+                        generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    """``(order, rank)``: entries ordered by row and uniformly at random within a row, and
+    the position of ``order[j]`` within its row (keeping ``rank < f`` draws f per row without
+    replacement)."""
+    priority = torch.rand(rows.numel(), generator=generator, device=rows.device)
+    order = torch.argsort(priority)
+    order = order[torch.argsort(rows[order], stable=True)]           # by row, random within
+    sorted_rows = rows[order]
+    counts = torch.bincount(sorted_rows, minlength=num_rows)
+    starts = torch.cumsum(counts, 0) - counts
+    return order, torch.arange(rows.numel(), device=rows.device) - starts[sorted_rows]
+
+
 def sample_rows(matrix: Tensor, fanout: int, generator: torch.Generator | None) -> Tensor:
     """``sample_f``: keep at most ``fanout`` entries of every row, drawn uniformly without
     replacement (random keys, then the ``fanout`` smallest keys of each row)."""
     rows, cols, _ = _entries(matrix)
-    keys = torch.rand(rows.numel(), generator=generator, device=rows.device)
-    order = torch.argsort(keys)
-    order = order[torch.argsort(rows[order], stable=True)]           # by row, random within
-    sorted_rows = rows[order]
-    counts = torch.bincount(sorted_rows, minlength=matrix.shape[0])
-    starts = torch.cumsum(counts, 0) - counts
-    rank = torch.arange(rows.numel(), device=rows.device) - starts[sorted_rows]
+    order, rank = _random_rank_in_row(rows, matrix.shape[0], generator)
     chosen = order[rank < fanout]
     return _csr(rows[chosen], cols[chosen], tuple(matrix.shape))
 
 
+def cap_rows(keys: Tensor, shape: tuple[int, int], room: Tensor,
+             generator: torch.Generator | None) -> Tensor:
+    """``cap``: of the sorted flat keys ``b * N + i``, keep at most ``room[b]`` per row b,
+    drawn uniformly without replacement; the kept keys, sorted."""
+    rows = torch.div(keys, shape[1], rounding_mode="floor")
+    order, rank = _random_rank_in_row(rows, shape[0], generator)
+    chosen = order[rank < room[rows[order]]]
+    return torch.sort(keys[chosen]).values
+
+
 def expand(adjacency: Tensor, frontier: Tensor, hops: int,
            fanout: Sequence[int] | None = None,
-           generator: torch.Generator | None = None) -> list[Tensor]:
+           generator: torch.Generator | None = None,
+           max_nodes: int | None = None) -> list[Tensor]:
     """Frontiers ``[F_0, ..., F_L]`` (k x N CSR patterns) of L = ``hops`` expansions.
 
-    ``fanout[l]`` (when given and > 0) caps the neighbours drawn per frontier hit at hop l.
+    ``fanout[l]`` (when given and > 0) caps the neighbours drawn per frontier hit at hop l;
+    ``max_nodes`` (when given) the hits of each row over all hops (the targets always stay).
     """
     return [_csr_from_keys(keys, tuple(frontier.shape))
-            for keys in _expand_keys(adjacency, frontier, hops, fanout, generator)]
+            for keys in _expand_keys(adjacency, frontier, hops, fanout, generator, max_nodes)]
 
 
 def _expand_keys(adjacency: Tensor, frontier: Tensor, hops: int,
                  fanout: Sequence[int] | None,
-                 generator: torch.Generator | None) -> list[Tensor]:
+                 generator: torch.Generator | None,
+                 max_nodes: int | None = None) -> list[Tensor]:
     """The frontiers of :func:`expand` as sorted flat keys ``b * N + i``."""
     if hops < 0:
         raise ValueError(f"hops must be >= 0, got {hops}")
     if fanout is not None and len(fanout) not in (0, hops):
         raise ValueError(f"fanout needs one entry per hop ({hops}), got {list(fanout)}")
+    if max_nodes is not None and max_nodes < 1:
+        raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
     shape = tuple(frontier.shape)
     keys = _nonzero_keys(frontier)
     frontiers, visited = [keys], keys
+    size = torch.bincount(torch.div(keys, shape[1], rounding_mode="floor"),
+                          minlength=shape[0])                                 # |V_l| per row
     for hop in range(hops):
         limit = fanout[hop] if fanout else 0
         if limit > 0:
@@ -179,6 +208,10 @@ def _expand_keys(adjacency: Tensor, frontier: Tensor, hops: int,
             reached = torch.sparse.mm(frontier, adjacency)                    # F_l A
         keys = _nonzero_keys(reached)
         keys = keys[~torch.isin(keys, visited)]                              # o (1 - V_l)
+        if max_nodes is not None:
+            keys = cap_rows(keys, shape, (max_nodes - size).clamp_min(0), generator)
+            size += torch.bincount(torch.div(keys, shape[1], rounding_mode="floor"),
+                                   minlength=shape[0])
         frontier = _csr_from_keys(keys, shape)
         visited = torch.cat([visited, keys])
         frontiers.append(keys)
@@ -196,13 +229,15 @@ def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
                      generator: torch.Generator | None = None,
                      adjacency: Tensor | None = None, incidence: Tensor | None = None,
                      node_keys: Sequence[str] = NODE_KEYS,
-                     edge_keys: Sequence[str] = EDGE_KEYS) -> list[Data]:
+                     edge_keys: Sequence[str] = EDGE_KEYS,
+                     max_nodes: int | None = None) -> list[Data]:
     """One minibatch ``Data`` per entry of ``targets`` (bulk: all from the same products).
 
     Each record has ``edge_index`` (relabelled into ``node_ids`` order), the ``node_keys`` rows
     and ``edge_keys`` entries of ``data`` that exist, ``node_ids`` / ``edge_ids`` (original
     ids, ascending), ``target_ids``, ``target_edge_mask`` and ``num_nodes``. ``adjacency`` (A) and
     ``incidence`` ((S + D)^T) may be passed in when the same event is sampled again.
+    ``max_nodes`` bounds the hits of every minibatch (module docstring).
     """
     if not len(targets):
         return []
@@ -213,8 +248,8 @@ def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
         incidence = incidence_sum_transposed(edge_index, num_nodes)
     k = len(targets)
     f0 = target_matrix(targets, num_nodes)
-    node_flat = torch.sort(torch.cat(_expand_keys(adjacency, f0, hops, fanout,
-                                                  generator))).values          # V_L keys
+    node_flat = torch.sort(torch.cat(_expand_keys(adjacency, f0, hops, fanout, generator,
+                                                  max_nodes))).values          # V_L keys
     members = _csr_from_keys(node_flat, (k, num_nodes))
     node_rows = torch.div(node_flat, num_nodes, rounding_mode="floor")
     node_cols = node_flat - node_rows * num_nodes
