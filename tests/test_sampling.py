@@ -155,6 +155,21 @@ def test_node_cap_bounds_every_minibatch_and_keeps_the_inner_hops() -> None:
         assert record.node_ids.tolist() == bfs_nodes(neighbours, target.tolist(), 3)
 
 
+def test_reference_loop_keeps_the_same_fanout_and_cap_rules() -> None:
+    """The benchmark's one-at-a-time baseline obeys the bulk sampler's fan-out and cap."""
+    import random
+    data = random_graph(3, 400, 2400)
+    neighbours = neighbour_lists(data.edge_index, 400)
+    rng = random.Random(1)
+    for targets in ([0, 1, 2], [7], [50, 60]):
+        capped = set(bfs_nodes(neighbours, targets, 3, [2, 3, 1], 40, rng))
+        assert set(targets) <= capped and len(capped) <= 40
+        assert capped <= set(bfs_nodes(neighbours, targets, 3))
+        hop1 = set(bfs_nodes(neighbours, targets, 1, [2], None, rng)) - set(targets)
+        assert len(hop1) <= 2 * len(targets)
+        assert hop1 <= set().union(*(neighbours[t] for t in targets))
+
+
 def test_row_sampling_is_uniform() -> None:
     rows = torch.arange(4000).repeat_interleave(4)
     cols = torch.arange(4).repeat(4000)

@@ -100,6 +100,14 @@ def _nonzero_keys(matrix: Tensor) -> Tensor:
     return torch.sort(keys).values     # CSR entries are distinct: a sort, not a unique
 
 
+def _member(sorted_keys: Tensor, keys: Tensor) -> Tensor:
+    """``keys[j] in sorted_keys`` for every j (binary search)."""
+    if sorted_keys.numel() == 0:
+        return torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
+    at = torch.searchsorted(sorted_keys, keys).clamp_max(sorted_keys.numel() - 1)
+    return sorted_keys[at] == keys
+
+
 def symmetric_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
     """``A = D^T S + S^T D`` as an N x N CSR pattern (every stored value 1)."""
     src, dst = edge_index[0].long(), edge_index[1].long()
@@ -139,8 +147,9 @@ def _random_rank_in_row(rows: Tensor, num_rows: int,
     the position of ``order[j]`` within its row (keeping ``rank < f`` draws f per row without
     replacement)."""
     priority = torch.rand(rows.numel(), generator=generator, device=rows.device)
-    order = torch.argsort(priority)
-    order = order[torch.argsort(rows[order], stable=True)]           # by row, random within
+    # one sort by (row, priority): row + priority in float64 is exact for float32 priorities
+    # and rows below 2^28, so this is the order of a stable sort by row of the priority order
+    order = torch.argsort(rows.to(torch.float64) + priority.to(torch.float64))
     sorted_rows = rows[order]
     counts = torch.bincount(sorted_rows, minlength=num_rows)
     starts = torch.cumsum(counts, 0) - counts
@@ -259,18 +268,16 @@ def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
                                 + edge_cols[inside]).values
     edge_rows = torch.div(edge_keys_flat, max(edge_index.shape[1], 1), rounding_mode="floor")
     edge_cols = edge_keys_flat - edge_rows * edge_index.shape[1]
-    # relabelling: a k x N lookup table holds each member's position within its minibatch
+    # relabelling: a member's position within its minibatch is its rank among the sorted
+    # member keys less the minibatch's first rank (searchsorted: no k x N table)
     node_start = torch.cumsum(torch.bincount(node_rows, minlength=k), 0)
     node_start = torch.cat([node_start.new_zeros(1), node_start[:-1]])
-    table = torch.full((k * num_nodes,), -1, dtype=torch.int64, device=node_flat.device)
-    table[node_flat] = torch.arange(node_flat.numel(), device=node_flat.device) \
-        - node_start[node_rows]
-    is_target = torch.zeros(k * num_nodes, dtype=torch.bool, device=node_flat.device)
-    is_target[_nonzero_keys(f0)] = True
     base = edge_rows * num_nodes
     src, dst = base + edge_index[0, edge_cols], base + edge_index[1, edge_cols]
-    local = torch.stack([table[src], table[dst]])
-    touches = is_target[src] | is_target[dst]
+    local = torch.stack([torch.searchsorted(node_flat, src), torch.searchsorted(node_flat, dst)]
+                        ) - node_start[edge_rows]
+    target_keys = _nonzero_keys(f0)
+    touches = _member(target_keys, src) | _member(target_keys, dst)
     n_nodes = torch.bincount(node_rows, minlength=k).tolist()
     n_edges = torch.bincount(edge_rows, minlength=k).tolist()
     node_parts = torch.split(node_cols, n_nodes)
