@@ -73,6 +73,25 @@ def test_balanced_equalises_edges_where_sector_does_not(parts):
                        balanced(pos, edge_index, parts))
 
 
+@pytest.mark.parametrize("parts", [2, 4, 8])
+def test_balanced_keeps_side_by_side_events_whole(parts):
+    """Four events side by side (disconnected, hits interleaved): components first, so each
+    piece boundary cuts at most one component, where the sector ordering alone cuts every
+    event at every sector boundary."""
+    pos, edge_index = skewed_graph()
+    n, events = pos.shape[0], 4
+    perm = torch.randperm(events * n, generator=torch.Generator().manual_seed(3))
+    many_pos = torch.cat([pos] * events)[perm]
+    many_edges = torch.argsort(perm)[torch.cat([edge_index + e * n for e in range(events)], 1)]
+    owner = balanced(many_pos, many_edges, parts)
+    assert edge_imbalance(many_edges, owner, parts) < 1.05
+    one_event = int(halo_sizes(edge_index, balanced(pos, edge_index, parts), parts).sum())
+    halo = int(halo_sizes(many_edges, owner, parts).sum())
+    assert halo <= max(1, parts // events) * one_event           # a per-event cut at most
+    if parts <= events:      # pieces of whole events: nothing to exchange
+        assert halo == 0
+
+
 def test_move_gains_counts_neighbours_per_block():
     # path 0-1-2-3 plus 1-3 (undirected CSR); blocks {0, 1} and {2, 3}
     indptr = np.array([0, 1, 4, 6, 8])
