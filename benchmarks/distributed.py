@@ -156,8 +156,13 @@ def traffic_worker(rank: int, world: int, port: int, graph_file: str, configs: l
 
 def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: str,
                 partitioner: str, model_kwargs: dict, steps: int, threads: int,
-                out_dir: str) -> None:
-    """Training steps of InteractionGNN; world == 1: single process with CSR GraphOps."""
+                out_dir: str, overlap: bool = True, allocator: str = "trkx") -> None:
+    """Training steps of InteractionGNN; world == 1: single process with CSR GraphOps.
+    ``allocator``: ``trkx`` applies what ``trkx train`` sets (trkx/allocator.py), ``glibc``
+    keeps glibc's defaults."""
+    if allocator == "trkx":
+        from trkx.allocator import configure_allocator
+        configure_allocator()
     torch.set_num_threads(threads)
     from trkx.gnn.distributed.bookkeeping import all_reduce_gradients, rank_loss
     from trkx.gnn.local_ops import CsrGraphOps
@@ -168,7 +173,7 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
     if world > 1:
         _init(rank, world, port)
         from trkx.gnn.distributed.factory import GraphParallel
-        gp = GraphParallel(algorithm, partitioner, 1)
+        gp = GraphParallel(algorithm, partitioner, 1, overlap=overlap)
         owner = g["owners"][f"{partitioner}|{world}"]
         part = gp.shard(edge_index, owner.numel(), owner=owner)
         ops, x, y = part.ops, x[part.nodes], y[part.edges]
@@ -235,12 +240,13 @@ def measure_traffic(graph_file: Path, world_sizes: list[int], width: int, work: 
 
 def measure_steps(graph_file: Path, world: int, threads: int, model_kwargs: dict, steps: int,
                   work: Path, algorithm: str = "sparse-1d", partitioner: str = DEFAULT,
-                  env: dict[str, str] | None = None) -> dict:
+                  env: dict[str, str] | None = None, overlap: bool = True,
+                  allocator: str = "trkx") -> dict:
     saved = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     try:
         spawn(step_worker, world, str(graph_file), algorithm, partitioner, model_kwargs, steps,
-              threads, str(work))
+              threads, str(work), overlap, allocator)
     finally:
         for key, value in saved.items():
             if value is None:
@@ -257,6 +263,39 @@ def measure_steps(graph_file: Path, world: int, threads: int, model_kwargs: dict
                                        for r in ranks]}
 
 
+# ---------------------------------------------------------------- plot
+def plot(result: dict, path: Path) -> None:
+    """Edge balance per P and bytes per GNN iteration per P, every partitioner."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    sizes = sorted(int(P) for P in result["balance"])
+    def mib(name: str, algorithm: str) -> list[float]:
+        return [result["balance"][str(P)][name]["bytes"][algorithm]["total"] / 2**20
+                for P in sizes]
+
+    for name in PARTITIONERS:
+        left.plot(sizes, [result["balance"][str(P)][name]["edge_imbalance"] for P in sizes],
+                  "-o", label=name, markersize=3)
+        right.plot(sizes, mib(name, "sparse-1d"), "-o", markersize=3, label=f"sparse-1d, {name}")
+    right.plot(sizes, mib(DEFAULT, "oblivious-1d"), "k:", label="oblivious-1d (any partition)")
+    left.set(xlabel="processes P", ylabel="edges max / mean", title="edge balance")
+    right.set(yscale="log", xlabel="processes P",
+              ylabel=f"MiB received per GNN iteration (width {result['width']})",
+              title="traffic, all ranks")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(P) for P in sizes])
+        ax.minorticks_off()
+    left.legend()
+    right.legend(fontsize=7)
+    fig.suptitle(result["graph"]["name"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 # ---------------------------------------------------------------- main
 def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else a / b
@@ -267,7 +306,11 @@ def main() -> int:
     parser.add_argument("--events", type=Path, help="filter-stage event records")
     parser.add_argument("--n-events", type=int, default=8, help="records used (default 8)")
     parser.add_argument("--multi-event", type=int, default=8,
-                        help="events side by side in the measured graph (default 8; 1: one)")
+                        help="events side by side in the graph of the traffic and balance "
+                             "figures (default 8; 1: one)")
+    parser.add_argument("--step-events", type=int, default=1,
+                        help="events side by side in the graph of the memory, step-time and "
+                             "overlap figures (default 1: one event; each step trains on it)")
     parser.add_argument("--quick", action="store_true",
                         help="a small graph from the sample event; checks the script runs")
     parser.add_argument("--width", type=int, default=128, help="feature columns per exchange")
@@ -283,17 +326,27 @@ def main() -> int:
                              "shipped default)")
     parser.add_argument("--skip-steps", action="store_true", help="no memory / step-time runs")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--plot", type=Path,
+                        help="PNG of balance and traffic per P (default: beside --json)")
+    parser.add_argument("--replot", type=Path, metavar="JSON",
+                        help="only draw --plot from a JSON this script wrote")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads(args.replot.read_text()), args.plot or args.replot.with_suffix(".png"))
+        return 0
     if args.quick:
-        graph = quick_graph()
+        graph = step_graph = quick_graph()
         args.world_sizes, args.balance_sizes = [2, 4], [2, 4, 8]
         args.hidden, args.iters, args.steps = 8, 1, 1
         args.hang_timeout = min(args.hang_timeout, 5.0)
     elif args.events is None:
         parser.error("--events DIR (filter-stage records) or --quick")
     else:
-        graphs = load_graphs(args.events, args.n_events)
+        graphs = load_graphs(args.events, max(args.n_events, args.multi_event,
+                                              args.step_events))
         graph = side_by_side(graphs[:args.multi_event]) if args.multi_event > 1 else graphs[0]
+        step_graph = (side_by_side(graphs[:args.step_events]) if args.step_events > 1
+                      else graphs[0])
     work = Path(tempfile.mkdtemp(prefix="trkx_bench_dist_"))
     N, E = graph["x"].shape[0], graph["edge_index"].shape[1]
     print(f"graph: {graph['name']}: {N} hits, {E} edges", flush=True)
@@ -331,19 +384,41 @@ def main() -> int:
     single = four = None
     one_proc: list[float] = []
     two_proc: list[float] = []
+    overlap_on: list[float] = []
+    overlap_off: list[float] = []
+    glibc_1x2: list[float] = []
+    single_glibc = four_glibc = None
+    SN, SE = step_graph["x"].shape[0], step_graph["edge_index"].shape[1]
     if not args.skip_steps:
-        print(f"memory: InteractionGNN {model}, sparse-1d + {DEFAULT}, default allocator",
+        step_file = work / "step_graph.pt"
+        torch.save({**step_graph, "owners": {
+            f"{DEFAULT}|{P}": make_partition(DEFAULT, P, step_graph["edge_index"],
+                                             step_graph["pos"], SN) for P in (2, 4)}},
+                   step_file)
+        print(f"steps on {step_graph['name']}: {SN} hits, {SE} edges", flush=True)
+        print(f"memory: InteractionGNN {model}, sparse-1d + {DEFAULT}, the allocator setting "
+              "of trkx train, then glibc's defaults", flush=True)
+        single = measure_steps(step_file, 1, 1, model, args.steps, work)
+        four = measure_steps(step_file, 4, 1, model, args.steps, work)
+        single_glibc = measure_steps(step_file, 1, 1, model, args.steps, work,
+                                     allocator="glibc")
+        four_glibc = measure_steps(step_file, 4, 1, model, args.steps, work, allocator="glibc")
+        print("step time: 2 processes x 1 thread vs 1 process x 2 threads; overlap on/off",
               flush=True)
-        single = measure_steps(graph_file, 1, 1, model, args.steps, work)
-        four = measure_steps(graph_file, 4, 1, model, args.steps, work)
-        print("step time: 2 processes x 1 thread vs 1 process x 2 threads", flush=True)
         for _ in range(2):
             for world, threads, times in ((1, 2, one_proc), (2, 1, two_proc)):
-                times.append(measure_steps(graph_file, world, threads, model, args.steps,
+                times.append(measure_steps(step_file, world, threads, model, args.steps,
                                            work)["step_time_s"])
+            for overlap, times in ((True, overlap_on), (False, overlap_off)):
+                times.append(measure_steps(step_file, 2, 1, model, args.steps, work,
+                                           overlap=overlap)["step_time_s"])
+            glibc_1x2.append(measure_steps(step_file, 1, 2, model, args.steps, work,
+                                           allocator="glibc")["step_time_s"])
+        print(f"  1x2 {one_proc}  2x1 {two_proc}  overlap on {overlap_on} off {overlap_off}",
+              flush=True)
     print(f"hang: SIGSTOP one of 2 ranks, distributed.timeout_s={args.hang_timeout:g}",
           flush=True)
-    hang = measure_hang(graph, args.hang_timeout, work)
+    hang = measure_hang(step_graph, args.hang_timeout, work)
 
     def imbalance(P: int) -> float | None:
         row = balance.get(str(P))
@@ -362,22 +437,36 @@ def main() -> int:
             max(four["peak_rss_mib"]), single["peak_rss_mib"][0]),
         "step_time_ratio_2proc": ratio(statistics.median(two_proc) if two_proc else None,
                                        statistics.median(one_proc) if one_proc else None),
-        "overlap_step_time_ratio": None,
-        "overlap_note": "no switch to turn the halo/compute overlap off yet",
+        "overlap_step_time_ratio": ratio(
+            statistics.median(overlap_on) if overlap_on else None,
+            statistics.median(overlap_off) if overlap_off else None),
+        "step_graph": {"name": step_graph["name"], "nodes": SN, "edges": SE},
+        "peak_memory_ratio_p4_glibc_default": None if single_glibc is None else ratio(
+            max(four_glibc["peak_rss_mib"]), single_glibc["peak_rss_mib"][0]),
+        "step_time_ratio_allocator": ratio(
+            statistics.median(one_proc) if one_proc else None,
+            statistics.median(glibc_1x2) if glibc_1x2 else None),
         "hang_detect_seconds": hang, "hang_timeout_s": args.hang_timeout,
         "balance": balance, "bytes": traffic,
-        "memory": {"single": single, "p4": four, "model": model},
-        "step_times": {"one_proc_two_threads": one_proc, "two_proc_one_thread": two_proc},
+        "memory": {"single": single, "p4": four, "single_glibc_default": single_glibc,
+                   "p4_glibc_default": four_glibc, "model": model},
+        "step_times": {"one_proc_two_threads": one_proc, "two_proc_one_thread": two_proc,
+                       "p2_overlap_on": overlap_on, "p2_overlap_off": overlap_off,
+                       "one_proc_two_threads_glibc_default": glibc_1x2},
     }
     for key in ("sparse1d_over_oblivious_p4", "sparse1d_over_oblivious_p8",
                 "measured_bytes_equal_analytic", "edge_imbalance_p4", "edge_imbalance_p8",
-                "edge_imbalance_p64", "peak_memory_ratio_p4", "step_time_ratio_2proc",
-                "hang_detect_seconds"):
+                "edge_imbalance_p64", "peak_memory_ratio_p4",
+                "peak_memory_ratio_p4_glibc_default", "step_time_ratio_2proc",
+                "step_time_ratio_allocator", "overlap_step_time_ratio", "hang_detect_seconds"):
         print(f"{key}: {result[key]}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
         print(f"wrote {args.json}")
+    plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
+    if plot_path:
+        plot(result, plot_path)
     return 0
 
 

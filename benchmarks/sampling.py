@@ -89,7 +89,7 @@ def load_graphs(args) -> tuple[list, str]:
     from trkx.data.events import event_record
     from trkx.data.listing import event_prefixes
     with tempfile.TemporaryDirectory() as scratch:
-        trkx_main(["simulate", "--out", scratch, "--events", str(args.n_events), "--seed", "41",
+        trkx_main(["simulate", "--out", scratch, "--n-events", str(args.n_events), "--seed", "41",
                    "--pileup", str(args.pileup), "--first-event-id", "700000"])
         detector = load_detector()
         graphs = [standin_graph(event_record(p, detector, False, 1.0), args.knn)

@@ -1,0 +1,110 @@
+"""Graph-parallel training of the pile-up-200 GNN on pipeline graphs: ``torchrun`` with P
+processes against one process, the same optimiser steps on the same event.
+
+Both runs go through ``trkx train gnn`` (the one training driver): one process with
+``configs/gnn.yaml``, P processes with ``torchrun --nproc-per-node P -m trkx train gnn --config
+configs/gnn_distributed.yaml``, both with the pile-up-200 recipe's GNN (``configs/pu200.yaml``:
+hidden 64, 6 iterations, learning rate 0.002) on one filter-stage training event for
+``--steps`` whole-event steps, validated on one other event. One training event because the
+two drivers' samplers order several events differently (the steps must be the same). Prints
+and writes the validation figures of both runs, their largest difference and the wall time of
+each run (setup and validation included).
+
+    python benchmarks/distributed_training.py --events runs/pu200/graphs/test/filter \\
+        --steps 6 --json benchmarks/results/distributed_training.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+RECIPE = ["model.hidden=64", "model.n_graph_iters=6", "module.learning_rate=0.002",
+          "module.graph_ops=csr", "module.tune_tracks=false", "trainer.logger=none",
+          "trainer.progress_bar=false", "trainer.min_signal_efficiency=0.0"]
+FIGURES = ("val_loss", "val_efficiency", "val_purity", "val_auc")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    result = subprocess.run(argv, cwd=REPO, env={**os.environ, **env}, text=True,
+                            capture_output=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:8])} ... failed:\n{result.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=Path, required=True,
+                        help="filter-stage event records (the first trains, the last validates)")
+    parser.add_argument("--steps", type=int, default=6, help="whole-event optimiser steps")
+    parser.add_argument("-P", "--processes", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2,
+                        help="cores in all: one process uses them all, P processes 1 each")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    from trkx.checkpoint import load_checkpoint
+    from trkx.data.listing import record_paths
+    paths = record_paths(str(args.events))
+    if len(paths) < 2:
+        raise SystemExit(f"{args.events}: needs two event records (train, validate)")
+    work = Path(tempfile.mkdtemp(prefix="trkx_dist_train_"))
+    for name, path in (("train", paths[0]), ("val", paths[-1])):
+        (work / name).mkdir()
+        (work / name / path.name).symlink_to(path.resolve())
+    sets = [*RECIPE, f"data.train_dir={work / 'train'}", f"data.val_dir={work / 'val'}",
+            f"trainer.max_steps={args.steps}",
+            f"trainer.val_every_n_epochs={args.steps}"]     # one event: an epoch is a step
+    flags = [item for s in sets for item in ("--set", s)]
+    single_ckpt, parallel_ckpt = work / "single.pt", work / "parallel.pt"
+    print(f"one process x {args.threads} threads: {args.steps} steps on {paths[0].name}",
+          flush=True)
+    single_s = run([sys.executable, "-m", "trkx", "--threads", str(args.threads), "train",
+                    "gnn", "--config", "configs/gnn.yaml", "--checkpoint", str(single_ckpt),
+                    *flags], {})
+    threads = max(1, args.threads // args.processes)
+    print(f"torchrun {args.processes} processes x {threads} thread(s)", flush=True)
+    parallel_s = run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                      str(args.processes), "--master-port", str(free_port()), "-m", "trkx",
+                      "train", "gnn", "--config", "configs/gnn_distributed.yaml",
+                      "--checkpoint", str(parallel_ckpt), *flags],
+                     {"OMP_NUM_THREADS": str(threads)})
+    one = load_checkpoint(single_ckpt, "gnn").metrics
+    many = load_checkpoint(parallel_ckpt, "gnn").metrics
+    difference = max(abs(float(many[k]) - float(one[k])) for k in FIGURES)
+    result = {"events": str(args.events), "train_event": paths[0].name,
+              "val_event": paths[-1].name, "steps": args.steps, "processes": args.processes,
+              "recipe": RECIPE, "one_process": {k: float(one[k]) for k in FIGURES},
+              "graph_parallel": {k: float(many[k]) for k in FIGURES},
+              "max_abs_difference": difference,
+              "wall_seconds": {"one_process": single_s, "graph_parallel": parallel_s},
+              "wall_ratio": parallel_s / single_s}
+    for k in FIGURES:
+        print(f"  {k}: one process {one[k]:.6f}  P={args.processes} {many[k]:.6f}")
+    print(f"max |difference| {difference:.2e}; wall {single_s:.0f} s vs {parallel_s:.0f} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
