@@ -47,8 +47,8 @@ from trkx.gnn.model import InteractionGNN
 from trkx.gnn.module import GNNModule
 from trkx.gnn.sampling.datamodule import SampledMinibatches, SamplingConfig
 from trkx.gnn.sampling.sampler import (
-    incidence_sum_transposed,
     sample_subgraphs,
+    source_incidence_transposed,
     symmetric_adjacency,
 )
 
@@ -112,7 +112,7 @@ def throughput(data, config: SamplingConfig, count: int, baseline_count: int) ->
     from torch_geometric.utils import k_hop_subgraph, to_undirected
     targets = target_sets(data, config.targets_per_batch, count, seed=0)
     adjacency = symmetric_adjacency(data.edge_index, data.num_nodes)
-    incidence = incidence_sum_transposed(data.edge_index, data.num_nodes)
+    incidence = source_incidence_transposed(data.edge_index, data.num_nodes)
     start = time.perf_counter()
     neighbours = neighbour_lists(data.edge_index, data.num_nodes)
     lists_seconds = time.perf_counter() - start

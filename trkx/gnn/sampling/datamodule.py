@@ -31,8 +31,8 @@ from torch.utils.data import DataLoader, IterableDataset
 from torch_geometric.data import Data
 
 from trkx.gnn.sampling.sampler import (
-    incidence_sum_transposed,
     sample_subgraphs,
+    source_incidence_transposed,
     symmetric_adjacency,
 )
 
@@ -137,7 +137,7 @@ class SampledMinibatches(IterableDataset):
         device = data.edge_index.device
         edge_index = data.edge_index.long()
         adjacency = symmetric_adjacency(edge_index, int(data.num_nodes))
-        incidence = incidence_sum_transposed(edge_index, int(data.num_nodes))
+        incidence = source_incidence_transposed(edge_index, int(data.num_nodes))
         generator = None
         if self.config.fanout or self.config.max_nodes is not None:
             stream = ((self.seed * 1_000_003 + epoch) * 1_000_003 + index) * 4096 + rank

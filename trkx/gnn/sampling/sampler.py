@@ -31,11 +31,13 @@ row b of each new frontier keeps at most ``m - |V_{l,b}|`` of its hits, drawn un
 
 The subgraph of minibatch b is the row/column selection P_b A P_b^T; as original edges it is
 
-    C = V_L (S + D)^T                   k x E,  C[b, k] = [s_k in V_b] + [d_k in V_b]
+    C = (V_L S^T) o (V_L D^T)            k x E,  C[b, k] = [s_k in V_b] [d_k in V_b]
 
-and edge k belongs to minibatch b exactly when ``C[b, k] = 2`` (a self-loop has a 2 in
-``(S + D)^T`` and counts once). Original edge ids are kept, so labels, weights and scores map
-back. The edges touching a target hit (``target_edge_mask``) are the ones whose loss counts.
+and edge k belongs to minibatch b exactly when ``C[b, k] = 1``. ``V_L S^T`` (the edges leaving a
+member, each once: an edge has one source) is a row gather of the CSR matrix ``S^T``; its
+Hadamard product with ``V_L D^T`` is a lookup of ``(b, d_k)`` among the sorted member keys.
+Original edge ids are kept, so labels, weights and scores map back. The edges touching a
+target hit (``target_edge_mask``) are the ones whose loss counts.
 
 Receptive field. In a T-iteration interaction network (trkx.gnn.model) the hidden state of a
 hit after t iterations depends on the hits within t hops, and an edge score on the states of
@@ -117,11 +119,21 @@ def symmetric_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
                                    torch.ones_like(adjacency.values()), adjacency.shape)
 
 
-def incidence_sum_transposed(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """``(S + D)^T``: N x E CSR, entry 1 at (s_k, k) and (d_k, k) (2 for a self-loop)."""
+def source_incidence_transposed(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """``S^T``: N x E CSR, entry 1 at (s_k, k): row i lists the edges leaving hit i."""
     edges = torch.arange(edge_index.shape[1], device=edge_index.device)
-    return _csr(torch.cat([edge_index[0].long(), edge_index[1].long()]),
-                torch.cat([edges, edges]), (num_nodes, edge_index.shape[1]))
+    return _csr(edge_index[0].long(), edges, (num_nodes, edge_index.shape[1]))
+
+
+def _gather_rows(matrix: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """``(j, cols)``: the columns of rows ``rows[j]`` of a CSR matrix, row after row (rows may
+    repeat): the entries of ``H M`` for the selection H with ``H[j, rows[j]] = 1``."""
+    crow = matrix.crow_indices()
+    starts, counts = crow[rows], crow[rows + 1] - crow[rows]
+    which = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), counts)
+    first = torch.cumsum(counts, 0) - counts
+    offset = torch.arange(which.numel(), device=rows.device) - first[which]
+    return which, matrix.col_indices()[starts[which] + offset]
 
 
 def target_matrix(targets: Sequence[Tensor], num_nodes: int) -> Tensor:
@@ -245,7 +257,7 @@ def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
     Each record has ``edge_index`` (relabelled into ``node_ids`` order), the ``node_keys`` rows
     and ``edge_keys`` entries of ``data`` that exist, ``node_ids`` / ``edge_ids`` (original
     ids, ascending), ``target_ids``, ``target_edge_mask`` and ``num_nodes``. ``adjacency`` (A) and
-    ``incidence`` ((S + D)^T) may be passed in when the same event is sampled again.
+    ``incidence`` (S^T) may be passed in when the same event is sampled again.
     ``max_nodes`` bounds the hits of every minibatch (module docstring).
     """
     if not len(targets):
@@ -254,18 +266,18 @@ def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
     if adjacency is None:
         adjacency = symmetric_adjacency(edge_index, num_nodes)
     if incidence is None:
-        incidence = incidence_sum_transposed(edge_index, num_nodes)
+        incidence = source_incidence_transposed(edge_index, num_nodes)
     k = len(targets)
     f0 = target_matrix(targets, num_nodes)
     node_flat = torch.sort(torch.cat(_expand_keys(adjacency, f0, hops, fanout, generator,
                                                   max_nodes))).values          # V_L keys
-    members = _csr_from_keys(node_flat, (k, num_nodes))
     node_rows = torch.div(node_flat, num_nodes, rounding_mode="floor")
     node_cols = node_flat - node_rows * num_nodes
-    edge_rows, edge_cols, counts = _entries(torch.sparse.mm(members, incidence))  # C
-    inside = counts == 2
+    member, leaving = _gather_rows(incidence, node_cols)                  # V_L S^T
+    edge_rows = node_rows[member]
+    inside = _member(node_flat, edge_rows * num_nodes + edge_index[1, leaving])  # o V_L D^T
     edge_keys_flat = torch.sort(edge_rows[inside] * edge_index.shape[1]
-                                + edge_cols[inside]).values
+                                + leaving[inside]).values
     edge_rows = torch.div(edge_keys_flat, max(edge_index.shape[1], 1), rounding_mode="floor")
     edge_cols = edge_keys_flat - edge_rows * edge_index.shape[1]
     # relabelling: a member's position within its minibatch is its rank among the sorted
