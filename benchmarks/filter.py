@@ -20,6 +20,11 @@ point), unless --score-cut. Without --checkpoint the filter is first trained as 
 
 from __future__ import annotations
 
+if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
+    from trkx.allocator import setup as setup_allocator
+
+    setup_allocator()
+
 import argparse
 import json
 import os

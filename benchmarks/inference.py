@@ -30,6 +30,11 @@ Timings are wall-clock on a shared machine: compare figures of one run side by s
 
 from __future__ import annotations
 
+if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
+    from trkx.allocator import setup as setup_allocator
+
+    setup_allocator()
+
 import argparse
 import dataclasses
 import json

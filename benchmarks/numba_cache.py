@@ -19,6 +19,11 @@ is the CPU time (all threads) of the first two calls, less sensitive to that.
 
 from __future__ import annotations
 
+if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
+    from trkx.allocator import setup as setup_allocator
+
+    setup_allocator()
+
 import argparse
 import json
 import os

@@ -28,6 +28,11 @@ the JSON says which). ``--quick``: tiny events and budget, to check that it runs
 
 from __future__ import annotations
 
+if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
+    from trkx.allocator import setup as setup_allocator
+
+    setup_allocator()
+
 import argparse
 import json
 import random

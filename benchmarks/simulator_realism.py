@@ -19,6 +19,11 @@ time of the (single-threaded) process, which the sharing of the machine does not
 
 from __future__ import annotations
 
+if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
+    from trkx.allocator import setup as setup_allocator
+
+    setup_allocator()
+
 import argparse
 import dataclasses
 import json

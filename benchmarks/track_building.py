@@ -11,6 +11,11 @@ GeV and >= 3 hits, candidate tracks >= 3 hits, and the TrackML score.
 
 from __future__ import annotations
 
+if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
+    from trkx.allocator import setup as setup_allocator
+
+    setup_allocator()
+
 import argparse
 import json
 import os

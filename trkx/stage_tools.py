@@ -104,8 +104,6 @@ def check_data_folders(config: dict[str, Any]) -> None:
 
 
 def run_train(stage: StageCommands, args: argparse.Namespace) -> int:
-    from trkx.allocator import configure_allocator
-    configure_allocator()           # freed activations go back to the OS (trkx/allocator.py)
     given = overrides_of(args)
     overrides = list(given)
     if args.checkpoint:

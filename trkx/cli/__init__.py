@@ -17,6 +17,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from trkx import allocator
 from trkx.config import ConfigError
 from trkx.data.errors import TrackMLFormatError
 from trkx.pipeline.runner import StepFailed
@@ -25,7 +26,7 @@ from trkx.training.fit import StageFailed
 
 #: Exceptions that mean a user mistake: one line, exit status 2.
 USER_ERRORS = (TrackMLFormatError, ConfigError, FileNotFoundError, NotADirectoryError,
-               StepFailed, StageFailed)
+               StepFailed, StageFailed, allocator.AllocatorError)
 #: Options that count things (``dest: flag``): below 1 is a user mistake named by its flag,
 #: checked for every command that has one before its handler starts.
 COUNT_OPTIONS = {"n_events": "--n-events"}
@@ -91,9 +92,15 @@ def check_counts(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Called without ``argv`` (the ``trkx`` script, ``python -m trkx``), it is
+    the process entry and first puts the memory allocator in place (trkx/allocator.py), which
+    may re-execute the process once; with ``argv`` (tests, other code) the process is left as
+    it is."""
     args = build_parser().parse_args(argv)
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TRKX_DEBUG") == "1"
     try:
+        if argv is None:
+            allocator.setup()
         configure_threads(args.threads)
         check_counts(args)
         return int(args.func(args) or 0)

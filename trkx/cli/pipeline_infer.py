@@ -6,10 +6,11 @@ Without ``--config``/``--checkpoints`` it runs the models shipped with trkx
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event and
 ``timing.json`` (seconds per stage per event, the throughput of the run, the precision and GNN
-kernel used) in ``--out``; when the events carry truth (or with ``--evaluate``), ``trkx
-evaluate`` runs on the result into ``--out/evaluate``. ``--graphs DIR`` also writes the graph
-record of every stage to ``DIR/{embedding,filter,gnn}/`` (edge labels when there is truth; the
-evaluation then reports each stage's edge efficiency). This is the one inference path:
+kernel used, the memory allocator, the process's user and system CPU seconds) in ``--out``;
+when the events carry truth (or with ``--evaluate``), ``trkx evaluate`` runs on the result
+into ``--out/evaluate``. ``--graphs DIR`` also writes the graph record of every stage to
+``DIR/{embedding,filter,gnn}/`` (edge labels when there is truth; the evaluation then reports
+each stage's edge efficiency). This is the one inference path:
 ``trkx run`` runs this command on its test events.
 
 ``--workers N > 1`` (throughput mode) runs the events in N spawned processes, each loading the
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trkx import allocator
 from trkx.config import ConfigError
 
 if TYPE_CHECKING:
@@ -36,6 +38,15 @@ if TYPE_CHECKING:
 
 
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+
+
+def process_cpu_seconds() -> dict[str, float]:
+    """User and system CPU seconds of this process and its finished children (the workers)."""
+    import resource
+
+    own, kids = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                     resource.RUSAGE_CHILDREN))
+    return {"user": own.ru_utime + kids.ru_utime, "system": own.ru_stime + kids.ru_stime}
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -299,8 +310,10 @@ def run(args: argparse.Namespace) -> int:
     stages = ["load", "embedding", "graph", "filter", "gnn", "tracks", "write", "total"]
     mean = {s: sum(t[s] for t in timing.values()) / len(timing) for s in stages}
     rate = len(results) / wall if wall > 0 else float("inf")
+    cpu = process_cpu_seconds()
     text = json.dumps({"precision": config.inference.precision,
                        "graph_ops": config.inference.graph_ops,
+                       "allocator": allocator.active(), "cpu_seconds": cpu,
                        "events": timing, "mean_seconds": mean, "workers": workers,
                        "threads_per_worker": threads, "wall_seconds": wall,
                        "events_per_second": rate}, indent=2)
@@ -308,7 +321,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(timing)} event(s) -> {args.out}; {rate:.2f} events/s with {workers} "
           f"worker(s) of {threads} thread(s); mean seconds per event: "
           + ", ".join(f"{s} {mean[s]:.2f}" for s in stages)
-          + f" (precision {config.inference.precision})")
+          + f" (precision {config.inference.precision}, allocator {allocator.active()}; "
+          f"process CPU user {cpu['user']:.1f} s, system {cpu['system']:.1f} s)")
     if args.evaluate is not False:
         evaluate_pixel_events(prefixes, results, args.out / "evaluate", tracks_config)
     evaluate = args.evaluate if args.evaluate is not None else all(r.has_truth for r in results)
