@@ -16,6 +16,11 @@ wrapped collectives sent and received (``CommStats``), checked against the analy
 
 from __future__ import annotations
 
+if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
+    from trkx.allocator import setup as setup_allocator
+
+    setup_allocator()
+
 import argparse
 import json
 import os
@@ -108,11 +113,13 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
                 partitioner: str, model_kwargs: dict, steps: int, threads: int,
                 out_dir: str, overlap: bool = True, allocator: str = "trkx") -> None:
     """Training steps of InteractionGNN; world == 1: single process with CSR GraphOps.
-    ``allocator``: ``trkx`` applies what ``trkx train`` sets (trkx/allocator.py), ``glibc``
-    keeps glibc's defaults."""
-    if allocator == "trkx":
-        from trkx.allocator import configure_allocator
-        configure_allocator()
+    ``allocator``: ``trkx``, the allocator of trkx commands (trkx/allocator.py: the preload
+    this benchmark re-executed itself under, inherited, else glibc's caching settings);
+    ``off``: the C library's defaults (measure_steps spawns the ranks without the preload)."""
+    from trkx import allocator as allocators
+
+    if allocator == "trkx" and allocators.mapped_allocator() is None:
+        allocators.apply_glibc_settings()
     torch.set_num_threads(threads)
     from trkx.gnn.distributed.bookkeeping import all_reduce_gradients, rank_loss
     from trkx.gnn.local_ops import CsrGraphOps
@@ -192,6 +199,8 @@ def measure_steps(graph_file: Path, world: int, threads: int, model_kwargs: dict
                   work: Path, algorithm: str = "sparse-1d", partitioner: str = DEFAULT,
                   env: dict[str, str] | None = None, overlap: bool = True,
                   allocator: str = "trkx") -> dict:
+    if allocator == "off":                    # spawned ranks start without the preload
+        env = {**(env or {}), "LD_PRELOAD": "", "TRKX_ALLOCATOR": "off"}
     saved = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     try:
@@ -242,6 +251,9 @@ def main() -> int:
                         help="distributed.timeout_s of the hang measurement (default: the "
                              "shipped default)")
     parser.add_argument("--skip-steps", action="store_true", help="no memory / step-time runs")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only the per-rank memory under trkx's allocator (no traffic, "
+                             "balance, step time, hang, C-library-default memory)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path,
                         help="PNG of balance and traffic per P (default: beside --json)")
@@ -264,6 +276,8 @@ def main() -> int:
         graph = side_by_side(graphs[:args.multi_event]) if args.multi_event > 1 else graphs[0]
         step_graph = (side_by_side(graphs[:args.step_events]) if args.step_events > 1
                       else graphs[0])
+    if args.memory_only:
+        args.world_sizes, args.balance_sizes, args.skip_steps = [], [], False
     work = Path(tempfile.mkdtemp(prefix="trkx_bench_dist_"))
     N, E = graph["x"].shape[0], graph["edge_index"].shape[1]
     print(f"graph: {graph['name']}: {N} hits, {E} edges", flush=True)
@@ -313,16 +327,18 @@ def main() -> int:
                                              step_graph["pos"], SN) for P in (2, 4)}},
                    step_file)
         print(f"steps on {step_graph['name']}: {SN} hits, {SE} edges", flush=True)
-        print(f"memory: InteractionGNN {model}, sparse-1d + {DEFAULT}, the allocator setting "
-              "of trkx train, then glibc's defaults", flush=True)
+        print(f"memory: InteractionGNN {model}, sparse-1d + {DEFAULT}, the allocator of trkx "
+              "commands, then the C library's defaults", flush=True)
         single = measure_steps(step_file, 1, 1, model, args.steps, work)
         four = measure_steps(step_file, 4, 1, model, args.steps, work)
-        single_glibc = measure_steps(step_file, 1, 1, model, args.steps, work,
-                                     allocator="glibc")
-        four_glibc = measure_steps(step_file, 4, 1, model, args.steps, work, allocator="glibc")
+        if not args.memory_only:
+            single_glibc = measure_steps(step_file, 1, 1, model, args.steps, work,
+                                         allocator="off")
+            four_glibc = measure_steps(step_file, 4, 1, model, args.steps, work,
+                                       allocator="off")
         print("step time: 2 processes x 1 thread vs 1 process x 2 threads; overlap on/off",
               flush=True)
-        for _ in range(2):
+        for _ in range(0 if args.memory_only else 2):
             for world, threads, times in ((1, 2, one_proc), (2, 1, two_proc)):
                 times.append(measure_steps(step_file, world, threads, model, args.steps,
                                            work)["step_time_s"])
@@ -330,12 +346,14 @@ def main() -> int:
                 times.append(measure_steps(step_file, 2, 1, model, args.steps, work,
                                            overlap=overlap)["step_time_s"])
             glibc_1x2.append(measure_steps(step_file, 1, 2, model, args.steps, work,
-                                           allocator="glibc")["step_time_s"])
+                                           allocator="off")["step_time_s"])
         print(f"  1x2 {one_proc}  2x1 {two_proc}  overlap on {overlap_on} off {overlap_off}",
               flush=True)
-    print(f"hang: SIGSTOP one of 2 ranks, distributed.timeout_s={args.hang_timeout:g}",
-          flush=True)
-    hang = measure_hang(step_graph, args.hang_timeout, work)
+    hang = None
+    if not args.memory_only:
+        print(f"hang: SIGSTOP one of 2 ranks, distributed.timeout_s={args.hang_timeout:g}",
+              flush=True)
+        hang = measure_hang(step_graph, args.hang_timeout, work)
 
     def imbalance(P: int) -> float | None:
         row = balance.get(str(P))
@@ -382,7 +400,7 @@ def main() -> int:
         args.json.write_text(json.dumps(result, indent=2))
         print(f"wrote {args.json}")
     plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
-    if plot_path:
+    if plot_path and not args.memory_only:
         plot(result, plot_path)
     return 0
 
