@@ -16,7 +16,8 @@ _TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
 #: Keys that change how long or how visibly a run trains, not what it trains (a run may resume
 #: from a checkpoint written under other values of these).
 BUDGET_KEYS: frozenset[str] = frozenset({"max_steps", "max_epochs", "max_time", "resume",
-                                         "progress_bar", "logger", "log_every_n_steps"})
+                                         "progress_bar", "logger", "log_every_n_steps",
+                                         "val_every_n_steps"})
 #: ``module`` keys that only choose the working point on the validation events (what a stage
 #: keeps), never what it learns: a run may resume under other values of these, and of the
 #: ``inference`` section.
@@ -38,6 +39,9 @@ class TrainerOptions:
         devices: device count or ``auto``.
         precision: Lightning precision, e.g. ``32-true``, ``bf16-mixed``.
         val_every_n_epochs: validate every this many epochs.
+        val_every_n_steps: validate every this many optimiser steps instead, counted across
+            epochs (None: by epochs): the learning curve of a run whose epoch is long, e.g.
+            sampled minibatches (one epoch of 12 pile-up-200 events is ~6,000 steps).
         log_every_n_steps: logging period in steps.
         gradient_clip_val: clip the gradient norm to this value (None: no clipping).
         early_stopping_patience: stop after this many validations without improvement of
@@ -60,6 +64,7 @@ class TrainerOptions:
     devices: int | str = 1
     precision: str | int = "32-true"
     val_every_n_epochs: int = 1
+    val_every_n_steps: int | None = None
     log_every_n_steps: int = 10
     gradient_clip_val: float | None = None
     early_stopping_patience: int | None = None
@@ -73,7 +78,7 @@ class TrainerOptions:
     def __post_init__(self) -> None:
         if self.max_steps is None and self.max_epochs is None:
             raise ValueError("set max_steps or max_epochs (the training budget)")
-        for name in ("max_steps", "max_epochs", "early_stopping_patience"):
+        for name in ("max_steps", "max_epochs", "early_stopping_patience", "val_every_n_steps"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or null, got {value}")

@@ -62,7 +62,9 @@ def build_trainer(options: TrainerOptions, root_dir: str | Path, strategy: Any =
         max_epochs=-1 if options.max_epochs is None else options.max_epochs,
         max_time=options.max_time, accelerator=options.accelerator, devices=options.devices,
         precision=options.precision, strategy="auto" if strategy is None else strategy,
-        check_val_every_n_epoch=options.val_every_n_epochs,
+        check_val_every_n_epoch=(None if options.val_every_n_steps
+                                 else options.val_every_n_epochs),
+        val_check_interval=options.val_every_n_steps or 1.0,
         log_every_n_steps=options.log_every_n_steps,
         gradient_clip_val=options.gradient_clip_val,
         enable_progress_bar=options.progress_bar, enable_model_summary=False,
