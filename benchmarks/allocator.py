@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.process_memory import peak_rss_kib, rss_kib
 from trkx import allocator
 
 ALLOCATORS = ("mimalloc", "jemalloc", "glibc", "off", "before")
@@ -98,11 +98,6 @@ def measure_training(task: str, graphs: Path, name: str, steps: int) -> dict:
 
 
 # ---------------------------------------------------------------- the child's side
-def rss_gb() -> float:
-    status = Path("/proc/self/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 2**20
-
-
 def cpu_seconds() -> tuple[float, float]:
     times = os.times()
     return times.user, times.system
@@ -148,15 +143,13 @@ def child(task: str, graphs: Path, steps: int) -> dict:
         if step >= 1:
             times.append(time.perf_counter() - start)
             edges += int(data.edge_index.shape[1])
-            rss.append(rss_gb())
+            rss.append(rss_kib() / 2**20)
     user, system = (b - a for a, b in zip((user0, system0), cpu_seconds()))
     return {"allocator": allocator.active(), "steps": steps,
             "median_step_s": statistics.median(times),
             "edges_per_s": edges / sum(times), "user_s": user, "system_s": system,
             "system_share": system / (user + system), "rss_gb_by_step": rss,
-            "peak_rss_gb": int(re.search(r"VmHWM:\s+(\d+)",
-                                         Path("/proc/self/status").read_text()).group(1))
-            / 2**20}
+            "peak_rss_gb": peak_rss_kib() / 2**20}
 
 
 def main() -> int:

@@ -24,7 +24,6 @@ if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/alloca
 import argparse
 import json
 import os
-import re
 import socket
 import statistics
 import sys
@@ -47,6 +46,7 @@ from benchmarks.distributed_graphs import (
     side_by_side,
 )
 from benchmarks.distributed_hang import measure_hang
+from benchmarks.process_memory import peak_rss_kib, release_free_heap, reset_peak_rss, rss_kib
 from trkx.gnn.distributed.figures import partition_figures
 from trkx.gnn.distributed.partition import make_partition
 
@@ -55,28 +55,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def peak_rss_kib() -> int:
-    return int(re.search(r"VmHWM:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
-
-
-def rss_kib() -> int:
-    return int(re.search(r"VmRSS:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
-
-
-def reset_peak_rss() -> None:
-    Path("/proc/self/clear_refs").write_text("5")
-
-
-def release_free_heap() -> None:
-    """Return freed heap pages to the OS (glibc ``malloc_trim``), so that the resident size
-    before a step counts live data only, not what the warm-up step freed."""
-    import ctypes
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass
 
 
 # ---------------------------------------------------------------- rank workers
