@@ -17,8 +17,8 @@ process at P = 4 against mimalloc's 0.35, and trains as fast).
   on Linux (so every fresh install has it). It must replace ``malloc`` before the C libraries
   of torch load, so the process entry (``trkx ...``, ``python -m trkx``, the benchmarks)
   re-executes itself once with ``LD_PRELOAD`` set; the PID, arguments and environment stay,
-  and child processes
-  (``trkx run``'s steps, torchrun and spawned ranks, DataLoader workers) inherit it. Options
+  and child processes (``trkx run``'s steps, torchrun and spawned ranks, DataLoader workers)
+  inherit it. Options
   (each only where the environment does not set it already): ``MIMALLOC_PURGE_DELAY=-1``, freed
   memory is never returned to the OS; ``MIMALLOC_ALLOW_THP=0``, no transparent huge pages, whose
   fault-time zeroing and compaction measured slower on the 2-core machines.
@@ -172,10 +172,11 @@ def setup(argv: Sequence[str] | None = None) -> str:
     if running is not None:
         return running
     if choice in ("auto", *PRELOADED):
-        name = choice
+        name, library = choice, None
         if choice == "auto":
-            name = "jemalloc" if jemalloc_library() is not None else "mimalloc"
-        library = library_of(name)
+            library = jemalloc_library()
+            name = "jemalloc" if library is not None else "mimalloc"
+        library = library or library_of(name)
         if library is None:
             hint = ("pip install cmeel-mimalloc" if name == "mimalloc"
                     else "apt-get install libjemalloc2")
