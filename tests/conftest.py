@@ -58,3 +58,20 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     workdir = base / "work"
     assert trkx_main(["run", str(config), "--workdir", str(workdir)]) == 0
     return config, workdir
+
+
+@pytest.fixture(scope="module")
+def gnn_data(sample_prefix: Path, tmp_path_factory: pytest.TempPathFactory,
+                         ) -> tuple[Path, Path]:
+    """`trkx train gnn` data (tests/test_training_driver.py): three training graphs (one event
+    per step) and one validation graph."""
+    from tests.gnn_records import graph_record
+    from trkx.data.record import save_record
+
+    root = tmp_path_factory.mktemp("records")
+    for i, phi in enumerate([(-3.2, -2.2), (-1.6, -0.6), (0.0, 1.0)]):
+        save_record(graph_record(sample_prefix, phi, 1.0, seed=i),
+                    root / "train" / f"event{i:09d}.pt")
+    save_record(graph_record(sample_prefix, (1.6, 2.6), 1.0, seed=9),
+                root / "val" / "event000000009.pt")
+    return root / "train", root / "val"

@@ -11,26 +11,11 @@ import torch
 
 from trkx.checkpoint import load_checkpoint
 from trkx.cli import main
-from trkx.data.record import save_record
-
-from .gnn_records import graph_record
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gnn.yaml"
 
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # every test trains
-
-
-@pytest.fixture(scope="module")
-def folders(sample_prefix: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Three training graphs (one event per step) and one validation graph."""
-    root = tmp_path_factory.mktemp("records")
-    for i, phi in enumerate([(-3.2, -2.2), (-1.6, -0.6), (0.0, 1.0)]):
-        save_record(graph_record(sample_prefix, phi, 1.0, seed=i),
-                    root / "train" / f"event{i:09d}.pt")
-    save_record(graph_record(sample_prefix, (1.6, 2.6), 1.0, seed=9),
-                root / "val" / "event000000009.pt")
-    return root / "train", root / "val"
 
 
 def train(folders: tuple[Path, Path], checkpoint: Path, *sets: str) -> int:
@@ -51,41 +36,41 @@ def last_step(checkpoint: Path) -> int:
     return int(state["global_step"])
 
 
-def test_max_steps_and_seed(folders, tmp_path: Path) -> None:
-    assert train(folders, tmp_path / "a.pt", "trainer.max_steps=4", "trainer.seed=3") == 0
+def test_max_steps_and_seed(gnn_data, tmp_path: Path) -> None:
+    assert train(gnn_data, tmp_path / "a.pt", "trainer.max_steps=4", "trainer.seed=3") == 0
     assert last_step(tmp_path / "a.pt") == 4           # 4 steps: one epoch and one step more
-    assert train(folders, tmp_path / "b.pt", "trainer.max_steps=4", "trainer.seed=3") == 0
-    assert train(folders, tmp_path / "c.pt", "trainer.max_steps=4", "trainer.seed=4") == 0
+    assert train(gnn_data, tmp_path / "b.pt", "trainer.max_steps=4", "trainer.seed=3") == 0
+    assert train(gnn_data, tmp_path / "c.pt", "trainer.max_steps=4", "trainer.seed=4") == 0
     a, b, c = (weights(tmp_path / f"{n}.pt") for n in "abc")
     assert all(torch.equal(a[k], b[k]) for k in a)      # same seed: identical weights
     assert not all(torch.equal(a[k], c[k]) for k in a)  # another seed: other weights
 
 
-def test_interrupted_run_resumes_from_its_step(folders, tmp_path: Path,
+def test_interrupted_run_resumes_from_its_step(gnn_data, tmp_path: Path,
                                                capsys: pytest.CaptureFixture) -> None:
     checkpoint = tmp_path / "gnn.pt"
-    assert train(folders, checkpoint, "trainer.max_steps=3") == 0
+    assert train(gnn_data, checkpoint, "trainer.max_steps=3") == 0
     capsys.readouterr()
-    assert train(folders, checkpoint, "trainer.max_steps=6") == 0  # a longer budget resumes
+    assert train(gnn_data, checkpoint, "trainer.max_steps=6") == 0  # a longer budget resumes
     out = capsys.readouterr().out
     assert f"gnn: resuming {checkpoint.with_suffix('.run') / 'last.ckpt'} at step 3" in out
     assert "trained to step 6" in out and last_step(checkpoint) == 6
     # working-point choices and inference settings do not change what is learned
-    assert train(folders, checkpoint, "trainer.max_steps=7", "module.fake_rate_target=0.1",
+    assert train(gnn_data, checkpoint, "trainer.max_steps=7", "module.fake_rate_target=0.1",
                  "inference.graph_ops=scatter") == 0
     assert "at step 6" in capsys.readouterr().out and last_step(checkpoint) == 7
-    assert train(folders, checkpoint, "trainer.max_steps=6", "model.hidden=6") == 0
+    assert train(gnn_data, checkpoint, "trainer.max_steps=6", "model.hidden=6") == 0
     out = capsys.readouterr().out
     assert "config changed, starting afresh" in out and "resuming" not in out
     assert load_checkpoint(checkpoint, "gnn").constructor["hidden"] == 6
 
 
-def test_early_stopping_and_best_weights(folders, tmp_path: Path) -> None:
+def test_early_stopping_and_best_weights(gnn_data, tmp_path: Path) -> None:
     # Monitoring val_loss with mode "max" makes every later (lower) loss "no improvement":
     # patience 1 stops after the second validation (epoch 2, step 6) of a 30-step budget, and
     # the exported weights are the first validation's (step 3), not the last ones.
     checkpoint = tmp_path / "gnn.pt"
-    assert train(folders, checkpoint, "trainer.max_steps=30", "module.learning_rate=0.01",
+    assert train(gnn_data, checkpoint, "trainer.max_steps=30", "module.learning_rate=0.01",
                  "trainer.early_stopping_patience=1", "trainer.monitor_mode=max") == 0
     assert last_step(checkpoint) == 6
     stored = load_checkpoint(checkpoint, "gnn")
@@ -100,11 +85,11 @@ def test_early_stopping_and_best_weights(folders, tmp_path: Path) -> None:
     assert stored.config["trainer"]["early_stopping_patience"] == 1
 
 
-def test_stage_without_signal_is_refused(folders, tmp_path: Path,
+def test_stage_without_signal_is_refused(gnn_data, tmp_path: Path,
                                          capsys: pytest.CaptureFixture) -> None:
     # At an edge cut of 0.99 an untrained network keeps no edge: validation efficiency 0.
     checkpoint = tmp_path / "gnn.pt"
-    assert train(folders, checkpoint, "trainer.max_steps=1", "module.edge_cut=0.99",
+    assert train(gnn_data, checkpoint, "trainer.max_steps=1", "module.edge_cut=0.99",
                  "trainer.min_signal_efficiency=0.05") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "validation keeps" in err[0] and "val_efficiency" in err[0]

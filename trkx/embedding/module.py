@@ -26,7 +26,7 @@ from trkx.embedding.graph import build_edges
 from trkx.embedding.labels import graph_metrics, label_edges
 from trkx.embedding.model import EmbeddingMLP
 from trkx.embedding.pairs import hard_negative_pairs, hinge_loss, pair_labels, random_pairs
-from trkx.schedules import adamw_warmup_cosine, total_steps
+from trkx.schedules import adamw_warmup_cosine, check_horizon, total_steps
 from trkx.working_point import cut_for_efficiency
 
 
@@ -62,8 +62,9 @@ class EmbeddingModule(pl.LightningModule):
                  signal_weight: float = 3.0, learning_rate: float = 1e-3,
                  weight_decay: float = 0.0, lr_step: int = 0, lr_gamma: float = 0.5,
                  train_sectors: int = 1, target_efficiency: float | None = 0.995,
-                 lr_warmup_steps: int = 50) -> None:
+                 lr_warmup_steps: int = 50, lr_horizon_steps: int | None = None) -> None:
         super().__init__()
+        check_horizon(lr_horizon_steps)
         if margin <= 0 or radius <= 0:
             raise ValueError("margin and radius must be > 0")
         if train_sectors < 1:
@@ -149,7 +150,7 @@ class EmbeddingModule(pl.LightningModule):
         if self.hparams.lr_step <= 0:
             return adamw_warmup_cosine(self.parameters(), self.hparams.learning_rate,
                                        self.hparams.weight_decay, self.hparams.lr_warmup_steps,
-                                       total_steps(self))
+                                       total_steps(self, self.hparams.lr_horizon_steps))
         optimiser = torch.optim.AdamW(self.parameters(), lr=self.hparams.learning_rate,
                                       weight_decay=self.hparams.weight_decay)
         schedule = torch.optim.lr_scheduler.StepLR(optimiser, self.hparams.lr_step,

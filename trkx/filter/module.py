@@ -29,7 +29,7 @@ from trkx.figures import edge_purity
 from trkx.filter.features import edge_features
 from trkx.filter.inference import score_edges
 from trkx.filter.model import FilterMLP
-from trkx.schedules import adamw_warmup_cosine, total_steps
+from trkx.schedules import adamw_warmup_cosine, check_horizon, total_steps
 from trkx.working_point import cut_for_edges_per_hit, cut_for_efficiency
 
 TARGETS = ("y", "y_pid")
@@ -60,8 +60,10 @@ class FilterModule(pl.LightningModule):
                  pos_weight: float = 1.0, learning_rate: float = 1e-3,
                  weight_decay: float = 0.0, score_cut: float | None = None,
                  target_efficiency: float = 0.99, target: str = "y",
-                 lr_warmup_steps: int = 50, max_edges_per_hit: float | None = None) -> None:
+                 lr_warmup_steps: int = 50, max_edges_per_hit: float | None = None,
+                 lr_horizon_steps: int | None = None) -> None:
         super().__init__()
+        check_horizon(lr_horizon_steps)
         if edge_batch < 1 or (score_cut is not None and not 0.0 <= score_cut <= 1.0):
             raise ValueError("edge_batch must be >= 1 and score_cut in [0, 1] or null")
         if not 0.0 < target_efficiency <= 1.0:
@@ -142,4 +144,4 @@ class FilterModule(pl.LightningModule):
     def configure_optimizers(self):
         return adamw_warmup_cosine(self.parameters(), self.hparams.learning_rate,
                                    self.hparams.weight_decay, self.hparams.lr_warmup_steps,
-                                   total_steps(self))
+                                   total_steps(self, self.hparams.lr_horizon_steps))

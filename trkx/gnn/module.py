@@ -26,7 +26,7 @@ from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES, KernelChooser, build_graph_ops
-from trkx.schedules import adamw_warmup_cosine, total_steps
+from trkx.schedules import adamw_warmup_cosine, check_horizon, total_steps
 from trkx.tracks.event_truth import has_truth
 
 
@@ -48,6 +48,8 @@ class GNNModule(pl.LightningModule):
         lr_warmup_steps: linear warm-up steps of the cosine schedule.
         fake_rate_target: track fake rate the builder's cut must respect on validation.
         tune_tracks: choose the track builder's cut on validation events (working_point).
+        lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
+            step budget; fix it for a run that resumes under growing budgets).
     """
 
     def __init__(self, model: InteractionGNN, graph_ops: str = "auto",
@@ -55,7 +57,8 @@ class GNNModule(pl.LightningModule):
                  lr_step_size: int = 0, lr_gamma: float = 0.5, signal_weight: float = 2.0,
                  true_weight: float = 1.0, fake_weight: float = 1.0,
                  edge_cut: float = 0.5, lr_warmup_steps: int = 50,
-                 fake_rate_target: float = 0.05, tune_tracks: bool = True) -> None:
+                 fake_rate_target: float = 0.05, tune_tracks: bool = True,
+                 lr_horizon_steps: int | None = None) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -78,6 +81,8 @@ class GNNModule(pl.LightningModule):
         self.lr_warmup_steps = lr_warmup_steps
         self.fake_rate_target = fake_rate_target
         self.tune_tracks = tune_tracks
+        check_horizon(lr_horizon_steps)
+        self.lr_horizon_steps = lr_horizon_steps
         self._val_events: list[Data] = []
         self.chooser = KernelChooser(width=model.hidden)
         self._val_outputs: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
@@ -154,7 +159,7 @@ class GNNModule(pl.LightningModule):
         if self.lr_step_size <= 0:
             return adamw_warmup_cosine(self.parameters(), self.learning_rate,
                                        self.weight_decay, self.lr_warmup_steps,
-                                       total_steps(self))
+                                       total_steps(self, self.lr_horizon_steps))
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.learning_rate,
                                       weight_decay=self.weight_decay)
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, self.lr_step_size, self.lr_gamma)

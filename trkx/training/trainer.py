@@ -1,13 +1,17 @@
 """``build_trainer``: the one ``pytorch_lightning.Trainer`` factory of every stage.
 
-The run folder ``root_dir`` receives ``last.ckpt`` (after every training epoch, at the end, and
-when the run is interrupted), ``best.ckpt`` (the best validation of ``monitor``) and, with
-``logger: csv``, ``logs/``. Distributed training passes its ``strategy`` (e.g.
-``graph_parallel``) and gets the same checkpointing, validation, ``max_time`` and early stopping.
+The run folder ``root_dir`` receives ``last.ckpt`` (after every training epoch, one step after
+every validation, at the end, and when the run is interrupted: a run killed without warning
+loses at most the steps since its last validation), ``best.ckpt`` (the best validation of
+``monitor``) and, with ``logger: csv``, ``logs/`` (with ``train_seconds``, the training time
+summed over resumed stretches, beside every validation). Distributed training passes its
+``strategy`` (e.g. ``graph_parallel``) and gets the same checkpointing, validation,
+``max_time`` and early stopping.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,14 +26,26 @@ def _callbacks_module():
     import pytorch_lightning as pl
 
     class LastCheckpoint(pl.Callback):
-        """Saves ``last.ckpt`` after every training epoch and when the run is interrupted."""
+        """Saves ``last.ckpt`` after every training epoch, after the first step that follows
+        each validation during training (by then the best-model callback, which Lightning runs
+        after this one, has recorded that validation), and when the run is interrupted."""
 
         def __init__(self, path: Path) -> None:
             self.path = Path(path)
             self.interrupted = False
+            self.validated = False
 
         def on_train_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
             trainer.save_checkpoint(self.path, weights_only=False)
+
+        def on_validation_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self.validated = trainer.state.fn == "fit" and not trainer.sanity_checking
+
+        def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule,
+                               *args: Any) -> None:
+            if self.validated:
+                self.validated = False
+                trainer.save_checkpoint(self.path, weights_only=False)
 
         def on_exception(self, trainer: pl.Trainer, module: pl.LightningModule,
                          exception: BaseException) -> None:
@@ -37,7 +53,43 @@ def _callbacks_module():
                 self.interrupted = True
                 trainer.save_checkpoint(self.path, weights_only=False)
 
-    return LastCheckpoint
+    class TrainingClock(pl.Callback):
+        """Training seconds (validation excluded) summed over every stretch of a resumed run
+        (kept in the checkpoint), logged as ``train_seconds`` with every validation during
+        training: the time axis of the learning curves."""
+
+        def __init__(self) -> None:
+            self.seconds = 0.0
+            self.since: float | None = None
+
+        def _tick(self) -> None:
+            if self.since is not None:
+                now = time.perf_counter()
+                self.seconds += now - self.since
+                self.since = now
+
+        def on_train_batch_start(self, trainer: pl.Trainer, module: pl.LightningModule,
+                                 *args: Any) -> None:
+            if self.since is None:
+                self.since = time.perf_counter()
+
+        def on_validation_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._tick()
+            self.since = None
+
+        def on_validation_epoch_end(self, trainer: pl.Trainer,
+                                    module: pl.LightningModule) -> None:
+            if trainer.state.fn == "fit" and not trainer.sanity_checking:
+                module.log("train_seconds", self.seconds)
+
+        def state_dict(self) -> dict[str, float]:
+            self._tick()
+            return {"seconds": self.seconds}
+
+        def load_state_dict(self, state_dict: dict[str, float]) -> None:
+            self.seconds = float(state_dict.get("seconds", 0.0))
+
+    return LastCheckpoint, TrainingClock
 
 
 def build_trainer(options: TrainerOptions, root_dir: str | Path, strategy: Any = None,
@@ -48,7 +100,8 @@ def build_trainer(options: TrainerOptions, root_dir: str | Path, strategy: Any =
     from pytorch_lightning.loggers import CSVLogger
 
     root = Path(root_dir)
-    every: list[Any] = [_callbacks_module()(root / LAST)]
+    last_checkpoint, clock = _callbacks_module()
+    every: list[Any] = [last_checkpoint(root / LAST), clock()]
     if validation:
         every.append(ModelCheckpoint(dirpath=root, filename=BEST, monitor=options.monitor,
                                      mode=options.monitor_mode, save_top_k=1,

@@ -1,0 +1,87 @@
+"""What a training that spans many sessions relies on (trkx.training, trkx.models.curves): a
+fixed learning-rate horizon that a larger budget does not move, ``last.ckpt`` written one step
+after each validation (a killed run loses at most the steps since it), and training seconds
+summed over the stretches of a resumed run, read back as learning curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from trkx.models.curves import stage_curve
+from trkx.schedules import warmup_cosine
+
+from .test_training_driver import train
+
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # every test trains
+
+
+def last_state(checkpoint: Path) -> dict:
+    return torch.load(checkpoint.with_suffix(".run") / "last.ckpt", weights_only=True)
+
+
+def learning_rate(checkpoint: Path) -> float:
+    return float(last_state(checkpoint)["optimizer_states"][0]["param_groups"][0]["lr"])
+
+
+def test_a_fixed_horizon_keeps_the_schedule_when_the_budget_grows(gnn_data, tmp_path: Path,
+                                                                  ) -> None:
+    fixed = ["module.lr_horizon_steps=10", "module.lr_warmup_steps=1",
+             "module.learning_rate=0.01"]
+    resumed, straight = tmp_path / "resumed.pt", tmp_path / "straight.pt"
+    assert train(gnn_data, resumed, "trainer.max_steps=3", *fixed) == 0
+    assert train(gnn_data, resumed, "trainer.max_steps=6", *fixed) == 0
+    assert train(gnn_data, straight, "trainer.max_steps=6", *fixed) == 0
+    expected = 0.01 * warmup_cosine(6, 1, 10)
+    assert learning_rate(resumed) == pytest.approx(expected, rel=1e-6)
+    assert learning_rate(straight) == pytest.approx(expected, rel=1e-6)
+    # without a horizon the cosine follows the budget: 6 steps end at the floor
+    budget = tmp_path / "budget.pt"
+    assert train(gnn_data, budget, "trainer.max_steps=6", "module.lr_warmup_steps=1",
+                 "module.learning_rate=0.01") == 0
+    assert learning_rate(budget) == pytest.approx(0.01 * warmup_cosine(6, 1, 6), rel=1e-6)
+
+
+def test_a_bad_horizon_is_a_one_line_error(gnn_data, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture) -> None:
+    assert train(gnn_data, tmp_path / "g.pt", "module.lr_horizon_steps=0") == 2
+    assert "lr_horizon_steps must be a positive step count or null, got 0" in \
+        capsys.readouterr().err
+
+
+def test_last_checkpoint_follows_each_validation(gnn_data, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    saved: list[tuple[str, int]] = []
+    original = pl.Trainer.save_checkpoint
+
+    def spy(trainer, path, *args, **kwargs):
+        saved.append((Path(path).name, int(trainer.global_step)))
+        return original(trainer, path, *args, **kwargs)
+
+    monkeypatch.setattr(pl.Trainer, "save_checkpoint", spy)
+    # 3 training events: one epoch is 3 steps; validations after steps 2 and 4 (within epochs)
+    assert train(gnn_data, tmp_path / "g.pt", "trainer.max_steps=5",
+                 "trainer.val_every_n_steps=2") == 0
+    last = [step for name, step in saved if name == "last.ckpt"]
+    assert 3 in last and 5 in last    # one step after the validations at steps 2 and 4
+
+
+def test_training_seconds_add_up_over_resumed_stretches(gnn_data, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "gnn.pt"
+    logged = ["trainer.logger=csv", "trainer.val_every_n_steps=2"]
+    assert train(gnn_data, checkpoint, "trainer.max_steps=4", *logged) == 0
+    first = stage_curve(checkpoint.with_suffix(".run"))
+    assert train(gnn_data, checkpoint, "trainer.max_steps=8", *logged) == 0
+    curve = stage_curve(checkpoint.with_suffix(".run"))
+    assert [row["step"] for row in first] == [1.0, 3.0]       # Lightning logs step - 1
+    steps = [row["step"] for row in curve]
+    assert curve[:2] == first and len(steps) == 4 and steps == sorted(set(steps))
+    assert steps[2] > 4       # the second stretch validates after the step it resumed from
+    seconds = [row["train_seconds"] for row in curve]
+    assert all(s > 0 for s in seconds) and seconds == sorted(seconds)
+    assert seconds[2] > first[-1]["train_seconds"]            # the second stretch adds on
+    assert all("val_auc" in row and 0.0 <= row["val_auc"] <= 1.0 for row in curve)
+    assert last_state(checkpoint)["global_step"] == 8
