@@ -10,6 +10,10 @@ command, same configs, nothing upstream rerun), so an interrupted run continues 
 stopped. Every stage config (with its overrides) is checked before the first step runs.
 Given event folders (events.simulate: false) must hold TrackML events with truth, the test
 events too, as every run ends by evaluating them; this is checked first, --dry-run included.
+A recipe with a ``state.folder`` (configs/pu200.yaml) resumes its training from the state
+stored there when the work folder has none of its own; ``--save-state`` stores the work
+folder's training state there (trkx.pipeline.state), so a long training continues on a
+fresh clone.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="check every config, print the steps and whether each is done, "
                              "run nothing")
+    parser.add_argument("--save-state", action="store_true",
+                        help="copy the work folder's resumable training state (checkpoints, "
+                             "optimiser, step, learning curves) into the recipe's state.folder "
+                             "and exit, running nothing")
     parser.set_defaults(func=run)
 
 
@@ -71,12 +79,19 @@ def run(args: argparse.Namespace) -> int:
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.preflight import check_run_events
     from trkx.pipeline.runner import plan_states, run_steps, seconds_per_stage
+    from trkx.pipeline.state import restore_state, save_state, state_folder
     from trkx.pipeline.steps import plan_steps
     from trkx.pipeline.summary import format_run_summary, load_metrics
 
-    check_run_events(args.config, args.overrides)   # given event folders, before any step
     config = load_pipeline_config(args.config, args.overrides)
     workdir = args.workdir
+    if args.save_state:
+        written = save_state(config, workdir)
+        for stage, size in written.items():
+            print(f"{stage}: {size / 1e6:.1f} MB of training state -> "
+                  f"{state_folder(config) / stage}")
+        return 0
+    check_run_events(args.config, args.overrides)   # given event folders, before any step
     steps = plan_steps(config, workdir)
     validate_steps(steps, config)
     if args.dry_run:
@@ -86,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{state:>6s}  {step.name:<22s} trkx {' '.join(step.argv)}")
         return 0
     workdir.mkdir(parents=True, exist_ok=True)
+    for stage in restore_state(config, workdir):
+        print(f"{stage}: training state restored from {state_folder(config) / stage}")
     results = run_steps(steps, workdir, trkx_main)
     seconds = seconds_per_stage(results)
     metrics = load_metrics(workdir / "evaluate")

@@ -1,11 +1,12 @@
 """The pipeline configuration: which events, which stage configs, which track builder.
 
-A pipeline YAML has four sections, each mapping one-to-one onto a dataclass here:
+A pipeline YAML has five sections, each mapping one-to-one onto a dataclass here:
 
     events:    EventPlan   - simulate train/val/test events, or use existing folders
     stages:    {embedding|filter|gnn: StagePlan}   - stage config file + overrides
     tracks:    StagePlan   - configs/tracks.yaml (builder, metrics) + overrides
     inference: InferencePlan - options of `trkx infer` (e.g. the precision)
+    state:     StatePlan   - optional: the committed training state the recipe resumes from
 
 Stage config paths are relative to the pipeline file's folder. Every key is checked before any
 work starts; a bad key fails with a message that names it.
@@ -35,7 +36,7 @@ from trkx.data.simulate.fitted_spectra import FIT
 #: spread of their primary-vertex z positions), the second length of the default event mix.
 LATER_RELEASE_SIGMA_Z = 50.0
 STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
-SECTIONS: tuple[str, ...] = ("events", "stages", "tracks", "inference")
+SECTIONS: tuple[str, ...] = ("events", "stages", "tracks", "inference", "state")
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,14 @@ class InferencePlan:
 
 
 @dataclass(frozen=True)
+class StatePlan:
+    """Where the recipe keeps its resumable training state (trkx.pipeline.state): ``folder``
+    relative to the pipeline file, e.g. ``../state/pu200`` (None: no stored state)."""
+
+    folder: str | None = None
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     path: Path
     events: EventPlan
@@ -131,6 +140,7 @@ class PipelineConfig:
     tracks: StagePlan
     inference: InferencePlan
     overrides: tuple[str, ...] = ()     # the --set overrides this config was loaded with
+    state: StatePlan = field(default_factory=StatePlan)
 
     def stage_config_path(self, plan: StagePlan) -> Path:
         return resolve_relative(plan.config, self.path.parent)
@@ -189,7 +199,8 @@ def _pipeline_config(path: Path, raw: dict[str, Any], label: str,
     tracks = _stage_plan(section(raw, "tracks", label), f"{label}: tracks")
     inference = instantiate(InferencePlan, section(raw, "inference", label),
                             f"{label}: inference")
-    config = PipelineConfig(path, events, stages, tracks, inference, overrides)
+    state = instantiate(StatePlan, section(raw, "state", label), f"{label}: state")
+    config = PipelineConfig(path, events, stages, tracks, inference, overrides, state)
     for name, plan in [*stages.items(), ("tracks", tracks)]:
         stage_path = config.stage_config_path(plan)
         if not stage_path.is_file():
