@@ -53,7 +53,7 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def _stage_rows(workdir: Path) -> list[str]:
+def _stage_rows(workdir: Path, curves: dict[str, list[dict[str, float]]]) -> list[str]:
     from trkx.checkpoint import load_checkpoint
 
     rows = ["| stage | network | steps (best) | train seconds | working point | validation |",
@@ -62,6 +62,9 @@ def _stage_rows(workdir: Path) -> list[str]:
         checkpoint = load_checkpoint(workdir / "checkpoints" / f"{stage}.pt", stage)
         marker = workdir / ".trkx" / "steps" / f"train-{stage}.json"
         seconds = json.loads(marker.read_text())["seconds"] if marker.is_file() else None
+        logged = [row["train_seconds"] for row in curves.get(stage, []) if "train_seconds" in row]
+        if logged:      # summed over every stretch of a resumed training, validation excluded
+            seconds = logged[-1]
         metrics = {k: v for k, v in checkpoint.metrics.items() if k != "best_step"}
         network = ", ".join(f"{k}={v}" for k, v in checkpoint.constructor.items()
                             if not isinstance(v, (dict, list)))
@@ -74,8 +77,13 @@ def _stage_rows(workdir: Path) -> list[str]:
 
 
 def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
-              benchmarks: dict[str, Path]) -> str:
-    """The markdown of the model card of ``folder`` (shipped from ``workdir``)."""
+              benchmarks: dict[str, Path],
+              curves: dict[str, list[dict[str, float]]] | None = None) -> str:
+    """The markdown of the model card of ``folder`` (shipped from ``workdir``), with the
+    learning curves ``curves`` (trkx.models.curves) when given."""
+    from trkx.models.curves import curve_rows
+
+    curves = curves or {}
     from trkx import __version__
     from trkx.config import load_config
 
@@ -99,12 +107,18 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         "models read (r, phi, z) of each hit, no cells. Every cut is chosen on the validation "
         "events. Training seeds: `trainer.seed` of each stage config (stored in the checkpoints "
         "and in the stage YAMLs here).", "",
-        "## Stages", "", *_stage_rows(workdir), "",
+        "## Stages", "", *_stage_rows(workdir, curves), "",
         f"Machine: {os.cpu_count()} CPU cores ({_cpu()}), no GPU. The whole run (simulation, "
         f"training, inference and evaluation of the test events, the sum of its step times): "
         f"{total / 60:.1f} minutes.", "",
-        "## Figures", "",
     ]
+    if curves:
+        lines += ["## Learning curves", "",
+                  "Each stage's validation metric during training, over every stretch of the "
+                  "run (resumed from the committed training state when the recipe has one); "
+                  "all validations in `curves.json`, plotted in `curves.png`.", "",
+                  *curve_rows(curves), "", "![learning curves](curves.png)", ""]
+    lines += ["## Figures", ""]
     if not benchmarks:
         lines.append("No benchmark figures were given when this card was written.")
     for bench, path in benchmarks.items():

@@ -8,13 +8,15 @@ stage's config as the checkpoint stores it (the exact config it was trained with
 merged, overrides applied), the recipe's tracks config (overrides applied) and a
 ``pipeline.yaml`` naming them with the recipe's ``events`` and ``inference`` sections, then
 ``SHA256SUMS`` and the model card ``card.md`` (:mod:`trkx.models.card`: from the run's records
-and the benchmark JSON files given with ``--physics``, ``--real-events``, ``--inference``). The
+and the benchmark JSON files given with ``--physics``, ``--real-events``, ``--inference``),
+with the learning curves of every stage beside it (``curves.json``, ``curves.png``). The
 folder is replaced whole (built beside it, then renamed).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -27,6 +29,8 @@ from trkx.models import FILES, MANIFEST, manifest_text, verify
 
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
 CARD = "card.md"
+#: The learning curves beside the card (trkx.models.curves): documentation, not in SHA256SUMS.
+CURVES_JSON, CURVES_PLOT = "curves.json", "curves.png"
 
 
 def _write_yaml(path: Path, header: str, content: dict[str, Any]) -> None:
@@ -40,6 +44,7 @@ def package(recipe: Path, workdir: Path, out: Path,
     from trkx.checkpoint import load_checkpoint
     from trkx.config import apply_overrides, load_config
     from trkx.models.card import card_text
+    from trkx.models.curves import learning_curves, plot_curves
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import checkpoint_paths
 
@@ -67,9 +72,16 @@ def package(recipe: Path, workdir: Path, out: Path,
                      "tracks": {"config": "tracks.yaml", "overrides": []},
                      "inference": raw.get("inference") or {}})
         (build / MANIFEST).write_text(manifest_text(build))
-        (build / CARD).write_text(card_text(out.name, recipe, workdir, out, benchmarks or {}))
+        curves = learning_curves(workdir)
+        if curves:
+            (build / CURVES_JSON).write_text(json.dumps(curves, indent=1))
+            plot_curves(curves, build / CURVES_PLOT)
+        (build / CARD).write_text(card_text(out.name, recipe, workdir, out, benchmarks or {},
+                                            curves))
         verify(build)
-        assert sorted(p.name for p in build.iterdir()) == sorted([*FILES, MANIFEST, CARD])
+        extras = [CURVES_JSON, CURVES_PLOT] if curves else []
+        assert sorted(p.name for p in build.iterdir()) == sorted([*FILES, MANIFEST, CARD,
+                                                                  *extras])
         old = out.with_name(f".{out.name}.old")
         if out.exists():
             out.rename(old)
