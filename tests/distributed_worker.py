@@ -70,7 +70,9 @@ def make_models() -> dict[str, nn.Module]:
     torch.manual_seed(0)
     models = {"two_layer": TwoLayer(),
               "interaction_gnn": InteractionGNN(3, hidden=HIDDEN, n_graph_iters=2,
-                                                n_mlp_layers=1)}
+                                                n_mlp_layers=1),
+              "interaction_gnn_mean": InteractionGNN(3, hidden=HIDDEN, n_graph_iters=2,
+                                                     n_mlp_layers=1, aggregation="mean")}
     return {name: m.double() for name, m in models.items()}
 
 

@@ -56,7 +56,8 @@ def graph():
 def reference(graph):
     _pos, x, edge_index, y = graph
     ops = {"two_layer": DenseOps(edge_index, x.shape[0]),
-           "interaction_gnn": CsrGraphOps(edge_index, x.shape[0])}
+           "interaction_gnn": CsrGraphOps(edge_index, x.shape[0]),
+           "interaction_gnn_mean": CsrGraphOps(edge_index, x.shape[0])}
     out = {}
     for name, model in make_models().items():
         logits = model(x, ops[name])

@@ -13,17 +13,20 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("kind", ["csr", "scatter"])
-@pytest.mark.parametrize(("seed", "node_side"), [(0, True), (1, True), (2, False)])
-def test_model_equals_pyg_message_passing_reference(kind: str, seed: int,
-                                                    node_side: bool) -> None:
+@pytest.mark.parametrize(("seed", "node_side", "aggregation"),
+                         [(0, True, "sum"), (1, True, "sum"), (2, False, "sum"),
+                          (3, True, "mean"), (4, False, "mean")])
+def test_model_equals_pyg_message_passing_reference(kind: str, seed: int, node_side: bool,
+                                                    aggregation: str) -> None:
     generator = torch.Generator().manual_seed(seed)
     num_nodes, num_edges = 70 + 20 * seed, 400
     edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=generator)
     x = torch.randn(num_nodes, 6, dtype=torch.float64, generator=generator)
     torch.manual_seed(seed)
     model = InteractionGNN(6, hidden=16, n_graph_iters=3, activation="silu",
-                           node_side_projection=node_side).double()
-    reference = PygInteractionGNN(6, hidden=16, n_graph_iters=3, activation="silu").double()
+                           node_side_projection=node_side, aggregation=aggregation).double()
+    reference = PygInteractionGNN(6, hidden=16, n_graph_iters=3, activation="silu",
+                                  aggregation=aggregation).double()
     reference.load_state_dict(model.state_dict())
 
     out = model(x, build_graph_ops(edge_index, num_nodes, kind))

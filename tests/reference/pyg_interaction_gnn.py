@@ -26,10 +26,11 @@ from trkx.gnn.model import InteractionGNN
 
 
 class InteractionLayer(MessagePassing):
-    """One interaction-network iteration as a PyG ``MessagePassing`` layer (sum aggregation)."""
+    """One interaction-network iteration as a PyG ``MessagePassing`` layer (``aggr``: PyG's
+    ``add`` or ``mean``)."""
 
-    def __init__(self, edge_net: nn.Module, node_net: nn.Module) -> None:
-        super().__init__(aggr="add", flow="source_to_target")
+    def __init__(self, edge_net: nn.Module, node_net: nn.Module, aggr: str = "add") -> None:
+        super().__init__(aggr=aggr, flow="source_to_target")
         self.edge_net = edge_net
         self.node_net = node_net
 
@@ -52,7 +53,7 @@ class PygInteractionGNN(nn.Module):
 
     def __init__(self, node_features: int, hidden: int = 128, n_graph_iters: int = 8,
                  n_mlp_layers: int = 2, activation: str = "relu",
-                 layer_norm: bool = True) -> None:
+                 layer_norm: bool = True, aggregation: str = "sum") -> None:
         super().__init__()
         template = InteractionGNN(node_features, hidden, n_graph_iters, n_mlp_layers,
                                   activation, layer_norm)
@@ -61,8 +62,9 @@ class PygInteractionGNN(nn.Module):
         self.edge_nets = template.edge_nets
         self.node_nets = template.node_nets
         self.classifier = template.classifier
-        self.layers = [InteractionLayer(en, nn_) for en, nn_ in zip(self.edge_nets,
-                                                                     self.node_nets)]
+        aggr = {"sum": "add", "mean": "mean"}[aggregation]
+        self.layers = [InteractionLayer(en, nn_, aggr) for en, nn_ in zip(self.edge_nets,
+                                                                           self.node_nets)]
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """Edge logits [E] for node features ``x`` [N, F] and directed ``edge_index`` [2, E]."""

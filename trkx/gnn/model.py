@@ -9,10 +9,18 @@ With node features ``X`` [N, F], GraphOps ``(S, D)`` of the graph and MLPs ``phi
         (H_s, H_d) = (S H, D H)                                 gather
         E'  = phi_edge([E, H_s, H_d])                           edge net
         (M_in, M_out) = (D^T E', S^T E')                        aggregate (sums)
+        (M_in, M_out) = (M_in / d_in, M_out / d_out)            ``aggregation="mean"`` only
         H = H + phi_node([M_in, M_out, H])                      node net, residual
         E = E + E'                                              edge residual
     (H_s, H_d) = (S H, D H)
     logits = phi_out([E, H_s, H_d])                             edge logits      [E]
+
+With ``aggregation="mean"`` the sums are divided by the node's in- and out-degree
+``(d_in, d_out) = (D^T 1, S^T 1)`` (at least 1), so the node net sees messages of the same
+scale whatever the hit density: a hit among many candidate edges (inner layers, high pile-up,
+a whole event at inference) and one among few (a sampled training subgraph). The degrees are
+one more ``aggregate`` of a column of ones, so every GraphOps, distributed ones included,
+computes them the way it computes the sums.
 
 ``A`` [E, a] are optional edge inputs (``edge_features = a``, 0: none), e.g. the edge geometry
 and the filter's score (trkx.gnn.edge_inputs). The model reads the graph only through
@@ -41,6 +49,7 @@ from torch.utils.checkpoint import checkpoint
 
 from trkx.gnn.graph_ops import GraphOps
 
+AGGREGATIONS: tuple[str, ...] = ("sum", "mean")
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU,
                                            "tanh": nn.Tanh}
 
@@ -79,13 +88,19 @@ class InteractionGNN(nn.Module):
         node_side_projection: apply the first layer's source/destination blocks of every edge
             MLP on nodes before gathering (module docstring); False gathers ``H`` itself.
         edge_features: a, width of the edge inputs ``A`` given to ``forward`` (0: none).
+        aggregation: ``sum`` of the messages into a node, or their ``mean`` (module
+            docstring).
     """
 
     def __init__(self, node_features: int, hidden: int = 128, n_graph_iters: int = 8,
                  n_mlp_layers: int = 2, activation: str = "relu", layer_norm: bool = True,
                  checkpoint_iterations: bool = False, node_side_projection: bool = True,
-                 edge_features: int = 0) -> None:
+                 edge_features: int = 0, aggregation: str = "sum") -> None:
         super().__init__()
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation {aggregation!r} is not one of "
+                             f"{', '.join(AGGREGATIONS)}")
+        self.aggregation = aggregation
         if node_features < 1 or hidden < 1 or n_graph_iters < 0 or n_mlp_layers < 0:
             raise ValueError("node_features and hidden must be >= 1, n_graph_iters and "
                              "n_mlp_layers >= 0")
@@ -112,9 +127,13 @@ class InteractionGNN(nn.Module):
         self.node_nets = nn.ModuleList(mlp(3 * hidden) for _ in range(n_graph_iters))
         self.classifier = mlp(3 * hidden, 1, output_activation=False)
 
-    def _iteration(self, t: int, h: Tensor, e: Tensor, ops: GraphOps) -> tuple[Tensor, Tensor]:
+    def _iteration(self, t: int, h: Tensor, e: Tensor, ops: GraphOps,
+                   inverse_degrees: tuple[Tensor, Tensor] | None = None,
+                   ) -> tuple[Tensor, Tensor]:
         messages = self._edge_mlp(self.edge_nets[t], e, h, ops)
         m_in, m_out = ops.aggregate(messages)
+        if inverse_degrees is not None:
+            m_in, m_out = m_in * inverse_degrees[0], m_out * inverse_degrees[1]
         h = h + self.node_nets[t](torch.cat([m_in.to(h.dtype), m_out.to(h.dtype), h], dim=1))
         return h, e + messages
 
@@ -133,11 +152,15 @@ class InteractionGNN(nn.Module):
         h = self.node_encoder(x)
         attr = edge_attr.to(h.dtype) if self.edge_features else None
         e = self._edge_mlp(self.edge_encoder, attr, h, ops)
+        inverse = None
+        if self.aggregation == "mean":
+            degrees = ops.aggregate(h.new_ones(ops.num_edges, 1))
+            inverse = tuple(1.0 / d.to(h.dtype).clamp_min(1.0) for d in degrees)
         for t in range(self.n_graph_iters):
             if self.checkpoint_iterations and torch.is_grad_enabled():
-                h, e = checkpoint(self._iteration, t, h, e, ops, use_reentrant=False)
+                h, e = checkpoint(self._iteration, t, h, e, ops, inverse, use_reentrant=False)
             else:
-                h, e = self._iteration(t, h, e, ops)
+                h, e = self._iteration(t, h, e, ops, inverse)
         return self._edge_mlp(self.classifier, e, h, ops).squeeze(1)
 
     def flops_per_edge_and_node(self) -> tuple[int, int]:
