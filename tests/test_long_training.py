@@ -14,7 +14,7 @@ import torch
 from trkx.models.curves import stage_curve
 from trkx.schedules import warmup_cosine
 
-from .test_training_driver import train
+from .test_training_driver import CONFIG, train
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # every test trains
 
@@ -85,3 +85,20 @@ def test_training_seconds_add_up_over_resumed_stretches(gnn_data, tmp_path: Path
     assert seconds[2] > first[-1]["train_seconds"]            # the second stretch adds on
     assert all("val_auc" in row and 0.0 <= row["val_auc"] <= 1.0 for row in curve)
     assert last_state(checkpoint)["global_step"] == 8
+
+
+def test_a_resumed_sampled_run_begins_a_new_pass(gnn_data, tmp_path: Path) -> None:
+    """Sampled minibatches: the passes over the events begun are saved with the run, and a
+    resumed stretch begins the next pass instead of replaying the interrupted one's start."""
+    sampled = ["sampling.targets_per_batch=64", "sampling.hops=1", "sampling.bulk=1"]
+    config = CONFIG.with_name("gnn_sampled.yaml")
+    checkpoint = tmp_path / "gnn.pt"
+    assert train(gnn_data, checkpoint, "trainer.max_steps=2", *sampled, config=config) == 0
+    assert passes_begun(checkpoint) == 1                                  # within pass 0
+    assert train(gnn_data, checkpoint, "trainer.max_steps=4", *sampled, config=config) == 0
+    assert passes_begun(checkpoint) == 2 and last_state(checkpoint)["global_step"] == 4
+
+
+def passes_begun(checkpoint: Path) -> int:
+    (loader,) = last_state(checkpoint)["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    return loader["passes_begun"]

@@ -18,12 +18,13 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gnn.yaml"
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]  # every test trains
 
 
-def train(folders: tuple[Path, Path], checkpoint: Path, *sets: str) -> int:
+def train(folders: tuple[Path, Path], checkpoint: Path, *sets: str, config: Path = CONFIG,
+          ) -> int:
     base = [f"data.train_dir={folders[0]}", f"data.val_dir={folders[1]}", "model.hidden=8",
             "model.n_graph_iters=1", "trainer.progress_bar=false", "trainer.logger=none",
             "trainer.min_signal_efficiency=0", "module.graph_ops=csr", "model.edge_features=0",
             "module.tune_tracks=false"]
-    return main(["train", "gnn", "--config", str(CONFIG), "--checkpoint", str(checkpoint),
+    return main(["train", "gnn", "--config", str(config), "--checkpoint", str(checkpoint),
                  *(item for s in [*base, *sets] for item in ("--set", s))])
 
 

@@ -150,6 +150,22 @@ class SampledMinibatches(IterableDataset):
                                         max_nodes=self.config.max_nodes)
 
 
+class SampledLoader(DataLoader):
+    """The DataLoader of :class:`SampledMinibatches`, resumable: its ``state_dict`` (saved by
+    Lightning in ``last.ckpt``) holds the passes over the events begun so far, and a resumed run
+    begins the next one. An epoch of a pile-up-200 training set is tens of thousands of steps,
+    longer than a stretch of a long training; without this every resumed stretch would replay
+    the first minibatches of the same epoch, and the rest of the events would never be seen.
+    A resumed stretch draws a new order of every event's target hits instead (the rest of the
+    interrupted pass is not replayed; each pass is a fresh random order anyway)."""
+
+    def state_dict(self) -> dict[str, int]:
+        return {"passes_begun": int(self.dataset.epoch)}
+
+    def load_state_dict(self, state_dict: Mapping[str, int]) -> None:
+        self.dataset.set_epoch(int(state_dict["passes_begun"]))
+
+
 def make_train_loader(sampling_config: Mapping[str, Any], train_paths: Sequence[Path],
                       seed: int = 0, label: str = "config") -> DataLoader:
     """The training DataLoader of ``trkx train gnn`` when the config has a ``sampling``
@@ -159,4 +175,4 @@ def make_train_loader(sampling_config: Mapping[str, Any], train_paths: Sequence[
 
     config = instantiate(SamplingConfig, sampling_config, f"{label}: sampling")
     dataset = SampledMinibatches(GraphRecordDataset(list(train_paths)), config, seed)
-    return DataLoader(dataset, batch_size=None, num_workers=0)
+    return SampledLoader(dataset, batch_size=None, num_workers=0)
