@@ -5,6 +5,7 @@ summed over the stretches of a resumed run, read back as learning curves."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import torch
 
 from trkx.models.curves import stage_curve
 from trkx.schedules import warmup_cosine
+from trkx.training.fit import _same_run
 
 from .test_training_driver import CONFIG, train
 
@@ -102,3 +104,13 @@ def test_a_resumed_sampled_run_begins_a_new_pass(gnn_data, tmp_path: Path) -> No
 def passes_begun(checkpoint: Path) -> int:
     (loader,) = last_state(checkpoint)["loops"]["fit_loop"]["state_dict"]["combined_loader"]
     return loader["passes_begun"]
+
+
+def test_a_key_later_counted_as_a_budget_keeps_older_runs_resumable() -> None:
+    config = {"model": {"hidden": 8}, "module": {}, "trainer": {"seed": 0, "monitor": "val_auc"}}
+    # the resume key as a trkx that did not yet count ``monitor`` as a budget key wrote it
+    older = json.dumps({"model": {"hidden": 8}, "module": {},
+                        "trainer": {"seed": 0, "monitor": "val_loss"}}, sort_keys=True)
+    assert _same_run(older, config)
+    assert not _same_run(older, {**config, "model": {"hidden": 6}})
+    assert not _same_run("not json", config)

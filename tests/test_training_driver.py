@@ -56,13 +56,17 @@ def test_interrupted_run_resumes_from_its_step(gnn_data, tmp_path: Path,
     out = capsys.readouterr().out
     assert f"gnn: resuming {checkpoint.with_suffix('.run') / 'last.ckpt'} at step 3" in out
     assert "trained to step 6" in out and last_step(checkpoint) == 6
-    # working-point choices and inference settings do not change what is learned
+    # working-point choices, inference settings and the monitor do not change what is learned
     assert train(gnn_data, checkpoint, "trainer.max_steps=7", "module.fake_rate_target=0.1",
-                 "inference.graph_ops=scatter") == 0
+                 "inference.graph_ops=scatter", "trainer.monitor=val_auc",
+                 "trainer.monitor_mode=max") == 0
     assert "at step 6" in capsys.readouterr().out and last_step(checkpoint) == 7
     assert train(gnn_data, checkpoint, "trainer.max_steps=6", "model.hidden=6") == 0
     out = capsys.readouterr().out
     assert "config changed, starting afresh" in out and "resuming" not in out
+    previous = checkpoint.with_suffix(".run").with_name("gnn.run.previous")   # kept once
+    assert f"the replaced run is kept in {previous}" in out
+    assert torch.load(previous / "last.ckpt", weights_only=True)["global_step"] == 7
     assert load_checkpoint(checkpoint, "gnn").constructor["hidden"] == 6
 
 

@@ -55,14 +55,30 @@ def _resume_key(config: Mapping[str, Any]) -> str:
                       default=str)
 
 
+def _same_run(saved: str, config: Mapping[str, Any]) -> bool:
+    """Whether the stored resume key ``saved`` is that of ``config``. The stored key is
+    filtered again with today's key sets, so a key that a later trkx counts as a budget (say)
+    does not orphan runs saved before."""
+    try:
+        stored = json.loads(saved)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(stored, dict) and _resume_key(stored) == _resume_key(config)
+
+
 def _resume_point(run: Path, config: Mapping[str, Any], resume: bool, log) -> Path | None:
     last, saved = run / LAST, run / "config.json"
-    if resume and last.is_file() and saved.is_file() and saved.read_text() == _resume_key(config):
+    if resume and last.is_file() and saved.is_file() and _same_run(saved.read_text(), config):
         return last
     if run.exists() and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0 cleans up
-        if last.is_file():
-            log(f"{run}: {'config changed, ' if resume else ''}starting afresh")
-        shutil.rmtree(run)
+        if last.is_file():   # keep the replaced run once: a config edit must not cost hours
+            previous = run.with_name(f"{run.name}.previous")
+            shutil.rmtree(previous, ignore_errors=True)
+            run.rename(previous)
+            log(f"{run}: {'config changed, ' if resume else ''}starting afresh (the replaced "
+                f"run is kept in {previous})")
+        else:
+            shutil.rmtree(run)
     return None
 
 

@@ -13,11 +13,12 @@ from typing import Any
 LOGGERS: tuple[str, ...] = ("csv", "none")
 MODES: tuple[str, ...] = ("min", "max")
 _TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
-#: Keys that change how long or how visibly a run trains, not what it trains (a run may resume
-#: from a checkpoint written under other values of these).
+#: Keys that change how long or how visibly a run trains, or which of its validated weights it
+#: exports, not what it trains (a run may resume from a checkpoint written under other values
+#: of these; a new ``monitor`` starts its choice of the best weights afresh).
 BUDGET_KEYS: frozenset[str] = frozenset({"max_steps", "max_epochs", "max_time", "resume",
                                          "progress_bar", "logger", "log_every_n_steps",
-                                         "val_every_n_steps"})
+                                         "val_every_n_steps", "monitor", "monitor_mode"})
 #: ``module`` keys that only choose the working point on the validation events (what a stage
 #: keeps), never what it learns: a run may resume under other values of these, and of the
 #: ``inference`` section.
