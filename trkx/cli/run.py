@@ -79,19 +79,21 @@ def run(args: argparse.Namespace) -> int:
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.preflight import check_run_events
     from trkx.pipeline.runner import plan_states, run_steps, seconds_per_stage
-    from trkx.pipeline.state import restore_state, save_state, state_folder
     from trkx.pipeline.steps import plan_steps
     from trkx.pipeline.summary import format_run_summary, load_metrics
 
-    config = load_pipeline_config(args.config, args.overrides)
     workdir = args.workdir
     if args.save_state:
+        from trkx.pipeline.state import save_state, state_folder
+
+        config = load_pipeline_config(args.config, args.overrides)
         written = save_state(config, workdir)
         for stage, size in written.items():
             print(f"{stage}: {size / 1e6:.1f} MB of training state -> "
                   f"{state_folder(config) / stage}")
         return 0
     check_run_events(args.config, args.overrides)   # given event folders, before any step
+    config = load_pipeline_config(args.config, args.overrides)
     steps = plan_steps(config, workdir)
     validate_steps(steps, config)
     if args.dry_run:
@@ -100,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
             state = "done" if states[step.name] is not None else "to do"
             print(f"{state:>6s}  {step.name:<22s} trkx {' '.join(step.argv)}")
         return 0
+    from trkx.pipeline.state import restore_state, state_folder
+
     workdir.mkdir(parents=True, exist_ok=True)
     for stage in restore_state(config, workdir):
         print(f"{stage}: training state restored from {state_folder(config) / stage}")
