@@ -106,16 +106,17 @@ def standin_edge_inputs(model: InteractionGNN, pos: torch.Tensor,
                         edge_index: torch.Tensor) -> torch.Tensor | None:
     """The edge inputs of a model that takes them: the edges' geometry and, in place of the
     filter's score, 1 (None for a model without edge inputs)."""
-    from trkx.filter.features import edge_geometry
-    from trkx.gnn.edge_inputs import EDGE_INPUT_FEATURES
+    from torch_geometric.data import Data
+
+    from trkx.gnn.edge_inputs import EDGE_INPUT_WIDTHS, edge_inputs
 
     if not model.edge_features:
         return None
-    if model.edge_features != EDGE_INPUT_FEATURES:
-        raise SystemExit(f"the model takes {model.edge_features} edge inputs, not "
-                         f"{EDGE_INPUT_FEATURES}")
-    geometry = edge_geometry(pos, edge_index)
-    return torch.cat([geometry, geometry.new_ones(len(geometry), 1)], dim=1)
+    if model.edge_features not in EDGE_INPUT_WIDTHS:
+        raise SystemExit(f"the model takes {model.edge_features} edge inputs, not one of "
+                         f"{list(EDGE_INPUT_WIDTHS)}")
+    record = Data(pos=pos, edge_index=edge_index, scores=pos.new_ones(edge_index.shape[1]))
+    return edge_inputs(record, "stand-in graph", model.edge_features)
 
 
 def matmul_fn(dtype: torch.dtype, size: int = 2048) -> Callable[[], object]:

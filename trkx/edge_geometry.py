@@ -10,6 +10,21 @@ pseudorapidity eta = asinh(z / r):
     deta = eta_j - eta_i
 
 The edges of a high-momentum track from the origin have deta near 0 and a small dphi.
+
+The trajectory of the edge (:func:`edge_trajectory`, the references' z0, phislope and
+rphislope) says where the straight line through both hits meets the beam line, and how fast it
+turns, with Dr = r_j - r_i in mm (|Dr| >= 1 mm, keeping its sign) and Dphi = wrap(phi_j - phi_i):
+
+    z0        = (z_m - r_m (z_j - z_i) / Dr) / 1000          metres, clipped to [-1, 1]
+    phislope  = Dphi / (Dr / 1000)                           rad per metre, clipped to [-2, 2]
+    rphislope = (r_i + r_j) / 2000 * phislope                dimensionless, clipped to [-2, 2]
+
+with the midpoint z_m = (z_i + z_j) / 2, r_m = (r_i + r_j) / 2 (the same line as
+z_i - r_i dz/dr, and the same value for j -> i as for i -> j, clip of Dr included). Every edge
+of one track from the luminous region shares its z0 (|z0| <~ 0.15 m whatever the vertex, where deta alone assumes a vertex at z = 0), and its phislope is ~ 1 / (2 R) with the
+curvature radius R = pT / (0.3 B): 0.3 rad/m at pT = 1 GeV in the 2 T field, smaller above.
+Edges between hits at equal radius (Dr -> 0, endcap disks) have no defined slope; their values
+sit at the clips.
 """
 
 from __future__ import annotations
@@ -22,6 +37,12 @@ from trkx.data.features import FEATURE_SCALES
 
 #: Columns of :func:`edge_geometry`: dr, dphi, dz, deta.
 GEOMETRY_FEATURES = 4
+#: Columns of :func:`edge_trajectory`: z0, phislope, rphislope.
+TRAJECTORY_FEATURES = 3
+#: |Dr| below this many mm is raised to it (sign kept) before the slopes divide by it.
+MIN_RADIAL_STEP_MM = 1.0
+Z0_CLIP = 1.0
+SLOPE_CLIP = 2.0
 
 
 def wrap_angle(angle: torch.Tensor) -> torch.Tensor:
@@ -38,3 +59,19 @@ def edge_geometry(pos: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
     dphi = wrap_angle(phi[dst] - phi[src])
     return torch.stack([(r[dst] - r[src]) / FEATURE_SCALES["r"], dphi / math.pi,
                         (z[dst] - z[src]) / FEATURE_SCALES["z"], eta[dst] - eta[src]], dim=1)
+
+
+def edge_trajectory(pos: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """[E, 3] (z0, phislope, rphislope) of the edges ``edge_index`` [2, E] between the hits at
+    ``pos`` [N, 3] = (r, phi, z) in mm and rad (the module docstring)."""
+    src, dst = edge_index
+    r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
+    step = r[dst] - r[src]
+    sign = torch.where(step < 0, -torch.ones_like(step), torch.ones_like(step))
+    step = sign * step.abs().clamp_min(MIN_RADIAL_STEP_MM)
+    z0 = ((z[src] + z[dst]) / 2 - (r[src] + r[dst]) / 2 * (z[dst] - z[src]) / step
+          ) / FEATURE_SCALES["z"]
+    phislope = wrap_angle(phi[dst] - phi[src]) / (step / 1000.0)
+    rphislope = (r[src] + r[dst]) / 2000.0 * phislope
+    return torch.stack([z0.clamp(-Z0_CLIP, Z0_CLIP), phislope.clamp(-SLOPE_CLIP, SLOPE_CLIP),
+                        rphislope.clamp(-SLOPE_CLIP, SLOPE_CLIP)], dim=1)

@@ -7,7 +7,11 @@ and phi_e = atan2(dy, dx), and the direction measured by each hit's cluster is a
 
     a_eta(h) = dir_eta(h) - eta_e,   a_phi(h) = wrap(dir_phi(h) - phi_e),   h in {i, j}.
 
-Row layout: [x_i, x_j, dr, dphi, dz, deta (, a_eta(i), a_phi(i), a_eta(j), a_phi(j))].
+With ``trajectory`` the edge's straight-line trajectory (z0, phislope, rphislope:
+:func:`trkx.edge_geometry.edge_trajectory`, the columns the GNN's edge inputs share) closes the row.
+
+Row layout: [x_i, x_j, dr, dphi, dz, deta (, a_eta(i), a_phi(i), a_eta(j), a_phi(j))
+(, z0, phislope, rphislope)].
 """
 
 from __future__ import annotations
@@ -18,7 +22,13 @@ from collections.abc import Sequence
 import torch
 
 from trkx.data.features import FEATURE_SCALES
-from trkx.edge_geometry import GEOMETRY_FEATURES, edge_geometry, wrap_angle
+from trkx.edge_geometry import (
+    GEOMETRY_FEATURES,
+    TRAJECTORY_FEATURES,
+    edge_geometry,
+    edge_trajectory,
+    wrap_angle,
+)
 
 CELL_AGREEMENT_FEATURES = 4
 
@@ -27,17 +37,19 @@ def has_cell_directions(feature_names: Sequence[str] | None) -> bool:
     return feature_names is not None and {"dir_eta", "dir_phi"} <= set(feature_names)
 
 
-def edge_feature_count(hit_features: int, cells: bool) -> int:
-    return 2 * hit_features + GEOMETRY_FEATURES + (CELL_AGREEMENT_FEATURES if cells else 0)
+def edge_feature_count(hit_features: int, cells: bool, trajectory: bool = False) -> int:
+    return (2 * hit_features + GEOMETRY_FEATURES + (CELL_AGREEMENT_FEATURES if cells else 0)
+            + (TRAJECTORY_FEATURES if trajectory else 0))
 
 
 def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
                   feature_names: Sequence[str] | None = None, hit_features: int | None = None,
-                  ) -> torch.Tensor:
+                  trajectory: bool = False) -> torch.Tensor:
     """[E, edge_feature_count] float32 features of the edges ``edge_index`` [2, E].
 
     The leading ``hit_features`` columns of ``x`` (all when None) are the hit part; the cell
-    agreement is added when ``feature_names`` names the cluster directions.
+    agreement is added when ``feature_names`` names the cluster directions, the trajectory
+    columns when ``trajectory``.
     """
     src, dst = edge_index
     hits = x if hit_features is None else x[:, :hit_features]
@@ -54,4 +66,6 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
         for hit in (src, dst):
             columns.append((dir_eta[hit] - edge_eta)[:, None] / FEATURE_SCALES["dir_eta"])
             columns.append(wrap_angle(dir_phi[hit] - edge_phi)[:, None] / math.pi)
+    if trajectory:
+        columns.append(edge_trajectory(pos, edge_index))
     return torch.cat(columns, dim=1).float()

@@ -36,7 +36,8 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
     parts = []
     for start in range(0, total, max(step, 1)):
         chunk = edge_index[:, start:start + step]
-        features = edge_features(record.x, record.pos, chunk, names, network.hit_features)
+        features = edge_features(record.x, record.pos, chunk, names, network.hit_features,
+                                 network.trajectory)
         with dense_precision(precision, device):
             logits = network(features)
         parts.append(torch.sigmoid(logits.float()))

@@ -15,17 +15,19 @@ from trkx.filter.features import edge_feature_count
 class FilterMLP(nn.Module):
     """Edge features ``[E, in_features]`` -> logits ``[E]``.
 
-    ``hit_features`` (leading columns of the hit features used) and ``cell_agreement`` (add the
-    cluster-direction agreement) fix the edge-feature layout of trkx.filter.features.
+    ``hit_features`` (leading columns of the hit features used), ``cell_agreement`` (add the
+    cluster-direction agreement) and ``trajectory`` (add z0, phislope, rphislope) fix the
+    edge-feature layout of trkx.filter.features.
     """
 
     def __init__(self, hit_features: int, cell_agreement: bool = False, hidden: int = 128,
-                 layers: int = 3) -> None:
+                 layers: int = 3, trajectory: bool = False) -> None:
         super().__init__()
         if hit_features < 1 or hidden < 1 or layers < 1:
             raise ValueError("hit_features, hidden and layers must be >= 1")
-        in_features = edge_feature_count(hit_features, cell_agreement)
+        in_features = edge_feature_count(hit_features, cell_agreement, trajectory)
         self.hit_features, self.cell_agreement = hit_features, cell_agreement
+        self.trajectory = trajectory
         blocks: list[nn.Module] = []
         width = in_features
         for _ in range(layers):

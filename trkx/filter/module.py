@@ -90,7 +90,8 @@ class FilterModule(pl.LightningModule):
         target = labels if edges is None else labels[edges]
         signal = record.signal if edges is None else record.signal[edges]
         logits = self.network(edge_features(record.x, record.pos, edge_index,
-                                            self._names(record), self.network.hit_features))
+                                            self._names(record), self.network.hit_features,
+                                            self.network.trajectory))
         weights = edge_weights(target, signal, self.hparams.signal_weight,
                                self.hparams.pos_weight, 1.0)
         return weighted_bce(logits, target, weights)

@@ -62,14 +62,14 @@ def count_events(folder: str) -> int:
     return len(record_paths(folder))
 
 
-def check_edge_inputs(path: Path, label: str) -> None:
+def check_edge_inputs(path: Path, label: str, width: int) -> None:
     """A model with edge inputs needs records the filter scored (``scores``, ``pos``)."""
     from trkx.config import ConfigError
     from trkx.data.record import load_record
     from trkx.gnn.edge_inputs import edge_inputs
 
     try:
-        edge_inputs(load_record(path), str(path))
+        edge_inputs(load_record(path), str(path), width)
     except ValueError as exc:
         raise ConfigError(f"{exc} (or set model.edge_features=0 in {label})") from exc
 
@@ -103,7 +103,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     model_config = section(config, "model", label)
     model_config.setdefault("node_features", node_features_of(train_paths[0]))
     if model_config.get("edge_features", 0):
-        check_edge_inputs(train_paths[0], label)
+        check_edge_inputs(train_paths[0], label, int(model_config["edge_features"]))
     module_config = section(config, "module", label)
 
     def build() -> GNNModule:

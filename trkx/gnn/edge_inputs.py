@@ -2,11 +2,16 @@
 
 For an edge i -> j of the filter-stage graph with filter score s_ij:
 
-    A_ij = [dr, dphi, dz, deta (scaled, trkx.edge_geometry.edge_geometry), s_ij]
+    A_ij = [dr, dphi, dz, deta (scaled, trkx.edge_geometry.edge_geometry), s_ij,
+            z0, phislope, rphislope (trkx.edge_geometry.edge_trajectory)]
 
-The geometry saves the network from re-deriving hit differences from encoded node states, and
-the filter score starts the classifier from the filter's ranking, which message passing then
-refines. With ``edge_features = 0`` the model sees node features only.
+A model with ``edge_features = a`` takes the first a columns: 5 (the geometry and the filter
+score, the models trained before the trajectory columns existed) or 8. The geometry saves the
+network from re-deriving hit differences from encoded node states, the filter score starts the
+classifier from the filter's ranking, and the trajectory gives it what a straight line through
+the two hits says about the track (its z at the beam line, its turning rate), which an MLP on
+differences would have to learn as a division. With ``edge_features = 0`` the model sees node
+features only.
 """
 
 from __future__ import annotations
@@ -15,14 +20,27 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.edge_geometry import edge_geometry
+from trkx.edge_geometry import edge_geometry, edge_trajectory
 
-EDGE_INPUT_NAMES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "filter_score")
+EDGE_INPUT_NAMES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "filter_score",
+                                     "z0", "phislope", "rphislope")
 EDGE_INPUT_FEATURES = len(EDGE_INPUT_NAMES)
+#: The widths a model may take: the first 5 (geometry and filter score) or all 8 inputs.
+EDGE_INPUT_WIDTHS: tuple[int, ...] = (5, EDGE_INPUT_FEATURES)
 
 
-def edge_inputs(record: Data, label: str = "event record") -> Tensor:
-    """``A`` [E, 5] float32 of the record's edges (needs ``pos`` and the filter's ``scores``)."""
+def check_edge_input_width(width: int) -> None:
+    """A ValueError unless ``width`` is 0 or one of :data:`EDGE_INPUT_WIDTHS`."""
+    if width and width not in EDGE_INPUT_WIDTHS:
+        raise ValueError(f"edge_features must be 0 or one of {list(EDGE_INPUT_WIDTHS)} (the "
+                         f"first inputs of {', '.join(EDGE_INPUT_NAMES)}), got {width}")
+
+
+def edge_inputs(record: Data, label: str = "event record",
+                width: int = EDGE_INPUT_FEATURES) -> Tensor:
+    """``A`` [E, width] float32 of the record's edges (needs ``pos`` and the filter's
+    ``scores``)."""
+    check_edge_input_width(width)
     scores = getattr(record, "scores", None)
     pos = getattr(record, "pos", None)
     if scores is None or pos is None:
@@ -32,15 +50,19 @@ def edge_inputs(record: Data, label: str = "event record") -> Tensor:
     if scores.shape[0] != record.edge_index.shape[1]:
         raise ValueError(f"{label}: {scores.shape[0]} scores for "
                          f"{record.edge_index.shape[1]} edges")
-    geometry = edge_geometry(pos.float(), record.edge_index.long())
-    return torch.cat([geometry, scores.float()[:, None]], dim=1)
+    pos, edge_index = pos.float(), record.edge_index.long()
+    columns = [edge_geometry(pos, edge_index), scores.float()[:, None]]
+    if width > 5:
+        columns.append(edge_trajectory(pos, edge_index))
+    return torch.cat(columns, dim=1)
 
 
 def model_edge_inputs(model, record: Data, label: str = "event record") -> Tensor | None:
     """The edge inputs ``model`` needs (None when it takes none)."""
-    if not getattr(model, "edge_features", 0):
+    width = getattr(model, "edge_features", 0)
+    if not width:
         return None
-    if model.edge_features != EDGE_INPUT_FEATURES:
-        raise ValueError(f"the model expects {model.edge_features} edge inputs, trkx provides "
-                         f"{EDGE_INPUT_FEATURES} ({', '.join(EDGE_INPUT_NAMES)})")
-    return edge_inputs(record, label)
+    if width not in EDGE_INPUT_WIDTHS:
+        raise ValueError(f"the model expects {width} edge inputs, trkx provides the first 5 or "
+                         f"{EDGE_INPUT_FEATURES} of {', '.join(EDGE_INPUT_NAMES)}")
+    return edge_inputs(record, label, width)
