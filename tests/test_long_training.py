@@ -114,3 +114,19 @@ def test_a_key_later_counted_as_a_budget_keeps_older_runs_resumable() -> None:
     assert _same_run(older, config)
     assert not _same_run(older, {**config, "model": {"hidden": 6}})
     assert not _same_run("not json", config)
+
+
+def test_the_card_counts_a_resumed_training_over_all_its_stretches(tmp_path: Path) -> None:
+    """The last invocation's step marker of a resumed training holds only that stretch (here
+    the 28 s of an export); the logged ``train_seconds`` hold every stretch."""
+    from trkx.models.card import training_seconds
+
+    steps = tmp_path / ".trkx" / "steps"
+    steps.mkdir(parents=True)
+    (steps / "train-gnn.json").write_text(json.dumps({"seconds": 28.0}))
+    (steps / "train-filter.json").write_text(json.dumps({"seconds": 430.0}))
+    curves = {"gnn": [{"step": 1000, "train_seconds": 570.0},
+                      {"step": 5000, "train_seconds": 2576.0}]}
+    assert training_seconds(tmp_path, "gnn", curves) == 2576.0
+    assert training_seconds(tmp_path, "filter", curves) == 430.0
+    assert training_seconds(tmp_path, "embedding", curves) is None

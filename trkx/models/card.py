@@ -60,11 +60,7 @@ def _stage_rows(workdir: Path, curves: dict[str, list[dict[str, float]]]) -> lis
             "|---|---|---|---|---|---|"]
     for stage in STAGES:
         checkpoint = load_checkpoint(workdir / "checkpoints" / f"{stage}.pt", stage)
-        marker = workdir / ".trkx" / "steps" / f"train-{stage}.json"
-        seconds = json.loads(marker.read_text())["seconds"] if marker.is_file() else None
-        logged = [row["train_seconds"] for row in curves.get(stage, []) if "train_seconds" in row]
-        if logged:      # summed over every stretch of a resumed training, validation excluded
-            seconds = logged[-1]
+        seconds = training_seconds(workdir, stage, curves)
         metrics = {k: v for k, v in checkpoint.metrics.items() if k != "best_step"}
         network = ", ".join(f"{k}={v}" for k, v in checkpoint.constructor.items()
                             if not isinstance(v, (dict, list)))
@@ -74,6 +70,18 @@ def _stage_rows(workdir: Path, curves: dict[str, list[dict[str, float]]]) -> lis
                     f"{_value(seconds) if seconds is not None else 'n/a'} | "
                     f"{_value(checkpoint.working_point)} | {_value(metrics)} |")
     return rows
+
+
+def training_seconds(workdir: Path, stage: str,
+                      curves: dict[str, list[dict[str, float]]]) -> float | None:
+    """The stage's training seconds: summed over every stretch of a resumed training
+    (``train_seconds`` of its last validation, validation excluded) when logged, else the time
+    of its step in this work folder's last invocation."""
+    logged = [row["train_seconds"] for row in curves.get(stage, []) if "train_seconds" in row]
+    if logged:
+        return float(logged[-1])
+    marker = workdir / ".trkx" / "steps" / f"train-{stage}.json"
+    return float(json.loads(marker.read_text())["seconds"]) if marker.is_file() else None
 
 
 def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
@@ -88,8 +96,11 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
     from trkx.config import load_config
 
     events = load_config(recipe)["events"]
-    markers = sorted((workdir / ".trkx" / "steps").glob("*.json"))
-    total = sum(json.loads(m.read_text())["seconds"] for m in markers)
+    total = 0.0      # each step's last time; a training's summed over its stretches
+    for marker in sorted((workdir / ".trkx" / "steps").glob("*.json")):
+        stage = marker.stem.removeprefix("train-")
+        trained = training_seconds(workdir, stage, curves) if stage in STAGES else None
+        total += trained if trained is not None else json.loads(marker.read_text())["seconds"]
     lines = [
         f"# Model card: `{name}` (trkx {__version__})", "",
         f"Written {datetime.date.today().isoformat()} by `python -m trkx.models.package` from "
@@ -109,7 +120,8 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         "and in the stage YAMLs here).", "",
         "## Stages", "", *_stage_rows(workdir, curves), "",
         f"Machine: {os.cpu_count()} CPU cores ({_cpu()}), no GPU. The whole run (simulation, "
-        f"training, inference and evaluation of the test events, the sum of its step times): "
+        f"training over every stretch, inference and evaluation of the test events, the sum of "
+        f"its step times): "
         f"{total / 60:.1f} minutes.", "",
     ]
     if curves:
