@@ -40,7 +40,7 @@ def budget_curve(scores: torch.Tensor, y: torch.Tensor, signal: torch.Tensor, hi
     y_kept, signal_kept = torch.cumsum(y_sorted, 0), torch.cumsum(signal_sorted, 0)
     rows = []
     for budget in budgets:
-        kept = min(int(round(budget * hits)), len(order))
+        kept = min(round(budget * hits), len(order))
         index = max(kept - 1, 0)
         rows.append({"edges_per_hit": budget,
                      "cut": float(scores[order[index]]) if kept else 1.0,

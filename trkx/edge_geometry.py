@@ -21,8 +21,9 @@ turns, with Dr = r_j - r_i in mm (|Dr| >= 1 mm, keeping its sign) and Dphi = wra
 
 with the midpoint z_m = (z_i + z_j) / 2, r_m = (r_i + r_j) / 2 (the same line as
 z_i - r_i dz/dr, and the same value for j -> i as for i -> j, clip of Dr included). Every edge
-of one track from the luminous region shares its z0 (|z0| <~ 0.15 m whatever the vertex, where deta alone assumes a vertex at z = 0), and its phislope is ~ 1 / (2 R) with the
-curvature radius R = pT / (0.3 B): 0.3 rad/m at pT = 1 GeV in the 2 T field, smaller above.
+of one track from the luminous region shares its z0 (|z0| <~ 0.15 m whatever the vertex, where
+deta alone assumes a vertex at z = 0), and its phislope is ~ 1 / (2 R) with the curvature
+radius R = pT / (0.3 B): 0.3 rad/m at pT = 1 GeV in the 2 T field, smaller above.
 Edges between hits at equal radius (Dr -> 0, endcap disks) have no defined slope; their values
 sit at the clips.
 """
