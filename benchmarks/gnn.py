@@ -108,15 +108,13 @@ def standin_edge_inputs(model: InteractionGNN, pos: torch.Tensor,
     filter's score, 1 (None for a model without edge inputs)."""
     from torch_geometric.data import Data
 
-    from trkx.gnn.edge_inputs import EDGE_INPUT_WIDTHS, edge_inputs
+    from trkx.gnn.edge_inputs import model_edge_inputs
 
-    if not model.edge_features:
-        return None
-    if model.edge_features not in EDGE_INPUT_WIDTHS:
-        raise SystemExit(f"the model takes {model.edge_features} edge inputs, not one of "
-                         f"{list(EDGE_INPUT_WIDTHS)}")
     record = Data(pos=pos, edge_index=edge_index, scores=pos.new_ones(edge_index.shape[1]))
-    return edge_inputs(record, "stand-in graph", model.edge_features)
+    try:
+        return model_edge_inputs(model, record, "stand-in graph")
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
 def matmul_fn(dtype: torch.dtype, size: int = 2048) -> Callable[[], object]:

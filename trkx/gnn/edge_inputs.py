@@ -33,7 +33,7 @@ def check_edge_input_width(width: int) -> None:
     """A ValueError unless ``width`` is 0 or one of :data:`EDGE_INPUT_WIDTHS`."""
     if width and width not in EDGE_INPUT_WIDTHS:
         raise ValueError(f"edge_features must be 0 or one of {list(EDGE_INPUT_WIDTHS)} (the "
-                         f"first inputs of {', '.join(EDGE_INPUT_NAMES)}), got {width}")
+                         f"first edge inputs of {', '.join(EDGE_INPUT_NAMES)}), got {width}")
 
 
 def edge_inputs(record: Data, label: str = "event record",
@@ -52,7 +52,7 @@ def edge_inputs(record: Data, label: str = "event record",
                          f"{record.edge_index.shape[1]} edges")
     pos, edge_index = pos.float(), record.edge_index.long()
     columns = [edge_geometry(pos, edge_index), scores.float()[:, None]]
-    if width > 5:
+    if width > EDGE_INPUT_WIDTHS[0]:
         columns.append(edge_trajectory(pos, edge_index))
     return torch.cat(columns, dim=1)
 
@@ -62,7 +62,4 @@ def model_edge_inputs(model, record: Data, label: str = "event record") -> Tenso
     width = getattr(model, "edge_features", 0)
     if not width:
         return None
-    if width not in EDGE_INPUT_WIDTHS:
-        raise ValueError(f"the model expects {width} edge inputs, trkx provides the first 5 or "
-                         f"{EDGE_INPUT_FEATURES} of {', '.join(EDGE_INPUT_NAMES)}")
-    return edge_inputs(record, label, width)
+    return edge_inputs(record, label, width)      # checks the width
