@@ -118,14 +118,16 @@ def test_debug_shows_the_traceback(monkeypatch) -> None:
 
 
 @pytest.mark.subprocess
-def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN],
+                         ids=["foreground", "background-job"])
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path, inherited) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "trkx", "simulate", "--out", str(tmp_path), "--n-events", "50",
          "--pileup", "200"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
-        # a foreground command as a user at a terminal has it: a runner that started us in
-        # the background (``cmd &`` in a script) leaves SIGINT ignored, and children inherit it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        # SIG_DFL: a foreground command at a terminal; SIG_IGN: what a background job of a
+        # script (``nohup trkx run ... &``) inherits, which trkx must undo to be stoppable
+        preexec_fn=lambda: signal.signal(signal.SIGINT, inherited))
     deadline = time.time() + 60
     while not list(tmp_path.glob("event*-hits.csv.gz")) and time.time() < deadline:
         time.sleep(0.2)                     # the command is simulating

@@ -5,7 +5,9 @@ parser and sets ``func(args) -> int`` as the handler. Modules import heavy depen
 Lightning, FAISS) inside their handlers, so ``trkx --help`` and ``trkx info`` stay fast. Errors in
 user input (bad files, bad configs, bad checkpoints) print one clear line and exit with status
 2; ``--debug`` (or ``TRKX_DEBUG=1``) shows the traceback instead. Ctrl-C prints one line and exits
-with 130; a closed output pipe (``trkx run --dry-run | head``) ends the command quietly.
+with 130, also for a command started in the background by a script (``nohup trkx run ... &``
+leaves SIGINT ignored; the entry restores it, so ``kill -INT`` stops a long training cleanly, its
+state saved); a closed output pipe (``trkx run --dry-run | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -91,6 +94,13 @@ def check_counts(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
 
 
+def listen_to_interrupts() -> None:
+    """Restore Python's SIGINT handler (KeyboardInterrupt) when the process inherited an ignored
+    SIGINT, as every background job of a non-interactive shell does."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Called without ``argv`` (the ``trkx`` script, ``python -m trkx``), it is
     the process entry and first puts the memory allocator in place (trkx/allocator.py), which
@@ -100,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TRKX_DEBUG") == "1"
     try:
         if argv is None:
+            listen_to_interrupts()
             allocator.setup()
         configure_threads(args.threads)
         check_counts(args)
