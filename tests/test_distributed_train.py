@@ -206,6 +206,7 @@ def test_keys_that_cannot_act_on_blocks_are_refused(tmp_path: Path, capsys) -> N
     config = yaml.safe_load(write_config(tmp_path, events, {"timeout_s": 5}).read_text())
     cases = {"module.tune_tracks": ("module", "tune_tracks", True),
              "module.graph_ops": ("module", "graph_ops", "scatter"),
+             "module.signal_pt_power": ("module", "signal_pt_power", 1.0),
              "distributed.timeout_s": ("distributed", "timeout_s", -1)}
     for key, (name, field, value) in cases.items():
         bad = {**config, name: {**config[name], field: value}}

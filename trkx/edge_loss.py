@@ -3,12 +3,19 @@
 For candidate edges ``k`` with target ``t_k`` (1 for a true edge), signal flag ``sig_k`` and
 logit ``l_k``:
 
-    weight w_k = w_signal if sig_k, else w_true if t_k, else w_fake
+    weight w_k = w_signal * min(pT_k / 1 GeV, c)^a   if sig_k,
+                 w_true if t_k, else w_fake
     BCE_k      = -[t_k log sigmoid(l_k) + (1 - t_k) log(1 - sigmoid(l_k))]
     loss       = sum_k w_k BCE_k / sum_k w_k        (0 for a graph without edges)
 
 The weights put the efficiency that counts (signal edges) ahead of the purity of the rest;
 dividing by ``sum_k w_k`` keeps the loss scale independent of the event size.
+
+The pT factor (power ``a`` >= 0, cap ``c`` >= 1; ``a = 0`` turns it off) undoes the steep
+spectrum: signal edges are ~1/pT-distributed in their turning rate dphi/dr while fakes are flat,
+so without it the stiff tracks a physicist wants most are the rarest signal in training and an
+edge classifier learns that a straight edge is usually fake (docs/levers.md). With ``a = 1`` the
+weighted signal density per unit dphi/dr is flat up to ``pT = c``.
 """
 
 from __future__ import annotations
@@ -19,12 +26,20 @@ from torch.nn import functional as F
 
 
 def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: float,
-                 fake_weight: float) -> Tensor:
-    """Per-edge loss weight: ``signal_weight`` on signal edges, ``true_weight`` on other true
-    edges (``y``), ``fake_weight`` on the others (float32 [E])."""
+                 fake_weight: float, signal_pt: Tensor | None = None, pt_power: float = 0.0,
+                 pt_cap: float = 10.0) -> Tensor:
+    """Per-edge loss weight: ``signal_weight`` on signal edges (times ``min(pT, pt_cap)^pt_power``
+    when ``pt_power > 0``; ``signal_pt`` [E] in GeV), ``true_weight`` on other true edges
+    (``y``), ``fake_weight`` on the others (float32 [E])."""
     weights = torch.full(y.shape, fake_weight, dtype=torch.float32, device=y.device)
     weights[y.bool()] = true_weight
-    weights[signal.bool()] = signal_weight
+    signal = signal.bool()
+    weights[signal] = signal_weight
+    if pt_power > 0:
+        if signal_pt is None:
+            raise ValueError("a pT-weighted signal loss needs the signal edges' pT")
+        pt = signal_pt[signal].float().clamp(max=pt_cap)
+        weights[signal] = signal_weight * pt.pow(pt_power)
     return weights
 
 

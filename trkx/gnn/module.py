@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from trkx.data.record import PT
 from trkx.edge_loss import edge_weights, weighted_bce
 from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics
@@ -43,6 +44,10 @@ class GNNModule(pl.LightningModule):
         signal_weight: loss weight of signal truth edges.
         true_weight: loss weight of other truth edges.
         fake_weight: loss weight of fake edges.
+        signal_pt_power: a signal edge's weight is ``signal_weight * min(pT, signal_pt_cap)^p``
+            (pT in GeV, of the edge's first hit; 0: no pT factor; trkx.edge_loss). The
+            validation metrics keep the plain class weights, so runs stay comparable.
+        signal_pt_cap: the pT (GeV) above which the factor stops growing.
         edge_cut: score above which an edge is kept, for the metrics (until a working
             point is chosen).
         lr_warmup_steps: linear warm-up steps of the cosine schedule.
@@ -58,7 +63,8 @@ class GNNModule(pl.LightningModule):
                  true_weight: float = 1.0, fake_weight: float = 1.0,
                  edge_cut: float = 0.5, lr_warmup_steps: int = 50,
                  fake_rate_target: float = 0.05, tune_tracks: bool = True,
-                 lr_horizon_steps: int | None = None) -> None:
+                 lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
+                 signal_pt_cap: float = 10.0) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -68,6 +74,9 @@ class GNNModule(pl.LightningModule):
             raise ValueError(f"edge_cut must lie in (0, 1), got {edge_cut}")
         if min(signal_weight, true_weight, fake_weight) < 0:
             raise ValueError("edge weights must be >= 0")
+        if signal_pt_power < 0 or signal_pt_cap < 1:
+            raise ValueError(f"signal_pt_power must be >= 0 and signal_pt_cap >= 1 GeV, got "
+                             f"{signal_pt_power} and {signal_pt_cap}")
         self.model = model
         self.graph_ops = graph_ops
         self.learning_rate = learning_rate
@@ -77,6 +86,8 @@ class GNNModule(pl.LightningModule):
         self.signal_weight = signal_weight
         self.true_weight = true_weight
         self.fake_weight = fake_weight
+        self.signal_pt_power = signal_pt_power
+        self.signal_pt_cap = signal_pt_cap
         self.edge_cut = edge_cut
         self.lr_warmup_steps = lr_warmup_steps
         self.fake_rate_target = fake_rate_target
@@ -102,6 +113,18 @@ class GNNModule(pl.LightningModule):
         return float(self._weights(data).sum())
 
     def _weights(self, data: Data) -> Tensor:
+        """The loss weights (with the pT factor when ``signal_pt_power > 0``)."""
+        if self.signal_pt_power <= 0:
+            return self._class_weights(data)
+        if getattr(data, PT, None) is None or "edge_index" not in data:
+            raise ValueError("module.signal_pt_power needs the hits' truth pt and the edge_index"
+                             " in each training graph (records with truth, not a graph block)")
+        return edge_weights(data.y, data.signal, self.signal_weight, self.true_weight,
+                            self.fake_weight, data[PT][data.edge_index[0]],
+                            self.signal_pt_power, self.signal_pt_cap)
+
+    def _class_weights(self, data: Data) -> Tensor:
+        """The weights of the validation metrics: signal / other true / fake only."""
         return edge_weights(data.y, data.signal, self.signal_weight, self.true_weight,
                             self.fake_weight)
 
@@ -116,8 +139,8 @@ class GNNModule(pl.LightningModule):
 
     def validation_step(self, data: Data, batch_idx: int) -> None:
         logits = self(data)
-        weights = self._weights(data)
-        loss = weighted_bce(logits, data.y, weights)
+        loss = weighted_bce(logits, data.y, self._weights(data))
+        weights = self._class_weights(data)
         whole_event = getattr(self.trainer.strategy, "event_mean", None)  # graph_parallel
         self.log("val_loss", loss if whole_event is None else whole_event(loss, data),
                  batch_size=1, prog_bar=True)

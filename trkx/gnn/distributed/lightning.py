@@ -112,6 +112,9 @@ class GraphParallelStrategy(DDPStrategy):
         if getattr(self.lightning_module, "tune_tracks", False):
             raise ValueError("GraphParallelStrategy: the module's tune_tracks needs whole "
                              "events, each rank holds a block: set tune_tracks=False")
+        if getattr(self.lightning_module, "signal_pt_power", 0.0) > 0:
+            raise ValueError("GraphParallelStrategy: module.signal_pt_power weighs edges by "
+                             "their hits' pT, which a rank's block does not carry: set it to 0")
         super().setup(trainer)
 
     @property

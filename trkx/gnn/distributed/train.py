@@ -20,8 +20,8 @@ optimiser, scheduler and step, seeding) with three differences made here:
 
 Keys that cannot act on a rank's block are refused by :func:`check_config` (one line, exit 2)
 rather than ignored: ``module.graph_ops`` other than ``csr``/``auto``, ``module.tune_tracks:
-true`` and a ``sampling`` section. Without torchrun the entry refuses to start
-(:func:`require_torchrun`).
+true``, ``module.signal_pt_power > 0`` and a ``sampling`` section. Without torchrun the entry
+refuses to start (:func:`require_torchrun`).
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ def check_config(config: dict[str, Any], label: str) -> None:
     """The ``distributed`` section (:func:`check_section`) and the keys of the other sections
     that cannot act on graph-parallel blocks: ``module.graph_ops`` must be ``csr`` or ``auto``
     (both run the CSR incidence kernels per block), ``module.tune_tracks`` must be false (the
-    track builder needs whole events; tune it single-process), and no ``sampling`` section."""
+    track builder needs whole events; tune it single-process), ``module.signal_pt_power`` must
+    be 0 (a block has no hit pT), and no ``sampling`` section."""
     check_section(dict(config.get("distributed") or {}), label)
     module = dict(config.get("module") or {})
     graph_ops = module.get("graph_ops", "auto")
@@ -106,6 +107,10 @@ def check_config(config: dict[str, Any], label: str) -> None:
         raise ConfigError(f"{label}: module.tune_tracks: true with a 'distributed' section: the "
                           "track builder's cut is tuned on whole events, set false (tune it "
                           "single-process with configs/gnn.yaml)")
+    if float(module.get("signal_pt_power", 0.0) or 0.0) > 0:
+        raise ConfigError(f"{label}: module.signal_pt_power > 0 with a 'distributed' section: "
+                          "the pT weights need each edge's hit pT, which a block does not "
+                          "carry; set 0")
     if config.get("sampling") is not None:
         raise ConfigError(f"{label}: 'sampling' and 'distributed' sections together: sampled "
                           "subgraphs train data-parallel, whole graphs graph-parallel; keep one")

@@ -58,9 +58,10 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.data.record import EDGE_FIELDS, POS, X
+from trkx.data.record import EDGE_FIELDS, POS, PT, X
 
-NODE_KEYS: tuple[str, ...] = (X, POS)  # pos: the GNN's edge geometry inputs
+# pos: the GNN's edge geometry inputs; pt (truth, when the record has it): pT-weighted losses
+NODE_KEYS: tuple[str, ...] = (X, POS, PT)
 EDGE_KEYS: tuple[str, ...] = EDGE_FIELDS  # labels and the filter's scores
 
 
