@@ -204,6 +204,36 @@ def test_epoch_covers_every_connected_hit_once_and_splits_across_ranks() -> None
     assert [r.target_ids.tolist() for r in next_epoch] == [r.target_ids.tolist() for r in one]
 
 
+def test_interleaved_events_alternate_and_keep_every_target_once() -> None:
+    """interleave=2: blocks of ``bulk`` minibatches of one event, the two events' blocks
+    shuffled together; each minibatch is the one sampled from its own event alone."""
+    events = [random_graph(1, 60, 90), random_graph(2, 400, 600)]
+    config = SamplingConfig(targets_per_batch=8, hops=2, bulk=3, interleave=2)
+    one = list(SampledMinibatches(events, config, seed=4, rank=0, world_size=1))
+    connected = [torch.nonzero(torch.bincount(e.edge_index.flatten(), minlength=e.num_nodes))
+                 .flatten() for e in events]
+    assert len(one) == sum(-(-len(c) // 8) for c in connected)
+    # the small event's hits are 0..59: a minibatch with a target >= 60 is the large event's
+    owner = [int(r.target_ids.max() >= 60 or r.num_nodes > 60) for r in one]
+    small = [r for r, o in zip(one, owner) if o == 0]
+    assert sorted(torch.cat([r.target_ids for r in small]).tolist()) == connected[0].tolist()
+    changes = sum(a != b for a, b in itertools.pairwise(owner))
+    assert changes > 2                       # not one event after the other
+    at = [i for i, o in enumerate(owner) if o == 0]
+    assert at[-1] - at[0] + 1 > len(at)      # the small event's minibatches are spread out
+    for record, event in zip(one, owner):
+        alone = sample_subgraphs(events[event], [record.target_ids], hops=2)[0]
+        assert torch.equal(alone.edge_ids, record.edge_ids)
+    ranks = [list(SampledMinibatches(events, config, seed=4, rank=r, world_size=2))
+             for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == -(-len(one) // 2)
+    for step in range(len(one) // 2):        # step j of rank r is minibatch 2j + r
+        for r in (0, 1):
+            assert torch.equal(ranks[r][step].edge_ids, one[2 * step + r].edge_ids)
+    with pytest.raises(ValueError, match="interleave"):
+        SamplingConfig(interleave=0)
+
+
 def test_config_errors_name_the_key() -> None:
     with pytest.raises(ValueError, match="fanout needs one entry per hop"):
         SamplingConfig(hops=3, fanout=[5, 5])

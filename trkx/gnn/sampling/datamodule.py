@@ -11,9 +11,16 @@ are sampled ``bulk`` at a time by one set of sparse products
 (:func:`trkx.gnn.sampling.sampler.sample_subgraphs`) and yielded one by one as ``Data`` records
 with a ``target_edge_mask`` (GNNModule then counts only those edges in the loss).
 
+Interleaving: the events are taken ``interleave`` (W) at a time, in that random order; the
+minibatches of the W events are cut into blocks of ``bulk`` consecutive ones of one event and
+the blocks of all W events are shuffled together, so consecutive steps come from different
+events. With W = 1 an event's minibatches follow one another: a pile-up-200 event at 64 targets
+per minibatch is ~2,000 steps, long enough for the network to drift towards that one event
+(docs/levers.md). The W events' records and sparse matrices stay in memory during their turn.
+
 Data-parallel: under ``torch.distributed`` (Lightning DDP, torchrun) rank r of P takes the
-minibatches r, r + P, ... of every event, the list padded by wrap-around to a multiple of P so
-that every rank takes the same number of steps; the targets do not depend on P, so the
+minibatches r, r + P, ... of each turn's list (W events), padded by wrap-around to a multiple of
+P so that every rank takes the same number of steps; the targets do not depend on P, so the
 minibatches of one step across P ranks are those of P consecutive steps of one process.
 Sampling runs in the main process (``num_workers`` 0): the products are the fast part.
 """
@@ -50,9 +57,12 @@ class SamplingConfig:
             scores exact when ``fanout`` is empty: see trkx.gnn.sampling.sampler).
         fanout: per hop, at most this many neighbours drawn per frontier hit (0: all); empty
             or None: no limit.
-        bulk: k, minibatches sampled together by one set of sparse products.
+        bulk: k, minibatches sampled together by one set of sparse products (and the block of
+            one event that interleaving moves as a unit).
         max_nodes: at most this many hits per minibatch (targets included; hits beyond it are
             dropped uniformly from the outermost hops); None: no cap.
+        interleave: W, events whose minibatches are shuffled together (module docstring);
+            1: one event after the other.
     """
 
     method: str = "shadow"
@@ -61,12 +71,13 @@ class SamplingConfig:
     fanout: Sequence[int] | None = field(default=None)
     bulk: int = 8
     max_nodes: int | None = None
+    interleave: int = 1
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method {self.method!r} is not one of {', '.join(METHODS)}")
-        if self.targets_per_batch < 1 or self.bulk < 1:
-            raise ValueError("targets_per_batch and bulk must be >= 1")
+        if self.targets_per_batch < 1 or self.bulk < 1 or self.interleave < 1:
+            raise ValueError("targets_per_batch, bulk and interleave must be >= 1")
         if self.hops < 1:
             raise ValueError(f"hops must be >= 1, got {self.hops}")
         fanout = tuple(int(f) for f in (self.fanout or ()))
@@ -122,32 +133,59 @@ class SampledMinibatches(IterableDataset):
         world = default_world if self.world_size is None else self.world_size
         epoch, self.epoch = self.epoch, self.epoch + 1
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        for index in torch.randperm(len(self.events), generator=generator).tolist():
+        order = torch.randperm(len(self.events), generator=generator).tolist()
+        turn = self.config.interleave
+        for start in range(0, len(order), turn):
+            yield from self._sample_turn(order[start:start + turn], generator, epoch, rank, world)
+
+    def _sample_turn(self, indices: list[int], generator: torch.Generator, epoch: int,
+                     rank: int, world: int) -> Iterator[Data]:
+        """The minibatches of the events ``indices`` (one turn), interleaved when W > 1."""
+        k = self.config.bulk
+        events: dict[int, _EventSampler] = {}
+        blocks: list[tuple[int, list[Tensor]]] = []
+        for index in indices:
             data = self.events[index]
             targets = self.minibatch_targets(data, generator)
             if not targets:
                 continue
-            padded = [targets[i % len(targets)]
-                      for i in range(-(-len(targets) // world) * world)]
-            mine = padded[rank::world]
-            yield from self._sample_event(data, mine, epoch, index, rank)
+            events[index] = _EventSampler(data, self.config, self.seed, epoch, index, rank)
+            blocks += [(index, targets[i:i + k]) for i in range(0, len(targets), k)]
+        if self.config.interleave > 1 and len(blocks) > 1:
+            blocks = [blocks[i] for i in torch.randperm(len(blocks), generator=generator)]
+        flat = [(index, t) for index, block in blocks for t in block]
+        if not flat:
+            return
+        padded = [flat[i % len(flat)] for i in range(-(-len(flat) // world) * world)]
+        mine = padded[rank::world]
+        run_start = 0
+        for i in range(1, len(mine) + 1):   # runs of one event, sampled k at a time
+            if i == len(mine) or mine[i][0] != mine[run_start][0] or i - run_start == k:
+                index = mine[run_start][0]
+                yield from events[index].sample([t for _, t in mine[run_start:i]])
+                run_start = i
 
-    def _sample_event(self, data: Data, targets: list[Tensor], epoch: int, index: int,
-                      rank: int) -> Iterator[Data]:
-        device = data.edge_index.device
+
+class _EventSampler:
+    """One event's sparse matrices and fan-out random stream, built once per turn."""
+
+    def __init__(self, data: Data, config: SamplingConfig, seed: int, epoch: int, index: int,
+                 rank: int) -> None:
+        self.data, self.config = data, config
         edge_index = data.edge_index.long()
-        adjacency = symmetric_adjacency(edge_index, int(data.num_nodes))
-        incidence = source_incidence_transposed(edge_index, int(data.num_nodes))
-        generator = None
-        if self.config.fanout or self.config.max_nodes is not None:
-            stream = ((self.seed * 1_000_003 + epoch) * 1_000_003 + index) * 4096 + rank
-            generator = torch.Generator(device=device).manual_seed(stream % 2 ** 63)
-        k = self.config.bulk
-        for start in range(0, len(targets), k):
-            chunk = [t.to(device) for t in targets[start:start + k]]
-            yield from sample_subgraphs(data, chunk, self.config.hops, self.config.fanout,
-                                        generator, adjacency, incidence,
-                                        max_nodes=self.config.max_nodes)
+        self.adjacency = symmetric_adjacency(edge_index, int(data.num_nodes))
+        self.incidence = source_incidence_transposed(edge_index, int(data.num_nodes))
+        self.generator = None
+        if config.fanout or config.max_nodes is not None:
+            stream = ((seed * 1_000_003 + epoch) * 1_000_003 + index) * 4096 + rank
+            self.generator = torch.Generator(device=data.edge_index.device).manual_seed(
+                stream % 2 ** 63)
+
+    def sample(self, targets: list[Tensor]) -> list[Data]:
+        device = self.data.edge_index.device
+        return sample_subgraphs(self.data, [t.to(device) for t in targets], self.config.hops,
+                                self.config.fanout, self.generator, self.adjacency,
+                                self.incidence, max_nodes=self.config.max_nodes)
 
 
 class SampledLoader(DataLoader):
