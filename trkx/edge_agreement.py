@@ -72,9 +72,9 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
     best = torch.full((2 * n_edges,), CLIP * CLIP)
     if n_edges:
         trajectory = edge_trajectory(pos, edge_index)
-        z0, slope = trajectory[:, 0] / Z0_SCALE, trajectory[:, 1] / SLOPE_SCALE
         rz = pos[:, [0, 2]]
-        # entry k: edge k mod E at hit hits[k] (k < E: its source, else its target)
+        # entry k: edge k mod E at hit hits[k] (k < E: its source, else its target), sorted
+        # by hit and, within a hit, inward entries before outward ones
         hits = torch.cat([edge_index[0], edge_index[1]])
         others = torch.cat([edge_index[1], edge_index[0]])
         outward = ((rz[others] - rz[hits]) * rz[hits]).sum(1) >= 0
@@ -82,18 +82,25 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
         order = torch.argsort(key, stable=True)
         count = torch.bincount(key, minlength=2 * n_hits)
         first = torch.cumsum(count, 0) - count
-        inward = order[~outward[order]]                  # inward entries, grouped by hit
-        partners = count[2 * hits[inward] + 1]           # outward edges at the same hit
+        edge = order % n_edges
+        z0 = trajectory[edge, 0] / Z0_SCALE
+        slope = trajectory[edge, 1] / SLOPE_SCALE
+        inward = torch.nonzero(~outward[order]).squeeze(1)     # sorted positions
+        hit_in = hits[order[inward]]
+        partners = count[2 * hit_in + 1]                        # outward edges at its hit
+        out_first = first[2 * hit_in + 1]
+        best_sorted = torch.full((2 * n_edges,), CLIP * CLIP)
         for start, stop in _chunk_bounds(partners, chunk_pairs):
             counts = partners[start:stop]
-            local = torch.repeat_interleave(torch.arange(start, stop), counts)
-            offset = torch.arange(int(counts.sum())) - (torch.cumsum(counts, 0) - counts)[
-                local - start]
-            k_in = inward[local]
-            k_out = order[first[2 * hits[k_in] + 1] + offset]
-            e, f = k_in % n_edges, k_out % n_edges
-            d2 = (z0[e] - z0[f]) ** 2 + (slope[e] - slope[f]) ** 2
-            best.scatter_reduce_(0, k_in, d2, reduce="amin")
-            best.scatter_reduce_(0, k_out, d2, reduce="amin")
+            ahead = torch.cumsum(counts, 0) - counts
+            at_out = torch.arange(int(counts.sum())) + torch.repeat_interleave(
+                out_first[start:stop] - ahead, counts)
+            at_in = inward[start:stop]
+            d2 = ((torch.repeat_interleave(z0[at_in], counts) - z0[at_out]) ** 2
+                  + (torch.repeat_interleave(slope[at_in], counts) - slope[at_out]) ** 2)
+            best_sorted[at_in] = torch.segment_reduce(
+                d2, "min", lengths=counts, unsafe=True, initial=CLIP * CLIP)
+            best_sorted.scatter_reduce_(0, at_out, d2, reduce="amin")
+        best[order] = best_sorted
     g = best.clamp(max=CLIP * CLIP).sqrt() / CLIP
     return g.view(2, n_edges).t().contiguous()
