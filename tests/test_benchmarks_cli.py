@@ -104,3 +104,34 @@ def test_stage_benchmarks_load_the_models_of_a_tiny_run(tiny_run: tuple[Path, Pa
     figures = json.loads((tmp_path / "filter.json").read_text())
     assert figures["score_cut"] == figures["working_point"]["score_cut"]  # the checkpoint's
     assert figures["stages"]["embedding"]["edges"] >= figures["stages"]["filter"]["edges"] > 0
+
+
+@pytest.mark.subprocess
+def test_gnn_regions_counts_each_regions_kept_signal_and_fakes(tmp_path: Path) -> None:
+    """Hits 0-2 in the barrel (volume 8), 3-5 on a disk (volume 9): two barrel signal edges
+    (one above 0.5), one barrel fake above 0.5, one endcap signal edge kept and a true
+    non-signal endcap edge (counted neither as signal nor as fake)."""
+    import torch
+    from torch_geometric.data import Data
+
+    from trkx.data.record import save_record
+
+    records = tmp_path / "gnn"
+    records.mkdir()
+    record = Data(edge_index=torch.tensor([[0, 1, 0, 3, 4], [1, 2, 2, 4, 5]]),
+                  scores=torch.tensor([0.9, 0.3, 0.7, 0.6, 0.95]),
+                  signal=torch.tensor([True, True, False, True, False]),
+                  y=torch.tensor([True, True, False, True, True]),
+                  volume_id=torch.tensor([8, 8, 8, 9, 9, 9]), x=torch.zeros(6, 3))
+    save_record(record, records / "event000000001.pt")
+    out = tmp_path / "regions.json"
+    result = run_benchmark("gnn_regions.py", "--records", str(records), "--cuts", "0.5,0.8",
+                           "--json", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(out.read_text())["event000000001"]
+    assert figures["barrel"]["0.5"] == {"keep": 0.5, "fakes_per_kept": 1.0, "signal_edges": 2}
+    assert figures["barrel"]["0.8"] == {"keep": 0.5, "fakes_per_kept": 0.0, "signal_edges": 2}
+    assert figures["endcap"]["0.5"] == {"keep": 1.0, "fakes_per_kept": 0.0, "signal_edges": 1}
+    assert figures["endcap"]["0.8"]["keep"] == 0.0
+    bad = run_benchmark("gnn_regions.py", "--records", str(tmp_path / "none"))
+    assert bad.returncode == 2 and "no record files" in bad.stderr
