@@ -107,3 +107,26 @@ def test_an_old_flag_is_an_argparse_error(capsys: pytest.CaptureFixture) -> None
         main(["train", "gnn", "--config", str(CONFIG), "--output", "somewhere"])
     assert exit_info.value.code == 2
     assert "unrecognized arguments: --output somewhere" in capsys.readouterr().err
+
+
+def test_init_from_starts_a_fresh_run_from_a_model(gnn_data, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    """trainer.init_from: a fresh run starts from the given model's weights (fine-tuning), so
+    one step at learning rate 0 exports them unchanged; a model of another width is one line,
+    exit 2."""
+    source = tmp_path / "source.pt"
+    assert train(gnn_data, source, "trainer.max_steps=3", "trainer.seed=5") == 0
+    tuned = tmp_path / "tuned.pt"
+    assert train(gnn_data, tuned, "trainer.max_steps=1", "trainer.seed=9",
+                 "module.learning_rate=0", f"trainer.init_from={source}") == 0
+    a, b = weights(source), weights(tuned)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    fresh = tmp_path / "fresh.pt"     # the same run without init_from: the seed's weights
+    assert train(gnn_data, fresh, "trainer.max_steps=1", "trainer.seed=9",
+                 "module.learning_rate=0") == 0
+    assert not all(torch.equal(a[k], weights(fresh)[k]) for k in a)
+    capsys.readouterr()
+    assert train(gnn_data, tmp_path / "wide.pt", "trainer.max_steps=1", "model.hidden=12",
+                 f"trainer.init_from={source}") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trainer.init_from does not fit" in err[0]

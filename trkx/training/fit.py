@@ -1,6 +1,7 @@
 """``fit_stage``: train one stage and export its best weights as a trkx checkpoint.
 
     seed (pl.seed_everything(seed, workers=True)) -> build the LightningModule
+    -> a fresh run with ``init_from``: the network starts from that model file's weights
     -> Trainer.fit (resuming RUN/last.ckpt when the same config wrote it)
     -> load RUN/best.ckpt (best validation ``monitor``; the last weights when no validation
        ran) -> validate those weights once
@@ -82,6 +83,20 @@ def _resume_point(run: Path, config: Mapping[str, Any], resume: bool, log) -> Pa
     return None
 
 
+def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None]) -> None:
+    """Load the network weights of the model file ``path`` (same stage, same constructor)."""
+    from trkx.checkpoint import CheckpointError, load_checkpoint
+
+    source = load_checkpoint(path, stage)
+    try:
+        network.load_state_dict(source.state_dict)
+    except RuntimeError as exc:
+        raise CheckpointError(f"{path}: trainer.init_from does not fit this {stage} network "
+                              f"({str(exc).splitlines()[0]}); give a model of the same "
+                              "constructor") from exc
+    log(f"{stage}: starting from the weights of {path} (trainer.init_from)")
+
+
 def _floats(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items()}
 
@@ -104,6 +119,8 @@ def fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[An
     resume_from = _resume_point(run, config, options.resume, log)
     pl.seed_everything(options.seed, workers=True, verbose=False)
     module = build_module()
+    if resume_from is None and options.init_from:
+        _initialise(stage, network(module), options.init_from, log)
     validation = val_loader is not None
     trainer = build_trainer(options, run, strategy=strategy, validation=validation)
     if trainer.is_global_zero:

@@ -55,6 +55,10 @@ class TrainerOptions:
             config (otherwise the run starts afresh).
         min_signal_efficiency: a trained stage whose validation keeps a smaller share of the
             signal edges than this is an error (nothing is exported).
+        init_from: a model file of the same stage (``trkx train`` output) whose network
+            weights start a fresh run instead of the seeded initialisation (fine-tuning, e.g.
+            a GNN on a new graph); ignored when the run resumes from its ``last.ckpt``. The
+            network's constructor must match the file's.
     """
 
     max_steps: int | None = None
@@ -75,6 +79,7 @@ class TrainerOptions:
     logger: str = "csv"
     resume: bool = True
     min_signal_efficiency: float = 0.05
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps is None and self.max_epochs is None:
