@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from trkx.data.detector import load_detector
-from trkx.data.features import CELL_FEATURES, cell_features, cylindrical, hit_features
+from trkx.data.features import (CELL_FEATURES, SHAPE_FEATURES, cell_features, cylindrical,
+                                hit_features)
 from trkx.data.io import load_event
 
 
@@ -43,6 +44,8 @@ def test_features_with_and_without_cells(sample_prefix: Path) -> None:
     hits, cells = load_event(sample_prefix, ["hits", "cells"])
     x, names = hit_features(hits, cells, load_detector())
     assert names[:3] == ["r", "phi", "z"] and len(names) == 3 + len(CELL_FEATURES)
+    # the shape leads the cell columns: a model of 9 inputs reads positions and shape only
+    assert tuple(names[3:9]) == SHAPE_FEATURES and names[9:] == ["cell_count", "cell_charge"]
     assert np.isfinite(x).all() and np.abs(x).max() < 50
     x3, names3 = hit_features(hits, cells, load_detector(), use_cells=False)
     assert names3 == ["r", "phi", "z"] and np.array_equal(x3, x[:, :3])

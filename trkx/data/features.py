@@ -16,7 +16,8 @@ of thickness ``t`` and pitches ``(p_u, p_v)`` (the Exa.TrkX cluster-shape recipe
         dir_eta = asinh(d_z / |d_xy|),  dir_phi = atan2(d_y, d_x).
 
 The cluster shape measures the track's crossing angle in the silicon, which the filter compares
-with the direction of a candidate edge.
+with the direction of a candidate edge. Column order: (r, phi, z), the six shape features, then
+cell_count and cell_charge, so ``in_features`` = 3 (positions), 9 (and the shape) or 11 (all).
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ import pandas as pd
 from trkx.data.detector import Detector
 
 POSITION_FEATURES: tuple[str, ...] = ("r", "phi", "z")
-CELL_FEATURES: tuple[str, ...] = ("cell_count", "cell_charge", "extent_u", "extent_v",
-                                  "dir_alpha", "dir_beta", "dir_eta", "dir_phi")
+#: The cluster's shape: what the crossing angle makes of it, which simulation and real data
+#: share (charge and cell count depend on thresholds and gains, so they come last: a model that
+#: reads the leading 3 + len(SHAPE_FEATURES) columns sees positions and shape only).
+SHAPE_FEATURES: tuple[str, ...] = ("extent_u", "extent_v", "dir_alpha", "dir_beta", "dir_eta",
+                                   "dir_phi")
+CELL_FEATURES: tuple[str, ...] = (*SHAPE_FEATURES, "cell_count", "cell_charge")
 #: Scale applied to each model input column so that typical values are O(1).
 FEATURE_SCALES: dict[str, float] = {
     "r": 1000.0, "phi": np.pi, "z": 1000.0, "cell_count": 10.0, "cell_charge": 1.0,
