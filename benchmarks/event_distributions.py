@@ -31,6 +31,12 @@ the range go to the first or last bin; categories for ``layer_hits``):
     TVD = 1/2 sum_k |p_a(k) - p_b(k)|,  p(k) = n(k) / sum_j n(j),   0 <= TVD <= 1,
 
 which for a 0/1 share is ``|share_a - share_b|``.
+
+Cluster shapes per volume (:func:`shape_samples`, the hit features of
+:func:`trkx.data.features.cell_features` that the models may take): ``cell_count``,
+``extent_u`` and ``extent_v`` in cells (``extent / pitch``: one pitch per volume, so the same
+distance as in mm), ``dir_alpha``, ``dir_beta`` (functions of the two extents within a volume),
+``dir_eta`` and ``dir_phi``, each on the fixed bins of :data:`SHAPE_BINS`.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from trkx.data.features import cylindrical
+from trkx.data.detector import Detector
+from trkx.data.features import cell_features, cylindrical
 from trkx.data.particle_id import decode_particle_id
 from trkx.data.truth import SignalCuts, layer_key, pseudorapidity, truth_graph
 from trkx.filter.features import edge_geometry
@@ -79,6 +86,20 @@ for _volume in VOLUMES:
     BINS[f"cells_per_cluster/vol{_volume}"] = _integer_bins(20)
 for _volume in PIXEL_VOLUMES:
     BINS[f"charge/vol{_volume}"] = np.linspace(0.0, 3.0, 121)
+
+
+SHAPE_FEATURES = ("extent_u", "extent_v", "dir_alpha", "dir_beta", "dir_eta", "dir_phi",
+                  "cell_count")
+#: Fixed bins of the cluster-shape features (extents in cells, angles in rad).
+SHAPE_BINS: dict[str, np.ndarray] = {
+    "extent_u": _integer_bins(20),
+    "extent_v": _integer_bins(20),
+    "dir_alpha": np.linspace(0.0, np.pi / 2, 91),
+    "dir_beta": np.linspace(0.0, np.pi / 2, 91),
+    "dir_eta": np.linspace(-4.5, 4.5, 91),
+    "dir_phi": np.linspace(-np.pi, np.pi, 73),
+    "cell_count": _integer_bins(20),
+}
 
 
 def bins_for(name: str) -> np.ndarray | None:
@@ -190,6 +211,24 @@ def cluster_samples(view: EventView) -> dict[str, np.ndarray]:
         if v in PIXEL_VOLUMES:
             out[f"charge/vol{v}"] = stats["sum"].to_numpy()[mask]
     return out
+
+
+def shape_samples(hits: pd.DataFrame, cells: pd.DataFrame, detector: Detector,
+                  select: np.ndarray | None = None) -> dict[int, dict[str, np.ndarray]]:
+    """The cluster-shape features (:data:`SHAPE_FEATURES`) of the hits with cells (and
+    ``select`` [N] when given), per volume: ``{volume: {feature: values}}``."""
+    shape = cell_features(hits, cells, detector)
+    module = detector.module_index(hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(),
+                                   hits["module_id"].to_numpy())
+    shape["extent_u"] = shape["extent_u"] / detector.pitch_u[module]
+    shape["extent_v"] = shape["extent_v"] / detector.pitch_v[module]
+    keep = shape["cell_count"].to_numpy() > 0
+    if select is not None:
+        keep &= np.asarray(select, dtype=bool)
+    volume = hits["volume_id"].to_numpy()
+    return {int(v): {f: shape[f].to_numpy(np.float64)[keep & (volume == v)]
+                     for f in SHAPE_FEATURES}
+            for v in VOLUMES if (keep & (volume == v)).any()}
 
 
 def event_samples(view: EventView) -> dict[str, np.ndarray]:

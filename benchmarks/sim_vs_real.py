@@ -33,6 +33,23 @@ tracks projected onto the truth hits), and on the sample event and its twins; th
 per-stage signal-edge efficiency and track efficiency of both and their absolute gaps
 (:mod:`sim_vs_real_models`). ``--quick``: two simulated events, under a minute on 2 cores
 without models.
+
+``cell_shape_tvd`` is the per-volume table of the cluster-shape hit features
+(:data:`event_distributions.SHAPE_FEATURES`: extents, direction angles and cell count, the
+cluster-shape inputs of the models): ``{comparison: {volume: {feature: TVD}}}`` between a real
+event and all hits of the same kind in the whole simulated events (a hit's shape does not depend
+on the subsampling), with ``cell_shape_tvd_floor`` (finite real statistics) and
+``cell_shape_entries`` beside it. The comparisons:
+
+* ``sample/particle_hits``, ``event21001/particle_hits``: the hits of particles (truth
+  ``particle_id != 0``; noise left out on both sides): every volume of the sample event, the
+  pixel volumes 7, 8, 9 of event 21001 (only they carry truth);
+* ``sample/all_hits``, ``event21001/all_hits``: every hit with cells, noise included on both
+  sides, all nine volumes.
+
+``--shapes-only`` computes just this table (seconds):
+
+    python benchmarks/sim_vs_real.py --shapes-only --quick --json shapes.json
 """
 
 from __future__ import annotations
@@ -55,16 +72,21 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from event_distributions import (
     PIXEL_VOLUMES,
+    SHAPE_BINS,
+    SHAPE_FEATURES,
     EventView,
     compare,
     event_samples,
     event_view,
+    histogram,
     pool,
+    shape_samples,
     subsample,
     tvd,
     tvd_floor,
 )
 
+from trkx.data.detector import load_detector
 from trkx.data.particle_id import decode_particle_id
 from trkx.data.simulate import generate_particles, simulate_event
 from trkx.data.simulate.runner import event_rng
@@ -207,6 +229,63 @@ def distributions(name: str, real: EventView, sims: list[EventView], rng: np.ran
     return out
 
 
+def shape_tables(reals: dict[str, tuple[EventView, dict]],
+                 events: list[dict[str, pd.DataFrame]], rng: np.random.Generator) -> dict:
+    """The per-volume cluster-shape TVD table (see the module docstring): ``cell_shape_tvd``,
+    ``cell_shape_tvd_floor``, ``cell_shape_entries`` and ``cell_shape_mean``."""
+    detector = load_detector()
+    sim_particle, sim_all = [], []
+    for tables in events:
+        pid = (tables["truth"].set_index("hit_id")["particle_id"]
+               .reindex(tables["hits"]["hit_id"].to_numpy()).to_numpy())
+        sim_particle.append(shape_samples(tables["hits"], tables["cells"], detector, pid != 0))
+        sim_all.append(shape_samples(tables["hits"], tables["cells"], detector))
+    out: dict[str, dict] = {"cell_shape_tvd": {}, "cell_shape_tvd_floor": {},
+                            "cell_shape_entries": {}, "cell_shape_mean": {}}
+    for name, (view, _) in reals.items():
+        particle = view.truth_hit & (view.particle_id != 0)
+        for selection, real, sims in (
+                ("particle_hits", shape_samples(view.hits, view.cells, detector, particle),
+                 sim_particle),
+                ("all_hits", shape_samples(view.hits, view.cells, detector), sim_all)):
+            key = f"{name}/{selection}"
+            for table in out.values():
+                table[key] = {}
+            for volume, real_values in real.items():
+                sim_values = {f: np.concatenate([s[volume][f] for s in sims if volume in s])
+                              for f in SHAPE_FEATURES}
+                if sim_values["cell_count"].size == 0:
+                    continue
+                row, floor, mean = {}, {}, {}
+                for feature in SHAPE_FEATURES:
+                    a = histogram(real_values[feature], SHAPE_BINS[feature])
+                    b = histogram(sim_values[feature], SHAPE_BINS[feature])
+                    row[feature] = tvd(a, b)
+                    floor[feature] = tvd_floor(b, int(a.sum()), rng, draws=30)
+                    mean[feature] = {"real": float(real_values[feature].mean()),
+                                     "sim": float(sim_values[feature].mean())}
+                out["cell_shape_tvd"][key][str(volume)] = row
+                out["cell_shape_tvd_floor"][key][str(volume)] = floor
+                out["cell_shape_mean"][key][str(volume)] = mean
+                out["cell_shape_entries"][key][str(volume)] = {
+                    "real": int(real_values["cell_count"].size),
+                    "sim": int(sim_values["cell_count"].size)}
+    return out
+
+
+def print_shape_tables(out: dict) -> None:
+    """The cell-shape TVD tables, one row per (comparison, volume)."""
+    print(f"{'cell-shape TVD':28s} " + " ".join(f"{f[:9]:>9s}" for f in SHAPE_FEATURES)
+          + "   n real   floor(count)")
+    for key, table in out["cell_shape_tvd"].items():
+        for volume, row in table.items():
+            n = out["cell_shape_entries"][key][volume]["real"]
+            floor = out["cell_shape_tvd_floor"][key][volume]["cell_count"]
+            print(f"{key + ' vol ' + volume:28s} "
+                  + " ".join(f"{row[f]:9.3f}" for f in SHAPE_FEATURES)
+                  + f" {n:8d} {floor:7.3f}")
+
+
 def plot(key: str, result: dict, path: Path) -> None:
     """Real vs simulated shares of one distribution on its fixed bins."""
     import matplotlib
@@ -259,6 +338,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="luminous region of the twins (default 50, the real events' "
                              "release)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shapes-only", action="store_true",
+                        help="only the per-volume cluster-shape TVD table (seconds)")
     parser.add_argument("--data", type=Path, default=None, metavar="DIR",
                         help="TrackML data folder (default $TRKX_DATA or ../shared/data/trackml)")
     parser.add_argument("--checkpoints", type=Path, default=None, metavar="DIR")
@@ -285,6 +366,17 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     reals = real_views(args.data)
     events = simulate(args.events, args.seed, args.vertex_sigma_z)
+    shapes = shape_tables(reals, events, np.random.default_rng([args.seed, 3]))
+    if args.shapes_only:
+        out = {**shapes, "real": {name: facts for name, (_, facts) in reals.items()},
+               "simulated": {"events": args.events, "pileup": PILEUP, "seed": args.seed,
+                             "vertex_sigma_z": args.vertex_sigma_z,
+                             "first_event_id": FIRST_SIM_ID},
+               "seconds": time.perf_counter() - start}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1))
+        print_shape_tables(out)
+        return 0
     twins = twin_views(events, reals["sample"][1], args.seed)
     rng = np.random.default_rng([args.seed, 2])
     results: dict[str, dict] = {}
@@ -316,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                           [e["particles"] for e in events])},
         "histograms": {k: {"hist": r["hist"], "categories": r["categories"]}
                        for k, r in results.items()},
+        **shapes,
     }
     if args.checkpoints is not None:
         from sim_vs_real_models import model_gaps
@@ -335,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:40s} {tvds[key]:6.3f} {out['tvd_floor'][key]:6.3f} "
               f"{'' if spread is None else f'{spread:6.3f}':>6s}  "
               f"{m['real']:.4g} / {m['sim']:.4g}")
+    print_shape_tables(out)
     print(f"max TVD {out['max_tvd']:.3f} ({worst}); hits per layer of event 21001: largest "
           f"relative difference {out['layer_count_max_rel_diff']:+.3f}, total "
           f"{out['total_hits_rel_diff']:+.3f}; {out['seconds']:.0f} s")
