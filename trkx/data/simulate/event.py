@@ -60,7 +60,8 @@ def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
     p_local = np.einsum("kji,kj->ki", detector.rotation[modules], crossings.momentum)
     direction = p_local / np.maximum(np.linalg.norm(p_local, axis=1, keepdims=True), 1e-30)
     signal = make_clusters(detector, modules, local[:, :2], direction, rng, dedx=physics.dedx,
-                           spread=physics.cluster_spread, threshold=physics.pixel_threshold)
+                           spread=physics.cluster_spread, threshold=physics.pixel_threshold,
+                           lorentz=physics.lorentz_tan, endcap_depth=physics.endcap_depth)
 
     noise_rows = noise_modules(detector, modules, config.noise_fraction, rng)
     noise_local = uniform_local_points(detector, noise_rows, rng)

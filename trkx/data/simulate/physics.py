@@ -50,8 +50,10 @@ class PhysicsConfig:
     min_incidence_cos: float = 0.1         # grazing crossings (|cos| below) leave no cluster
     min_pt: float = 0.15                   # GeV: particles produced below are not simulated
     dedx: float = 2.0                      # charge per mm of silicon path (cell values)
-    cluster_spread: float = 0.15           # charge-sharing width (in pitches) for cells
-    pixel_threshold: float = 0.1           # drop cells under this fraction of a cluster's max
+    cluster_spread: float = 0.0            # charge-sharing width (in pitches) for cells
+    pixel_threshold: float = 0.0           # drop cells under this fraction of a cluster's max
+    lorentz_tan: float = 0.11              # tan(Lorentz angle): charge drift per unit depth
+    endcap_depth: tuple[float, float] = (2.4, 1.7)   # endcap segment factor: pixel, strip
 
 
 def highland_angle(momentum: np.ndarray, beta: np.ndarray, charge: np.ndarray,
