@@ -20,7 +20,7 @@ import pandas as pd
 from trkx.data.detector import Detector, load_detector
 from trkx.data.simulate.cells import make_clusters
 from trkx.data.simulate.geometry import layer_surfaces_for
-from trkx.data.simulate.noise import noise_modules, uniform_local_points
+from trkx.data.simulate.noise import noise_directions, noise_modules, uniform_local_points
 from trkx.data.simulate.particles import particle_masses
 from trkx.data.simulate.physics import PhysicsConfig
 from trkx.data.simulate.propagate import propagate
@@ -33,6 +33,7 @@ class SimulationConfig:
 
     physics: PhysicsConfig = field(default_factory=PhysicsConfig)
     noise_fraction: float = 0.17   # share of noise among all hits
+    noise_direction_spread: float = 0.3   # noise crossings: random part of the direction
 
 
 def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
@@ -65,9 +66,12 @@ def simulate_event(particles: pd.DataFrame, rng: np.random.Generator,
 
     noise_rows = noise_modules(detector, modules, config.noise_fraction, rng)
     noise_local = uniform_local_points(detector, noise_rows, rng)
-    normal = np.tile([0.0, 0.0, 1.0], (noise_rows.size, 1))
-    noise = make_clusters(detector, noise_rows, noise_local, normal, rng, dedx=physics.dedx,
-                          spread=0.0, threshold=0.0)
+    noise_direction = noise_directions(detector, noise_rows, noise_local, rng,
+                                       config.noise_direction_spread)
+    noise = make_clusters(detector, noise_rows, noise_local, noise_direction, rng,
+                          dedx=physics.dedx, spread=physics.cluster_spread,
+                          threshold=physics.pixel_threshold, lorentz=physics.lorentz_tan,
+                          endcap_depth=physics.endcap_depth)
 
     n_signal = modules.size
     all_modules = np.concatenate([modules, noise_rows])

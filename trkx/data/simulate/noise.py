@@ -6,7 +6,10 @@ count of volume ``v`` is ``k * r_v * n_v`` with ``n_v`` the event's particle hit
 ``r_v = share_v / (1 - share_v)`` the measured noise-to-signal ratio, and ``k`` chosen so that
 noise makes up ``fraction`` of all hits. Each noise hit sits on the module of a random particle
 hit of its volume (so it follows the event's occupancy) at a uniform point of the trapezoid,
-with a one-cell cluster.
+with the cluster of a crossing in a random direction (:func:`noise_directions`: from the
+origin, plus a Gaussian of 0.3 per axis, fitted on the noise clusters of the real sample event):
+real noise hits are the crossings of particles missing from the record (low-energy
+secondaries), and their clusters are as wide as the particles' or wider, rarely single cells.
 """
 
 from __future__ import annotations
@@ -48,3 +51,15 @@ def uniform_local_points(detector: Detector, modules: np.ndarray, rng: np.random
         points[todo[inside]] = np.stack([u[inside], v[inside]], 1)
         todo = todo[~inside]
     return points
+
+
+def noise_directions(detector: Detector, modules: np.ndarray, local_points: np.ndarray,
+                     rng: np.random.Generator, spread: float = 0.3) -> np.ndarray:
+    """``[n, 3]`` local unit directions of noise crossings: the direction from the origin to the
+    hit plus a Gaussian vector of ``spread`` per axis (global frame), normalised."""
+    uvw = np.concatenate([local_points, np.zeros((modules.size, 1))], axis=1)
+    position = detector.local_to_global(modules, uvw)
+    d = position / np.maximum(np.linalg.norm(position, axis=1, keepdims=True), 1e-9)
+    d = d + spread * rng.standard_normal(d.shape)
+    d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
+    return np.einsum("kji,kj->ki", detector.rotation[modules], d)
