@@ -64,12 +64,13 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
                    chunk_pairs: int = DEFAULT_CHUNK_PAIRS) -> Tensor:
     """[E, 2] float32 agreement (g_i, g_j) of each edge i -> j of ``edge_index`` [2, E] with
     its best continuation at each of its hits (the module docstring), for hits at ``pos``
-    [N, 3] = (r, phi, z) in mm and rad."""
+    [N, 3] = (r, phi, z) in mm and rad, on the device of ``pos``."""
     if chunk_pairs < 1:
         raise ValueError(f"chunk_pairs must be >= 1, got {chunk_pairs}")
     pos, edge_index = pos.float(), edge_index.long()
     n_edges, n_hits = edge_index.shape[1], pos.shape[0]
-    best = torch.full((2 * n_edges,), CLIP * CLIP)
+    device = pos.device
+    best = torch.full((2 * n_edges,), CLIP * CLIP, device=device)
     if n_edges:
         trajectory = edge_trajectory(pos, edge_index)
         rz = pos[:, [0, 2]]
@@ -89,11 +90,11 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
         hit_in = hits[order[inward]]
         partners = count[2 * hit_in + 1]                        # outward edges at its hit
         out_first = first[2 * hit_in + 1]
-        best_sorted = torch.full((2 * n_edges,), CLIP * CLIP)
+        best_sorted = torch.full((2 * n_edges,), CLIP * CLIP, device=device)
         for start, stop in _chunk_bounds(partners, chunk_pairs):
             counts = partners[start:stop]
             ahead = torch.cumsum(counts, 0) - counts
-            at_out = torch.arange(int(counts.sum())) + torch.repeat_interleave(
+            at_out = torch.arange(int(counts.sum()), device=device) + torch.repeat_interleave(
                 out_first[start:stop] - ahead, counts)
             at_in = inward[start:stop]
             d2 = ((torch.repeat_interleave(z0[at_in], counts) - z0[at_out]) ** 2

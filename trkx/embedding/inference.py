@@ -63,16 +63,19 @@ def embedding_graph(network: EmbeddingMLP, record: Data, radius: float, max_neig
         E = { (i, j) : j among the max_neighbours nearest to i, |e_i - e_j| < radius },
         e = embed(x) at ``precision``,
 
-    plus the edge labels ``y``, ``y_pid``, ``signal`` when ``edge_labels`` and the record
-    carries truth (labelling is evaluation: inference itself never needs it). ``lap(name)``,
-    when given, is called after the embedding (``"embedding"``) and after the graph search
-    (``"graph"``), so a caller can time the two apart."""
+    on the device of ``record.x`` (the network's), plus the edge labels ``y``, ``y_pid``,
+    ``signal`` (computed from the truth on the CPU, returned beside the edges) when
+    ``edge_labels`` and the record carries truth (labelling is evaluation: inference itself
+    never needs it). ``lap(name)``, when given, is called after the embedding
+    (``"embedding"``) and after the graph search (``"graph"``), so a caller can time the two
+    apart."""
     lap = lap or (lambda name: None)
     out = copy.copy(record)             # shallow: the hit tensors are shared, not copied
     embedding = embed(network, record.x, precision=precision)
     lap("embedding")
-    out.edge_index = build_edges(embedding, radius, max_neighbours, backend,
-                                 pos=record.pos).cpu()
+    # on the embedding's device (build_edges: the search runs there, or on the CPU for the
+    # numba/cKDTree/FAISS-CPU backends, and the edges come back once)
+    out.edge_index = build_edges(embedding, radius, max_neighbours, backend, pos=record.pos)
     lap("graph")
     if edge_labels and getattr(record, "particle_id", None) is not None:
         out.y, out.y_pid, out.signal = label_edges(record, out.edge_index)

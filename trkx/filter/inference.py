@@ -22,8 +22,9 @@ from trkx.precision import dense_precision
 @torch.no_grad()
 def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_000,
                 precision: str = "fp32") -> torch.Tensor:
-    """Scores [E] of ``record.edge_index``; ``chunk_size=None`` scores all edges at once;
-    ``precision`` of the dense layers: fp32 or bf16 (:mod:`trkx.precision`)."""
+    """Scores [E] of ``record.edge_index``, on the device of ``record.x`` (the network's);
+    ``chunk_size=None`` scores all edges at once; ``precision`` of the dense layers: fp32 or
+    bf16 (:mod:`trkx.precision`)."""
     network.eval()
     device = record.x.device
     names = getattr(record, "feature_names", None) if network.cell_agreement else None
@@ -41,7 +42,7 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
         with dense_precision(precision, device):
             logits = network(features)
         parts.append(torch.sigmoid(logits.float()))
-    return torch.cat(parts) if parts else torch.zeros(0)
+    return torch.cat(parts) if parts else torch.zeros(0, device=device)
 
 
 def apply_cut(record: Data, scores: torch.Tensor, score_cut: float) -> Data:
