@@ -5,8 +5,9 @@ Without ``--config``/``--checkpoints`` it runs the models shipped with trkx
 
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event and
-``timing.json`` (seconds per stage per event, the throughput of the run, the precision and GNN
-kernel used, the memory allocator, the process's user and system CPU seconds) in ``--out``;
+``timing.json`` (seconds per stage per event, the throughput of the run, the device, precision
+and GNN kernel used, the memory allocator, the process's user and system CPU seconds) in
+``--out``;
 when the events carry truth (or with ``--evaluate``), ``trkx evaluate`` runs on the result
 into ``--out/evaluate``. ``--graphs DIR`` also writes the graph record of every stage to
 ``DIR/{embedding,filter,gnn}/`` (edge labels when there is truth; the evaluation then reports
@@ -19,6 +20,10 @@ pipeline once and using ``max(1, T // N)`` torch threads, T the command's thread
 way ``events_per_second = events / wall_seconds``, where ``wall_seconds`` runs from the moment
 the first pipeline is loaded and ready to the last event's tracks written (loading is excluded;
 the start times of workers are compared on ``time.monotonic``, one clock for all processes).
+
+``--device auto|cpu|cuda`` (:mod:`trkx.device`; default ``auto``: CUDA when torch sees it) is
+where the networks, neighbour search, edge inputs and GNN run (what stays on the CPU:
+:mod:`trkx.pipeline.inference`); ``cuda`` on a machine without CUDA is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from trkx import allocator
 from trkx.config import ConfigError
+from trkx.device import DEVICES
 
 if TYPE_CHECKING:
     from trkx.pipeline.inference import TrainedPipeline
@@ -60,6 +66,11 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--out", type=Path, help="folder for tracks, timing.json, evaluation")
     group.add_argument("--n-events", type=int, default=None, metavar="N",
                        help="only the first N events")
+    group.add_argument("--device", choices=DEVICES, default="auto",
+                       help="where the models, neighbour search and GNN run: auto (default: "
+                            "cuda when available, else cpu), cpu, or cuda (an error without "
+                            "CUDA); track building and file I/O stay on the CPU. fp32 tracks "
+                            "on cuda can differ from the CPU's in a few tracks")
     group.add_argument("--workers", type=int, default=1, metavar="N",
                        help="events in N parallel processes, each with max(1, threads // N) "
                             "threads (default 1: in this process)")
@@ -80,11 +91,12 @@ class PipelineSource:
     config: Path
     checkpoints: Path
     overrides: tuple[str, ...]
+    device: str = "auto"          # resolved by the parent: cpu or cuda[:I]
 
     def load(self) -> TrainedPipeline:
         from trkx.pipeline.inference import TrainedPipeline
 
-        return TrainedPipeline.load(self.config, self.checkpoints, self.overrides)
+        return TrainedPipeline.load(self.config, self.checkpoints, self.overrides, self.device)
 
 
 @dataclass(frozen=True)
@@ -220,6 +232,16 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
             max(n for _, _, n in done.values()))
 
 
+def run_settings(device: Any, precision: str, graph_ops: str) -> dict[str, str | None]:
+    """What a run was made with, in the order of the summary line and as ``timing.json``'s
+    top-level keys: ``device`` (cpu, cuda:I), ``gpu`` (its name; None on the CPU),
+    ``precision``, ``graph_ops``, ``allocator``. A new choice of the run goes here once."""
+    from trkx.device import device_label, gpu_name
+
+    return {"device": device_label(device), "gpu": gpu_name(device), "precision": precision,
+            "graph_ops": graph_ops, "allocator": allocator.active()}
+
+
 def evaluate_pixel_events(prefixes: list[str], results: list[EventResult], out: Path,
                           tracks_config: Path) -> None:
     """Events with truth for their pixel hits only (``-truth-pixel``, e.g. the real event
@@ -270,6 +292,9 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers} (1: events in this "
                           "process, N > 1: N parallel processes)")
+    from trkx.device import resolve_device
+
+    device = resolve_device(args.device, "--device")   # `--device cuda` without CUDA: here
     from trkx.pipeline.preflight import check_checkpoints, check_infer_inputs
 
     check_infer_inputs(args.events, args.checkpoints)     # before the heavy imports below
@@ -287,7 +312,8 @@ def run(args: argparse.Namespace) -> int:
     tracks_config = config.stage_config_path(config.tracks)
     gnn_checkpoint = checkpoint_paths(args.checkpoints)["gnn"]   # fails before any worker
     check_checkpoints(checkpoint_paths(args.checkpoints))
-    source = PipelineSource(Path(args.config), args.checkpoints, tuple(args.overrides))
+    source = PipelineSource(Path(args.config), args.checkpoints, tuple(args.overrides),
+                            device.type)
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder")
     prefixes = event_prefixes(args.events)[: args.n_events]
@@ -311,9 +337,8 @@ def run(args: argparse.Namespace) -> int:
     mean = {s: sum(t[s] for t in timing.values()) / len(timing) for s in stages}
     rate = len(results) / wall if wall > 0 else float("inf")
     cpu = process_cpu_seconds()
-    text = json.dumps({"precision": config.inference.precision,
-                       "graph_ops": config.inference.graph_ops,
-                       "allocator": allocator.active(), "cpu_seconds": cpu,
+    settings = run_settings(device, config.inference.precision, config.inference.graph_ops)
+    text = json.dumps({**settings, "cpu_seconds": cpu,
                        "events": timing, "mean_seconds": mean, "workers": workers,
                        "threads_per_worker": threads, "wall_seconds": wall,
                        "events_per_second": rate}, indent=2)
@@ -321,8 +346,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(timing)} event(s) -> {args.out}; {rate:.2f} events/s with {workers} "
           f"worker(s) of {threads} thread(s); mean seconds per event: "
           + ", ".join(f"{s} {mean[s]:.2f}" for s in stages)
-          + f" (precision {config.inference.precision}, allocator {allocator.active()}; "
-          f"process CPU user {cpu['user']:.1f} s, system {cpu['system']:.1f} s)")
+          + " (" + ", ".join(f"{key} {value}" for key, value in settings.items()
+                             if value is not None)
+          + f"; process CPU user {cpu['user']:.1f} s, system {cpu['system']:.1f} s)")
     if args.evaluate is not False:
         evaluate_pixel_events(prefixes, results, args.out / "evaluate", tracks_config)
     evaluate = args.evaluate if args.evaluate is not None else all(r.has_truth for r in results)

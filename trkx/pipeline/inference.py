@@ -16,6 +16,19 @@ so one setting decides the precision of all three learned stages.
 
 Edge truth labels are attached only when asked (``edge_labels=True``, for per-stage figures):
 inference does not need them.
+
+The device (``device="auto"|"cpu"|"cuda"``, :mod:`trkx.device`; ``auto`` takes CUDA when torch
+sees it) holds the three networks; :meth:`TrainedPipeline.run` moves the hit tensors the learned
+stages read (``x``, ``pos``) there once, and the embedding, neighbour search, filter, edge inputs
+and GNN run there on the same code as on the CPU. What runs on the CPU, and why:
+
+- reading the event files and building the record (pandas);
+- turning the neighbour table into unique inner -> outer edges (a numba kernel; the table goes
+  to the CPU and the edges come back once), and the search itself for the numba ``bucket``,
+  ``kdtree`` and CPU FAISS backends (``auto`` picks ``faiss_gpu`` or ``torch`` on CUDA);
+- edge labels (numpy truth matching, evaluation only);
+- track building (numba/numpy graph walks): the scored graph moves to the CPU once, and
+  :meth:`run` returns every stage's graph on the CPU.
 """
 
 from __future__ import annotations
@@ -24,7 +37,7 @@ import copy
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +46,7 @@ import torch
 from torch_geometric.data import Data
 
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
+from trkx.device import resolve_device, synchronize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,6 +62,9 @@ if TYPE_CHECKING:
 CHECKPOINT_FILES = {"embedding": "embedding.pt", "filter": "filter.pt", "gnn": "gnn.pt"}
 #: ``stage -> (stage YAML, overrides)`` for embedding, filter, gnn and tracks.
 StageConfigs = dict[str, tuple[Path, list[str]]]
+#: The record fields the learned stages read (hit features, positions): the only ones moved to
+#: the device. Ids, layers and truth are read by numpy code on the CPU and stay there.
+DEVICE_FIELDS: tuple[str, ...] = ("x", "pos")
 
 
 def checkpoint_paths(directory: str | os.PathLike) -> dict[str, Path]:
@@ -79,14 +96,18 @@ class TrainedPipeline:
     graph_ops: str
     builder: TrackBuilder
     chooser: KernelChooser
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @classmethod
     def load(cls, config: str | os.PathLike | None = None,
              checkpoints: str | os.PathLike | None = None,
-             overrides: Sequence[str] = ()) -> TrainedPipeline:
+             overrides: Sequence[str] = (),
+             device: str | torch.device = "auto") -> TrainedPipeline:
         """The models of ``checkpoints`` (``embedding.pt``, ``filter.pt``, ``gnn.pt``) with the
         settings of the pipeline YAML ``config`` (and ``--set``-style ``overrides``); with
-        neither, the models shipped with trkx (:func:`trkx.models.shipped_models`)."""
+        neither, the models shipped with trkx (:func:`trkx.models.shipped_models`). The models
+        run on ``device``: ``auto`` (CUDA when available), ``cpu``, ``cuda`` or a
+        ``torch.device`` (:mod:`trkx.device`; ``cuda`` without CUDA is a ConfigError)."""
         from trkx.pipeline.config import load_pipeline_config
 
         if config is None and checkpoints is None:
@@ -98,15 +119,17 @@ class TrainedPipeline:
             raise ConfigError("give both a pipeline config and its checkpoints, or neither "
                               "(the shipped models)")
 
+        target = resolve_device(device)       # before any loading: a bad device fails fast
         pipeline = load_pipeline_config(config, list(overrides))
-        return cls.from_stage_configs(checkpoints, pipeline.stage_configs())
+        return cls.from_stage_configs(checkpoints, pipeline.stage_configs(), target)
 
     @classmethod
-    def from_stage_configs(cls, checkpoints: str | os.PathLike,
-                           stage_configs: StageConfigs) -> TrainedPipeline:
-        """Load the models; ``stage_configs[stage] = (yaml path, overrides)`` give each stage's
-        ``inference`` section and the tracks ``builder``. A null value there takes the
-        checkpoint's working point (builder keys: the GNN checkpoint's, e.g. ``walk_cut``)."""
+    def from_stage_configs(cls, checkpoints: str | os.PathLike, stage_configs: StageConfigs,
+                           device: str | torch.device = "auto") -> TrainedPipeline:
+        """Load the models onto ``device`` (:meth:`load`); ``stage_configs[stage] = (yaml
+        path, overrides)`` give each stage's ``inference`` section and the tracks ``builder``.
+        A null value there takes the checkpoint's working point (builder keys: the GNN
+        checkpoint's, e.g. ``walk_cut``)."""
         from trkx.embedding.checkpoint import load_model as load_embedding
         from trkx.embedding.inference import EmbeddingInference
         from trkx.filter.checkpoint import FilterInference
@@ -118,6 +141,7 @@ class TrainedPipeline:
         from trkx.tracks.tuning import builder_options
         from trkx.training.data import EmbeddingData
 
+        target = resolve_device(device)
         paths = checkpoint_paths(checkpoints)
 
         def stage_section(stage: str, name: str) -> tuple[dict, str]:
@@ -151,11 +175,12 @@ class TrainedPipeline:
         builder = instantiate(TrackBuilder, built, tracks_label)
         radius, k = embedding_options.working_point(emb.working_point)
         pipeline = cls(
-            embedding=embedding, embedding_options=embedding_options, radius=radius,
+            embedding=embedding.to(target), embedding_options=embedding_options, radius=radius,
             max_neighbours=k, use_cells=trained.use_cells, signal_pt_min=trained.signal_pt_min,
-            filter=filter_net, filter_options=filter_options, filter_cut=filter_cut, gnn=gnn,
-            gnn_precision=gnn_options.precision, graph_ops=gnn_options.kernel(gnn_checkpoint),
-            builder=builder, chooser=KernelChooser(width=gnn.hidden, backward=False))
+            filter=filter_net.to(target), filter_options=filter_options, filter_cut=filter_cut,
+            gnn=gnn.to(target), gnn_precision=gnn_options.precision,
+            graph_ops=gnn_options.kernel(gnn_checkpoint), builder=builder,
+            chooser=KernelChooser(width=gnn.hidden, backward=False), device=target)
         pipeline.warm_up()
         return pipeline
 
@@ -163,19 +188,30 @@ class TrainedPipeline:
         """Load the compiled kernels of graph and track building (numba: from its disk cache,
         once compiled) and start numba's thread pool, on a tiny random event of the real
         types, so that this one-off cost (~0.3-1 s in a fresh process, seconds more on the
-        first-ever compile) is paid with the models, not by the first event."""
+        first-ever compile) is paid with the models, not by the first event. The dense layers,
+        the neighbour search and a CSR sum run once on the pipeline's device too (on CUDA:
+        the BLAS and sparse libraries' handles and the search's kernels)."""
         from trkx.embedding.graph import build_edges
+        from trkx.embedding.inference import embed
+        from trkx.gnn.ops_factory import build_graph_ops
 
         generator = torch.Generator().manual_seed(0)
         dim = self.embedding.net[-1].out_features
         points = torch.nn.functional.normalize(torch.randn(hits, dim, generator=generator), dim=1)
         pos = torch.rand(hits, 3, generator=generator) * torch.tensor([1000.0, 6.0, 2000.0])
         pos[:, 1] -= 3.0
-        edges = build_edges(points, 2.0, 4, self.embedding_options.backend, pos=pos)
+        embed(self.embedding, torch.rand(hits, self.embedding.in_features, generator=generator)
+              .to(self.device), precision=self.embedding_options.precision)
+        edges = build_edges(points.to(self.device), 2.0, 4, self.embedding_options.backend,
+                            pos=pos)
+        build_graph_ops(edges, hits, "csr").aggregate(
+            torch.ones(edges.shape[1], 4, device=self.device))
         layers = torch.arange(hits) % 4
-        self.builder.build(Data(edge_index=edges, scores=torch.full((edges.shape[1],), 0.9),
+        self.builder.build(Data(edge_index=edges.cpu(),
+                                scores=torch.full((edges.shape[1],), 0.9),
                                 num_nodes=hits, pos=pos, volume_id=torch.full((hits,), 8),
                                 layer_id=2 * layers + 2))
+        synchronize(self.device)
 
     @property
     def precisions(self) -> dict[str, str]:
@@ -186,8 +222,9 @@ class TrainedPipeline:
     @torch.no_grad()
     def run(self, record: Data, edge_labels: bool = False,
             ) -> tuple[dict[str, Data], np.ndarray, dict[str, float]]:
-        """Graphs after each stage, the track id of every hit, and seconds per stage
-        (``embedding``, ``graph``, ``filter``, ``gnn``, ``tracks``)."""
+        """Graphs after each stage (on the CPU), the track id of every hit, and seconds per
+        stage (``embedding``, ``graph``, ``filter``, ``gnn``, ``tracks``; on CUDA each lap
+        waits for the device's queued work, so a stage is charged its own kernels)."""
         from trkx.embedding.inference import embedding_graph
         from trkx.filter.inference import filter_graph
         from trkx.gnn.edge_inputs import model_edge_inputs
@@ -198,11 +235,14 @@ class TrainedPipeline:
 
         def lap(name: str) -> None:
             nonlocal clock
+            synchronize(self.device)
             now = time.perf_counter()
             seconds[name] = now - clock
             clock = now
 
-        embedded = embedding_graph(self.embedding, record, self.radius, self.max_neighbours,
+        moved: dict[int, torch.Tensor] = {}
+        on_device = to_device(record, self.device, DEVICE_FIELDS, moved)
+        embedded = embedding_graph(self.embedding, on_device, self.radius, self.max_neighbours,
                                    self.embedding_options.backend,
                                    self.embedding_options.precision, edge_labels, lap)
         clock = time.perf_counter()          # labelling is evaluation, not inference
@@ -214,9 +254,17 @@ class TrainedPipeline:
                                     self.graph_ops, self.chooser, precision=self.gnn_precision,
                                     edge_attr=model_edge_inputs(self.gnn, filtered))
         lap("gnn")
-        labels = self.builder.build(scored)
+        # Track building is numba/numpy on the CPU: every graph comes back once (each tensor
+        # once: the stages share the hit tensors); on the CPU nothing moves.
+        cpu = torch.device("cpu")
+        back = {id(moved[id(t)]): t for t in record.to_dict().values()
+                if isinstance(t, torch.Tensor) and id(t) in moved}   # the originals serve
+        graphs = {name: to_device(graph, cpu, None, back)
+                  for name, graph in (("embedding", embedded), ("filter", filtered),
+                                      ("gnn", scored))}
+        labels = self.builder.build(graphs["gnn"])
         lap("tracks")
-        return {"embedding": embedded, "filter": filtered, "gnn": scored}, labels, seconds
+        return graphs, labels, seconds
 
     def reconstruct(self, prefix: str | os.PathLike) -> pd.DataFrame:
         """Tracks of one TrackML event (``dir/eventNNNNNNNNN``; truth is never read): the
@@ -229,3 +277,20 @@ class TrainedPipeline:
                               with_truth=False)
         _, labels, _ = self.run(record)
         return tracks_frame(record.hit_id, labels, int(record.event_id))
+
+
+def to_device(record: Data, device: torch.device, fields: Sequence[str] | None,
+              moved: dict[int, torch.Tensor]) -> Data:
+    """A shallow copy of ``record`` with its tensors ``fields`` (all when None) on ``device``;
+    the others, and the tensors already there, are shared, not copied. ``moved`` maps
+    ``id(tensor)`` to its copy on the device, so a tensor shared by several records moves once
+    (the caller keeps the originals alive while it uses the map)."""
+    out = copy.copy(record)
+    for key, value in record.to_dict().items():
+        if (fields is not None and key not in fields) or not isinstance(value, torch.Tensor) \
+                or value.device == device:
+            continue
+        if id(value) not in moved:
+            moved[id(value)] = value.to(device)
+        out[key] = moved[id(value)]
+    return out
