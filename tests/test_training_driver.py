@@ -130,3 +130,16 @@ def test_init_from_starts_a_fresh_run_from_a_model(gnn_data, tmp_path: Path,
                  f"trainer.init_from={source}") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "trainer.init_from does not fit" in err[0]
+
+
+def test_a_run_past_its_memory_limit_stops_resumable(gnn_data, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """trainer.max_memory_gb below the process's RSS: the run stops after its first step with
+    one line (exit 2), nothing exported, and last.ckpt resumes under a sane limit."""
+    checkpoint = tmp_path / "gnn.pt"
+    assert train(gnn_data, checkpoint, "trainer.max_steps=5", "trainer.max_memory_gb=0.01") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "resident memory" in err[0] and "max_memory_gb=0.0" in err[0]
+    assert not checkpoint.exists() and last_step(checkpoint) == 1
+    assert train(gnn_data, checkpoint, "trainer.max_steps=5") == 0
+    assert "resuming" in capsys.readouterr().out and last_step(checkpoint) == 5

@@ -30,6 +30,10 @@ class StageFailed(RuntimeError):
     """Training finished but the stage is unusable (one line naming the metric and a hint)."""
 
 
+class MemoryLimitReached(StageFailed):
+    """The run passed ``trainer.max_memory_gb`` and stopped with a resumable ``last.ckpt``."""
+
+
 @dataclass(frozen=True)
 class FitResult:
     module: Any
@@ -138,6 +142,9 @@ def fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[An
         if saver.interrupted:
             raise KeyboardInterrupt from None
         raise
+    guard = next(c for c in trainer.callbacks if type(c).__name__ == "MemoryGuard")
+    if guard.tripped:
+        raise MemoryLimitReached(f"{stage}: {guard.tripped}")
     trainer.save_checkpoint(run / LAST, weights_only=False)
     metrics = _floats(trainer.callback_metrics)
     best = run / f"{BEST}.ckpt"

@@ -15,10 +15,12 @@ MODES: tuple[str, ...] = ("min", "max")
 _TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
 #: Keys that change how long or how visibly a run trains, or which of its validated weights it
 #: exports, not what it trains (a run may resume from a checkpoint written under other values
-#: of these; a new ``monitor`` starts its choice of the best weights afresh).
+#: of these; a new ``monitor`` starts its choice of the best weights afresh). ``init_from``
+#: only seeds a fresh run, so a resumed one ignores it.
 BUDGET_KEYS: frozenset[str] = frozenset({"max_steps", "max_epochs", "max_time", "resume",
                                          "progress_bar", "logger", "log_every_n_steps",
-                                         "val_every_n_steps", "monitor", "monitor_mode"})
+                                         "val_every_n_steps", "monitor", "monitor_mode",
+                                         "max_memory_gb", "init_from"})
 #: ``module`` keys that only choose the working point on the validation events (what a stage
 #: keeps), never what it learns: a run may resume under other values of these, and of the
 #: ``inference`` section.
@@ -55,6 +57,8 @@ class TrainerOptions:
             config (otherwise the run starts afresh).
         min_signal_efficiency: a trained stage whose validation keeps a smaller share of the
             signal edges than this is an error (nothing is exported).
+        max_memory_gb: the resident memory (GB) past which the run saves ``last.ckpt`` and
+            stops with a one-line error, to be resumed (None: 0.85 of the machine's memory).
         init_from: a model file of the same stage (``trkx train`` output) whose network
             weights start a fresh run instead of the seeded initialisation (fine-tuning, e.g.
             a GNN on a new graph); ignored when the run resumes from its ``last.ckpt``. The
@@ -79,6 +83,7 @@ class TrainerOptions:
     logger: str = "csv"
     resume: bool = True
     min_signal_efficiency: float = 0.05
+    max_memory_gb: float | None = None
     init_from: str | None = None
 
     def __post_init__(self) -> None:
@@ -96,6 +101,8 @@ class TrainerOptions:
             raise ValueError(f"monitor_mode must be min or max, got {self.monitor_mode!r}")
         if self.logger not in LOGGERS:
             raise ValueError(f"logger must be csv or none, got {self.logger!r}")
+        if self.max_memory_gb is not None and self.max_memory_gb <= 0:
+            raise ValueError(f"max_memory_gb must be > 0 or null, got {self.max_memory_gb}")
         if not 0.0 <= self.min_signal_efficiency <= 1.0:
             raise ValueError("min_signal_efficiency must lie in [0, 1]")
 

@@ -7,10 +7,17 @@ loses at most the steps since its last validation), ``best.ckpt`` (the best vali
 summed over resumed stretches, beside every validation). Distributed training passes its
 ``strategy`` (e.g. ``graph_parallel``) and gets the same checkpointing, validation,
 ``max_time`` and early stopping.
+
+Every run is watched for memory (``MemoryGuard``): after each training step the process's
+resident set size (RSS, ``/proc/self/statm``) is compared with ``max_memory_gb`` (default 0.85
+of the machine's memory); above it the run saves ``last.ckpt`` and stops, and ``fit_stage``
+reports it in one line, so a run that grows resumes instead of thrashing the machine. The RSS
+is logged as ``rss_gb`` beside every validation (the memory curve of a long run).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +27,28 @@ from trkx.training.options import TrainerOptions
 
 LAST = "last.ckpt"
 BEST = "best"
+#: Share of the machine's memory a run may hold when ``max_memory_gb`` is null.
+DEFAULT_MEMORY_SHARE = 0.85
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set size in bytes (None where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def memory_limit_bytes(max_memory_gb: float | None) -> int | None:
+    """``max_memory_gb`` in bytes, or DEFAULT_MEMORY_SHARE of the physical memory when null."""
+    if max_memory_gb is not None:
+        return int(max_memory_gb * 1e9)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return None
+    return int(DEFAULT_MEMORY_SHARE * total)
 
 
 def _callbacks_module():
@@ -89,7 +118,33 @@ def _callbacks_module():
         def load_state_dict(self, state_dict: dict[str, float]) -> None:
             self.seconds = float(state_dict.get("seconds", 0.0))
 
-    return LastCheckpoint, TrainingClock
+    class MemoryGuard(pl.Callback):
+        """Stops the run with a resumable ``last.ckpt`` when the RSS passes ``limit`` bytes
+        (checked after every training step); ``tripped`` then holds the one-line reason.
+        Logs ``rss_gb`` with every validation during training."""
+
+        def __init__(self, path: Path, limit: int | None) -> None:
+            self.path, self.limit = Path(path), limit
+            self.tripped: str | None = None
+
+        def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule,
+                               *args: Any) -> None:
+            rss = resident_bytes()
+            if self.limit is None or rss is None or rss <= self.limit or self.tripped:
+                return
+            trainer.save_checkpoint(self.path, weights_only=False)
+            self.tripped = (f"resident memory {rss / 1e9:.1f} GB passed trainer.max_memory_gb="
+                            f"{self.limit / 1e9:.1f} at step {trainer.global_step}: stopped with "
+                            f"a resumable {self.path} (run the same command again to resume)")
+            trainer.should_stop = True
+
+        def on_validation_epoch_end(self, trainer: pl.Trainer,
+                                    module: pl.LightningModule) -> None:
+            rss = resident_bytes()
+            if rss is not None and trainer.state.fn == "fit" and not trainer.sanity_checking:
+                module.log("rss_gb", rss / 1e9)
+
+    return LastCheckpoint, TrainingClock, MemoryGuard
 
 
 def build_trainer(options: TrainerOptions, root_dir: str | Path, strategy: Any = None,
@@ -100,8 +155,9 @@ def build_trainer(options: TrainerOptions, root_dir: str | Path, strategy: Any =
     from pytorch_lightning.loggers import CSVLogger
 
     root = Path(root_dir)
-    last_checkpoint, clock = _callbacks_module()
-    every: list[Any] = [last_checkpoint(root / LAST), clock()]
+    last_checkpoint, clock, memory_guard = _callbacks_module()
+    every: list[Any] = [last_checkpoint(root / LAST), clock(),
+                        memory_guard(root / LAST, memory_limit_bytes(options.max_memory_gb))]
     if validation:
         every.append(ModelCheckpoint(dirpath=root, filename=BEST, monitor=options.monitor,
                                      mode=options.monitor_mode, save_top_k=1,
