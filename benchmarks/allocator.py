@@ -34,10 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import harness
+from harness import peak_rss_kib, rss_kib
 
-from benchmarks.process_memory import peak_rss_kib, rss_kib
 from trkx import allocator
 
 ALLOCATORS = ("mimalloc", "jemalloc", "glibc", "off", "before")
@@ -153,7 +152,7 @@ def child(task: str, graphs: Path, steps: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--infer-events", type=Path, help="events for trkx infer")
     parser.add_argument("--graphs", type=Path, help="filter-stage records (trkx infer --graphs)")
     parser.add_argument("--allocators", nargs="+", choices=ALLOCATORS,
@@ -164,10 +163,9 @@ def main() -> int:
     parser.add_argument("--growth-steps", type=int, nargs=2, default=(50, 500),
                         metavar=("FIRST", "LAST"),
                         help="RSS after these sampled steps, for trkx's default allocator")
-    parser.add_argument("--json", type=Path)
     parser.add_argument("--child", choices=("whole", "sampled"), help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = harness.parse(parser)
     if args.child:
         print(json.dumps(child(args.child, args.graphs, args.steps)))
         return 0
@@ -203,10 +201,7 @@ def main() -> int:
                                  "ratio": last / first}
     result["summary"] = summary
     print(json.dumps(summary, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
-        print(f"wrote {args.json}")
+    harness.write_json(args.json, result)
     return 0
 
 

@@ -16,45 +16,182 @@ wrapped collectives sent and received (``CommStats``), checked against the analy
 
 from __future__ import annotations
 
-if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
-    from trkx.allocator import setup as setup_allocator
+if __name__ == "__main__":
+    import harness
+    harness.start()
 
-    setup_allocator()
-
-import argparse
 import json
 import os
-import socket
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
+import harness
+import numpy as np
 import torch
+from harness import free_port, peak_rss_kib, release_free_heap, reset_peak_rss, rss_kib
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from benchmarks.distributed_graphs import (
-    DEFAULT,
-    PARTITIONERS,
-    load_graphs,
-    plot,
-    quick_graph,
-    side_by_side,
-)
-from benchmarks.distributed_hang import measure_hang
-from benchmarks.process_memory import peak_rss_kib, release_free_heap, reset_peak_rss, rss_kib
 from trkx.gnn.distributed.figures import partition_figures
 from trkx.gnn.distributed.partition import make_partition
 
+REPO = harness.REPO
+PARTITIONERS = ("sector", "balanced", "refined")
+DEFAULT = "balanced"
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
+# ---------------------------------------------------------------- graphs
+def load_graphs(folder: Path, n_events: int) -> list[dict]:
+    from trkx.data.listing import record_paths
+    from trkx.data.record import load_record
+    graphs = []
+    for path in record_paths(str(folder))[:n_events]:
+        data = load_record(path)
+        graphs.append({"name": path.name, "pos": data.pos.float(), "x": data.x.float(),
+                       "edge_index": data.edge_index.long(), "y": data.y.float(),
+                       "signal": data.signal.bool()})
+    if not graphs:
+        raise SystemExit(f"{folder}: no event records")
+    return graphs
+
+
+def side_by_side(graphs: list[dict]) -> dict:
+    """One graph of all ``graphs`` (node ids of graph i offset by the nodes before it)."""
+    offsets = np.cumsum([0] + [g["x"].shape[0] for g in graphs])[:-1]
+    return {"name": f"{len(graphs)} events side by side",
+            "pos": torch.cat([g["pos"] for g in graphs]), "x": torch.cat([g["x"] for g in graphs]),
+            "edge_index": torch.cat([g["edge_index"] + int(o) for g, o in zip(graphs, offsets)],
+                                    1),
+            "y": torch.cat([g["y"] for g in graphs]),
+            "signal": torch.cat([g["signal"] for g in graphs])}
+
+
+def quick_graph(particles: int = 300) -> dict:
+    """``particles`` particles' hits of the sample event with an xyz radius graph (labelled)."""
+    from trkx.data.detector import load_detector
+    from trkx.data.events import event_record
+    from trkx.embedding.graph import build_edges
+    from trkx.embedding.labels import label_edges
+    data = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))
+    record = event_record(str(data / "sample_event" / "event000000001"), load_detector(),
+                          use_cells=False, signal_pt_min=1.0)
+    pid = record.particle_id.numpy()
+    chosen = np.random.default_rng(0).choice(np.unique(pid[pid != 0]), particles, replace=False)
+    keep = torch.as_tensor(np.flatnonzero(np.isin(pid, chosen)))
+    from torch_geometric.data import Data
+    sub = Data(pos=record.pos[keep], x=record.x[keep], particle_id=record.particle_id[keep],
+               signal_hit=record.signal_hit[keep])
+    sub.num_nodes = keep.numel()
+    new = torch.full((int(record.num_nodes),), -1, dtype=torch.int64)
+    new[keep] = torch.arange(keep.numel())
+    edges = new[record.track_edges]
+    sub.track_edges = edges[:, (edges >= 0).all(0)]
+    r, phi, z = sub.pos.T
+    xyz = torch.stack([r * torch.cos(phi), r * torch.sin(phi), z], 1) / 1000.0
+    sub.edge_index = build_edges(xyz, 0.1, 8, "kdtree", pos=sub.pos)
+    y, _, signal_edges = label_edges(sub, sub.edge_index)
+    return {"name": f"quick: {particles} particles of sample event 1, xyz radius graph",
+            "pos": sub.pos.float(), "x": sub.x.float(), "edge_index": sub.edge_index.long(),
+            "y": y.float(), "signal": signal_edges.bool()}
+
+
+
+def plot(result: dict, path: Path) -> None:
+    """Edge balance per P and bytes per GNN iteration per P, every partitioner."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    sizes = sorted(int(P) for P in result["balance"])
+    def mib(name: str, algorithm: str) -> list[float]:
+        return [result["balance"][str(P)][name]["bytes"][algorithm]["total"] / 2**20
+                for P in sizes]
+
+    for name in PARTITIONERS:
+        left.plot(sizes, [result["balance"][str(P)][name]["edge_imbalance"] for P in sizes],
+                  "-o", label=name, markersize=3)
+        right.plot(sizes, mib(name, "sparse-1d"), "-o", markersize=3, label=f"sparse-1d, {name}")
+    right.plot(sizes, mib(DEFAULT, "oblivious-1d"), "k:", label="oblivious-1d (any partition)")
+    left.set(xlabel="processes P", ylabel="edges max / mean", title="edge balance")
+    right.set(yscale="log", xlabel="processes P",
+              ylabel=f"MiB received per GNN iteration (width {result['width']})",
+              title="traffic, all ranks")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(P) for P in sizes])
+        ax.minorticks_off()
+    left.legend()
+    right.legend(fontsize=7)
+    fig.suptitle(result["graph"]["name"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- hang detection
+def measure_hang(graph: dict, timeout_s: float, work: Path) -> float | None:
+    """Seconds from SIGSTOP of rank 1 (of 2, ``torchrun -m trkx train gnn``) until rank 0
+    prints its one-line error naming ``distributed.timeout_s``; None when it never did."""
+    import yaml
+    from torch_geometric.data import Data
+
+    from trkx.data.record import save_record
+    events = work / "hang_events"
+    data = Data(x=graph["x"], pos=graph["pos"], edge_index=graph["edge_index"],
+                y=graph["y"].bool(), signal=graph["signal"])
+    data.num_nodes = graph["x"].shape[0]
+    save_record(data, events / "event.pt")
+    config = {"data": {"train_dir": str(events), "val_dir": str(events)},
+              "model": {"hidden": 16, "n_graph_iters": 2, "n_mlp_layers": 1,
+                        "edge_features": 0},
+              "module": {"graph_ops": "csr", "tune_tracks": False},
+              "trainer": {"max_steps": 10 ** 6, "val_every_n_epochs": 10 ** 6, "logger": "none",
+                          "progress_bar": False, "accelerator": "cpu"},
+              "distributed": {"timeout_s": timeout_s}}
+    path = work / "hang.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-port", str(free_port()), "-m", "trkx", "train", "gnn", "--config",
+         str(path), "--checkpoint", str(work / "hang.pt")], cwd=REPO, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: list[tuple[float, str]] = []
+    threading.Thread(target=lambda: lines.extend((time.time(), x) for x in launcher.stderr),
+                     daemon=True).start()
+    workers: list[int] = []
+    try:
+        last = work / "hang.run" / "last.ckpt"   # one event: written after every step
+        deadline = time.time() + 600
+        while not last.is_file() and time.time() < deadline and launcher.poll() is None:
+            time.sleep(0.2)
+        children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text()
+        workers = [int(pid) for pid in children.split()]
+        ranks = {}
+        for pid in workers:
+            env_items = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            ranks.update({int(i[5:]): pid for i in env_items if i.startswith(b"RANK=")})
+        os.kill(ranks[1], signal.SIGSTOP)
+        stopped = time.time()
+        while time.time() < stopped + timeout_s + 120:
+            hit = next((t for t, x in list(lines) if "distributed.timeout_s" in x), None)
+            if hit is not None:
+                return hit - stopped
+            time.sleep(0.2)
+        return None
+    finally:   # every torchrun worker has its own session
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
 
 
 # ---------------------------------------------------------------- rank workers
@@ -206,9 +343,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=Path, help="filter-stage event records")
-    parser.add_argument("--n-events", type=int, default=8, help="records used (default 8)")
+    parser = harness.parser(__doc__, events="filter-stage event records", n_events=8)
     parser.add_argument("--multi-event", type=int, default=8,
                         help="events side by side in the graph of the traffic and balance "
                              "figures (default 8; 1: one)")
@@ -232,12 +367,11 @@ def main() -> int:
     parser.add_argument("--memory-only", action="store_true",
                         help="only the per-rank memory under trkx's allocator (no traffic, "
                              "balance, step time, hang, C-library-default memory)")
-    parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path,
                         help="PNG of balance and traffic per P (default: beside --json)")
     parser.add_argument("--replot", type=Path, metavar="JSON",
                         help="only draw --plot from a JSON this script wrote")
-    args = parser.parse_args()
+    args = harness.parse(parser)
     if args.replot:
         plot(json.loads(args.replot.read_text()), args.plot or args.replot.with_suffix(".png"))
         return 0
@@ -373,10 +507,7 @@ def main() -> int:
                 "peak_memory_ratio_p4_glibc_default", "step_time_ratio_2proc",
                 "step_time_ratio_allocator", "overlap_step_time_ratio", "hang_detect_seconds"):
         print(f"{key}: {result[key]}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
-        print(f"wrote {args.json}")
+    harness.write_json(args.json, result)
     plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
     if plot_path and not args.memory_only:
         plot(result, plot_path)

@@ -16,35 +16,25 @@ each run (setup and validation included).
 
 from __future__ import annotations
 
-if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
-    from trkx.allocator import setup as setup_allocator
+if __name__ == "__main__":
+    import harness
+    harness.start()
 
-    setup_allocator()
-
-import argparse
-import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import harness
+from harness import REPO, free_port
 
 RECIPE = ["model.hidden=64", "model.n_graph_iters=6", "module.learning_rate=0.002",
           "module.graph_ops=csr", "module.tune_tracks=false", "trainer.logger=none",
           "trainer.progress_bar=false", "trainer.min_signal_efficiency=0.0"]
 FIGURES = ("val_loss", "val_efficiency", "val_purity", "val_auc")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def figures(metrics: dict) -> dict[str, float | None]:
@@ -70,15 +60,13 @@ def run(argv: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=Path, required=True,
-                        help="filter-stage event records (the first trains, the last validates)")
+    parser = harness.parser(__doc__, events="filter-stage event records (the first trains, "
+                            "the last validates)")
     parser.add_argument("--steps", type=int, default=6, help="whole-event optimiser steps")
     parser.add_argument("-P", "--processes", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2,
-                        help="cores in all: one process uses them all, P processes 1 each")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    args = harness.parse(parser)       # --threads: one process uses them all, P share them
+    if args.events is None:
+        parser.error("--events DIR is required")
     from trkx.checkpoint import load_checkpoint
     from trkx.data.listing import record_paths
     paths = record_paths(str(args.events))
@@ -117,10 +105,7 @@ def main() -> int:
     for k in FIGURES:
         print(f"  {k}: one process {one[k]}  P={args.processes} {many[k]}")
     print(f"max |difference| {difference}; wall {single_s:.0f} s vs {parallel_s:.0f} s")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
-        print(f"wrote {args.json}")
+    harness.write_json(args.json, result)
     return 0
 
 

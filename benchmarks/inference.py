@@ -4,6 +4,8 @@
         --checkpoints runs/pu200_cpu/checkpoints --events runs/pu200_cpu/data/test \
         [--real-events $TRKX_DATA/kaggle_hits] [--n-events 6] [--json out.json]
 
+Without --config/--checkpoints: the models shipped with trkx (trkx/models/pu200).
+
 For torch threads = 2 and = 1 (``--threads``), on the simulated events (truth, ``--events``)
 and on the real hit files (``--real-events``, hits only, needs a hits-only pipeline): the first
 event warms up (kernel and precision choices, allocator), then every event is timed: reading and
@@ -20,7 +22,7 @@ building the record (``load``), each stage (``embedding``, ``graph``, ``filter``
   stage, whether the change is within 0.002 (the bound for choosing bf16 for that stage);
 - ``graph_recall``: share of the exact (kdtree) graph's edges that the fast backend finds;
 - ``flop_rate_fraction``: each learned stage's dense FLOPs / its median seconds, divided by
-  the fp32 GEMM rate measured in the same run (benchmarks/inference_rates.py);
+  the fp32 GEMM rate measured in the same run (``matmul_rates``, ``stage_flops`` below);
 - ``peak_memory_gb``: the process's peak resident memory after the 2-thread simulated pass;
 - throughput mode: ``trkx infer --workers N`` for N = 1, 2 (events/s, subprocess);
 - ``help_seconds``: wall time of ``python -m trkx --help`` (median of 3).
@@ -30,35 +32,82 @@ Timings are wall-clock on a shared machine: compare figures of one run side by s
 
 from __future__ import annotations
 
-if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
-    from trkx.allocator import setup as setup_allocator
+if __name__ == "__main__":
+    import harness
+    harness.start()
 
-    setup_allocator()
-
-import argparse
 import dataclasses
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import harness
 import numpy as np
 import torch
+from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from inference_rates import matmul_rates, median, stage_flops
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = harness.REPO
 STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "write")
 LEARNED = ("embedding", "filter", "gnn")
 
 
 #: Largest efficiency change under bf16 that a stage may show to run at bf16.
 BF16_TOLERANCE = 0.002
+
+
+#: FLOPs count 2 per multiply-add of the dense layers as the stages compute them:
+#:     embedding: N * sum_l 2 in_l out_l; filter: E_graph * sum_l 2 in_l out_l (every candidate
+#:     edge once); gnn: E_filter * f_edge + N * f_node (InteractionGNN.flops_per_edge_and_node).
+#: Rates are measured at the thread count in force: a square fp32 GEMM (2048^3), a tall-skinny
+#: layer ([65536, 128] x [128, 128], the stages' hidden layers) and a bf16 GEMM.
+def best_seconds(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Best wall time of ``repeats`` calls after one warm-up call."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@torch.inference_mode()
+def matmul_rates() -> dict[str, float]:
+    """FLOP/s of a square fp32 GEMM, a tall-skinny fp32 layer and a square bf16 GEMM."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(2048, 2048, generator=generator)
+    b = torch.randn(2048, 2048, generator=generator)
+    tall = torch.randn(65536, 128, generator=generator)
+    weight = torch.randn(128, 128, generator=generator)
+    a16, b16 = a.bfloat16(), b.bfloat16()
+    return {"gemm_fp32": 2 * 2048**3 / best_seconds(lambda: a @ b),
+            "tall_skinny_fp32": 2 * 65536 * 128 * 128 / best_seconds(lambda: tall @ weight),
+            "gemm_bf16": 2 * 2048**3 / best_seconds(lambda: a16 @ b16, repeats=1)}
+
+
+def dense_flops(module: nn.Module) -> int:
+    """FLOPs of one row through every Linear of ``module`` (2 per multiply-add)."""
+    return sum(2 * m.in_features * m.out_features for m in module.modules()
+               if isinstance(m, nn.Linear))
+
+
+def stage_flops(pipeline, n_hits: int, graph_edges: int, filter_edges: int) -> dict[str, int]:
+    """Dense FLOPs of each learned stage on one event (module docstring)."""
+    per_edge, per_node = pipeline.gnn.flops_per_edge_and_node()
+    return {"embedding": n_hits * dense_flops(pipeline.embedding),
+            "filter": graph_edges * dense_flops(pipeline.filter),
+            "gnn": filter_edges * per_edge + n_hits * per_node}
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
 
 
 def edge_keys(edge_index: torch.Tensor, n: int) -> np.ndarray:
@@ -168,10 +217,11 @@ def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
 def throughput(args, workers: int, scratch: Path) -> float:
     """events/s of ``trkx infer --workers N`` on the simulated events (from its timing.json)."""
     out = scratch / f"workers{workers}"
-    subprocess.run([sys.executable, "-m", "trkx", "--threads", "2", "infer", "--config",
-                    str(args.config), "--checkpoints", str(args.checkpoints), "--events",
-                    str(args.events), "--out", str(out), "--n-events", str(args.n_events),
-                    "--workers", str(workers)], check=True, cwd=REPO,
+    models = ["--config", str(args.config), "--checkpoints", str(args.checkpoints)] \
+        if args.config else []
+    subprocess.run([sys.executable, "-m", "trkx", "--threads", "2", "infer", *models,
+                    "--events", str(args.events), "--out", str(out), "--n-events",
+                    str(args.n_events), "--workers", str(workers)], check=True, cwd=REPO,
                    stdout=subprocess.DEVNULL)
     return float(json.loads((out / "timing.json").read_text())["events_per_second"])
 
@@ -187,19 +237,17 @@ def help_seconds() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=Path("configs/pu200_cpu.yaml"))
-    parser.add_argument("--checkpoints", type=Path, required=True)
-    parser.add_argument("--events", type=Path, required=True,
-                        help="simulated TrackML events with truth")
+    parser = harness.parser(__doc__, events="simulated TrackML events with truth",
+                            models=True, n_events=6, threads=False)
     parser.add_argument("--real-events", type=Path, default=Path(os.environ.get(
         "TRKX_DATA", REPO.parent / "shared" / "data" / "trackml")) / "kaggle_hits")
-    parser.add_argument("--n-events", type=int, default=6, help="timed events per pass")
-    parser.add_argument("--threads", type=int, nargs="+", default=[2, 1])
+    parser.add_argument("--threads", type=int, nargs="+", default=[2, 1],
+                        help="a pass per thread count (default 2 1)")
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
                         help="throughput mode: worker counts to run (none: skip)")
-    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.events is None:
+        parser.error("--events DIR (simulated events with truth) is required")
 
     from trkx.data.listing import event_prefixes
     from trkx.pipeline.inference import TrainedPipeline
@@ -272,9 +320,7 @@ def main() -> None:
         "end_to_end_seconds", "real_end_to_end_seconds", "graph_build_seconds", "graph_recall",
         "efficiency_delta", "bf16_efficiency_delta", "help_seconds", "peak_memory_gb",
         "throughput_events_per_second")}, indent=1))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2, default=float))
+    harness.write_json(args.json, figures)
 
 
 if __name__ == "__main__":

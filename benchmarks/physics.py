@@ -22,12 +22,10 @@ as recorded when they ran).
 
 from __future__ import annotations
 
-if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
-    from trkx.allocator import setup as setup_allocator
+if __name__ == "__main__":
+    import harness
+    harness.start()
 
-    setup_allocator()
-
-import argparse
 import glob
 import json
 import os
@@ -36,10 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from physics_analysis import (
     ETA_BINS,
     PT_BINS,
@@ -53,7 +49,7 @@ from physics_analysis import (
 
 from trkx.data.record import load_record
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = harness.REPO
 HEADLINE = ("efficiency", "efficiency_err", "fake_rate", "fake_rate_err", "duplicate_rate",
             "trackml_score")
 
@@ -188,16 +184,14 @@ def print_report(name: str, result: dict) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
+    parser.set_defaults(threads=2)
     parser.add_argument("--config", type=Path, default=REPO / "configs" / "quickstart.yaml")
     parser.add_argument("--hits-only-config", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=REPO / "runs" / "physics")
     parser.add_argument("--no-run", action="store_true", help="analyse existing workdirs only")
-    parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--plots", type=Path, default=None)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = harness.parse(parser)
     runs = {"cells": (args.config, args.workdir)}
     if args.hits_only_config is not None:
         runs["hits_only"] = (args.hits_only_config, args.workdir.with_name(
@@ -232,10 +226,7 @@ def main() -> int:
         "seconds": main_run["seconds"],
         "runs": results,
     }
-    text = json.dumps(summary, indent=1, default=float)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text)
+    harness.write_json(args.json, summary)
     print(f"\nefficiency {summary['efficiency']:.4f}, fake rate {summary['fake_rate']:.4f}, "
           f"duplicate rate {summary['duplicate_rate']:.4f}, seconds {summary['seconds']:.0f}")
     return 0

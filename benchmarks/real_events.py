@@ -21,13 +21,10 @@ inference path, hits only unless the models use cells):
 
 from __future__ import annotations
 
-if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
-    from trkx.allocator import setup as setup_allocator
+if __name__ == "__main__":
+    import harness
+    harness.start()
 
-    setup_allocator()
-
-import argparse
-import json
 import os
 import resource
 import statistics
@@ -35,11 +32,12 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = harness.REPO
 MAX_LENGTH = 20          # lengths above are pooled in the last bin
 
 
@@ -137,11 +135,8 @@ def plot(histograms: dict[str, np.ndarray], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, required=True)
-    parser.add_argument("--config", type=Path, default=None, help="pipeline YAML (default: "
-                        "the shipped models)")
-    parser.add_argument("--checkpoints", type=Path, default=None)
+    parser = harness.parser(__doc__, models=True)
+    parser.set_defaults(threads=2)
     parser.add_argument("--data", type=Path, default=Path(os.environ.get(
         "TRKX_DATA", REPO.parent / "shared" / "data" / "trackml")))
     parser.add_argument("--sim-events", type=Path, default=None,
@@ -149,17 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-sim", type=int, default=3, help="simulated events used")
     parser.add_argument("--n-kaggle", type=int, default=None, help="only the first N files")
     parser.add_argument("--plot", type=Path, default=None, help="default: beside --json")
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
+    if args.json is None:
+        parser.error("--json PATH is required")
     if (args.config is None) != (args.checkpoints is None):
         parser.error("give --config and --checkpoints together (neither: shipped models)")
     import torch
 
     from trkx.data.listing import event_prefixes
     from trkx.pipeline.inference import TrainedPipeline
-    from trkx.threads import configure_threads
-
-    configure_threads(args.threads)
     pipeline = TrainedPipeline.load(args.config, args.checkpoints)
     if args.config is None:
         from trkx.models import shipped_models
@@ -211,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                                              histograms["simulated test events, tracks"])
     result["track_length_histograms"] = {k: v.tolist() for k, v in histograms.items()}
     plot(histograms, args.plot or args.json.with_suffix(".png"))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1, default=float))
+    harness.write_json(args.json, result)
     print(f"event 21001 (pixel projection): efficiency {pixel['efficiency']:.3f} +- "
           f"{pixel['efficiency_err']:.3f} ({pixel['n_signal_particles']} signal particles), "
           f"fake {pixel['fake_rate'] or 0:.3f}, duplicate {pixel['duplicate_rate'] or 0:.3f}\n"

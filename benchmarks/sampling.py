@@ -28,24 +28,18 @@ the JSON says which). ``--quick``: tiny events and budget, to check that it runs
 
 from __future__ import annotations
 
-if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
-    from trkx.allocator import setup as setup_allocator
+if __name__ == "__main__":
+    import harness
+    harness.start()
 
-    setup_allocator()
-
-import argparse
-import json
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import torch
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from tests.reference.bfs_sampling import bfs_subgraph, neighbour_lists
 from trkx.gnn.metrics import edge_metrics
@@ -288,9 +282,9 @@ def plot(result: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     import warnings
     warnings.filterwarnings("ignore", message=".*self.log.*")  # GNNModule outside a Trainer
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=Path, help="folder of filter-stage records (*.pt)")
-    parser.add_argument("--n-events", type=int, default=4)
+    parser = harness.parser(__doc__, events="folder of filter-stage records (*.pt)",
+                            n_events=4)
+    parser.set_defaults(threads=2)
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--knn", type=int, default=6)
     parser.add_argument("--targets-per-batch", type=int, default=1024)
@@ -307,16 +301,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minibatches", type=int, default=128,
                         help="subgraphs sampled per throughput round of the bulk sampler")
     parser.add_argument("--baseline-minibatches", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="tiny events and budget")
-    parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path, help="PNG of the curves (default: beside --json)")
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
     if args.quick:
         args.n_events, args.pileup, args.targets_per_batch = 3, 5.0, 64
         args.hidden, args.iters, args.budget_s, args.eval_every_s = 16, 2, 6.0, 2.0
         args.minibatches, args.baseline_minibatches = 64, 8
-    torch.set_num_threads(args.threads)
     config = SamplingConfig(targets_per_batch=args.targets_per_batch, hops=args.hops,
                             fanout=args.fanout, bulk=8, max_nodes=args.max_nodes)
     graphs, source = load_graphs(args)
@@ -364,9 +355,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['peak_memory_ratio']:.3f}; final val efficiency minibatch "
           f"{final_mini['val_efficiency']:.4f} vs full graph {final_full['val_efficiency']:.4f}"
           f"; time to quality ratio {'not reached' if ttq is None else f'{ttq:.3f}'}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    harness.write_json(args.json, result)
     plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
     if plot_path:
         plot(quality, plot_path)

@@ -1,16 +1,19 @@
 """The benchmark scripts run against the current trkx: every one answers ``--help``, the quick
-modes that fit in a test run work, and the stage benchmarks load the models of a tiny run.
+modes that fit in a test run work, every script and result file is listed in
+benchmarks/README.md, and the model benchmarks run on the models of a tiny run.
 
 A script is a ``benchmarks/*.py`` with a ``__main__`` block (the others are helpers the scripts
 import), found by glob, so a new benchmark is covered without editing this file. Left out as
 too slow for a test (measured on the 2-core development machine): ``sampling.py --quick``
-(~55 s) and ``distributed.py --quick`` (~110 s, many gloo processes).
+(~55 s) and ``distributed.py --quick`` (~110 s, many gloo processes); benchmarks/README.md
+gives the command of each.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +27,7 @@ BENCHMARKS = REPO / "benchmarks"
 
 def benchmark_scripts() -> list[Path]:
     return sorted(path for path in BENCHMARKS.glob("*.py")
-                  if 'if __name__ == "__main__":' in path.read_text())
+                  if re.search(r'^if __name__ == "__main__":', path.read_text(), re.M))
 
 
 def run_benchmark(script: str, *args: str, timeout: float = 300,
@@ -39,8 +42,38 @@ def run_benchmark(script: str, *args: str, timeout: float = 300,
 
 def test_the_scripts_are_found() -> None:
     names = {path.name for path in benchmark_scripts()}
-    assert {"filter.py", "graph_construction.py", "inference.py", "physics.py"} <= names
-    assert "stage_models.py" not in names          # a helper: no __main__ block
+    assert {"graph_construction.py", "inference.py", "physics.py", "tracks.py"} <= names
+    assert "harness.py" not in names               # a helper: no __main__ block
+
+
+def test_every_script_and_result_is_in_the_benchmarks_readme() -> None:
+    """benchmarks/README.md names every script, and every file of benchmarks/results/ (or its
+    folder) is named there or in the README that quotes it."""
+    table = (BENCHMARKS / "README.md").read_text()
+    quoted = table + (REPO / "README.md").read_text()
+    assert [p.name for p in BENCHMARKS.glob("*.py") if f"`{p.name}`" not in table] == []
+    results = BENCHMARKS / "results"
+    unquoted = [str(p.relative_to(results)) for p in results.iterdir()
+                if p.name not in quoted]
+    assert unquoted == []
+
+
+def test_the_harness_records_command_commit_and_machine(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import harness
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    seconds: dict[str, list[float]] = {}
+    for _ in range(3):
+        with harness.timed(seconds, "stage"):
+            pass
+    assert len(seconds["stage"]) == 3 and harness.medians(seconds, skip=1)["stage"] >= 0
+    harness.write_json(tmp_path / "out.json", {"figure": np.float32(0.5)})
+    written = json.loads((tmp_path / "out.json").read_text())
+    assert written["figure"] == 0.5
+    assert {"command", "commit", "dirty", "date", "machine"} <= set(written["run"])
+    assert written["run"]["machine"]["cores"] >= 1 and harness.peak_rss_kib() > 0
 
 
 @pytest.mark.subprocess
@@ -78,60 +111,37 @@ def test_graph_construction_quick_search_on_a_saved_embedding(tmp_path: Path) ->
     assert figures["best"]["recall"] >= 0.999
 
 
-@pytest.mark.slow
 @pytest.mark.subprocess
-def test_stage_benchmarks_load_the_models_of_a_tiny_run(tiny_run: tuple[Path, Path],
-                                                        tmp_path: Path) -> None:
-    """graph_construction.py and filter.py on the checkpoints and test events of ``trkx run``
-    (hits only, so the embedding config's cells are switched off as the run did)."""
-    _, workdir = tiny_run
-    checkpoints, test = workdir / "checkpoints", workdir / "data" / "test"
-    embedding = run_benchmark(
-        "graph_construction.py", "--checkpoint", str(checkpoints / "embedding.pt"),
-        "--test-events", str(test), "--timing-events", str(tmp_path / "none"), "--quick",
-        "--threads", "1", "--out", str(tmp_path / "embedding"), "--json",
-        str(tmp_path / "embedding.json"))
-    assert embedding.returncode == 0, embedding.stderr[-2000:]
-    figures = json.loads((tmp_path / "embedding.json").read_text())
-    assert figures["test_events"] == 1 and figures["max_neighbours"] == 32  # configs' graph
-    assert 0.0 < figures["signal_edge_efficiency"] <= 1.0
-
-    filtered = run_benchmark(
-        "filter.py", "--checkpoint", str(checkpoints / "filter.pt"), "--embedding-checkpoint",
-        str(checkpoints / "embedding.pt"), "--test-events", str(test), "--out",
-        str(tmp_path / "filter"), "--json", str(tmp_path / "filter.json"))
-    assert filtered.returncode == 0, filtered.stderr[-2000:]
-    figures = json.loads((tmp_path / "filter.json").read_text())
-    assert figures["score_cut"] == figures["working_point"]["score_cut"]  # the checkpoint's
-    assert figures["stages"]["embedding"]["edges"] >= figures["stages"]["filter"]["edges"] > 0
-
-
-@pytest.mark.subprocess
-def test_gnn_regions_counts_each_regions_kept_signal_and_fakes(tmp_path: Path) -> None:
-    """Hits 0-2 in the barrel (volume 8), 3-5 on a disk (volume 9): two barrel signal edges
-    (one above 0.5), one barrel fake above 0.5, one endcap signal edge kept and a true
-    non-signal endcap edge (counted neither as signal nor as fake)."""
-    import torch
-    from torch_geometric.data import Data
-
-    from trkx.data.record import save_record
-
-    records = tmp_path / "gnn"
-    records.mkdir()
-    record = Data(edge_index=torch.tensor([[0, 1, 0, 3, 4], [1, 2, 2, 4, 5]]),
-                  scores=torch.tensor([0.9, 0.3, 0.7, 0.6, 0.95]),
-                  signal=torch.tensor([True, True, False, True, False]),
-                  y=torch.tensor([True, True, False, True, True]),
-                  volume_id=torch.tensor([8, 8, 8, 9, 9, 9]), x=torch.zeros(6, 3))
-    save_record(record, records / "event000000001.pt")
-    out = tmp_path / "regions.json"
-    result = run_benchmark("gnn_regions.py", "--records", str(records), "--cuts", "0.5,0.8",
+def test_tracks_quick(tmp_path: Path, sample_prefix: Path) -> None:
+    """tracks.py --quick: every builder on the sample event and a 2-copy overlay, and the
+    evaluation seconds (~15 s)."""
+    out = tmp_path / "tracks.json"
+    result = run_benchmark("tracks.py", "--quick", "--data", str(sample_prefix.parents[1]),
                            "--json", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
-    figures = json.loads(out.read_text())["event000000001"]
-    assert figures["barrel"]["0.5"] == {"keep": 0.5, "fakes_per_kept": 1.0, "signal_edges": 2}
-    assert figures["barrel"]["0.8"] == {"keep": 0.5, "fakes_per_kept": 0.0, "signal_edges": 2}
-    assert figures["endcap"]["0.5"] == {"keep": 1.0, "fakes_per_kept": 0.0, "signal_edges": 1}
-    assert figures["endcap"]["0.8"]["keep"] == 0.0
-    bad = run_benchmark("gnn_regions.py", "--records", str(tmp_path / "none"))
-    assert bad.returncode == 2 and "no record files" in bad.stderr
+    figures = json.loads(out.read_text())
+    assert set(figures["builders"]) == {"sample event", "2-copy overlay"}
+    assert figures["evaluation"]["evaluate_best_s"] > 0
+    assert figures["run"]["command"].startswith("python benchmarks/tracks.py --quick")
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_model_benchmarks_run_on_the_models_of_a_tiny_run(tiny_run: tuple[Path, Path],
+                                                          tmp_path: Path) -> None:
+    """physics.py --no-run and graph_construction.py on the config, checkpoints and test
+    events of ``trkx run``: what to run after changing a stage."""
+    config, workdir = tiny_run
+    physics = run_benchmark("physics.py", "--config", str(config), "--workdir", str(workdir),
+                            "--no-run", "--json", str(tmp_path / "physics.json"))
+    assert physics.returncode == 0, physics.stderr[-2000:]
+    figures = json.loads((tmp_path / "physics.json").read_text())
+    assert 0.0 <= figures["efficiency"] <= 1.0 and set(figures["stage_efficiency"]) == {
+        "embedding", "filter", "gnn"}
+    search = run_benchmark(
+        "graph_construction.py", "--config", str(config), "--checkpoints",
+        str(workdir / "checkpoints"), "--events", str(workdir / "data" / "test"), "--quick",
+        "--json", str(tmp_path / "search.json"))
+    assert search.returncode == 0, search.stderr[-2000:]
+    figures = json.loads((tmp_path / "search.json").read_text())
+    assert figures["max_neighbours"] == 32 and figures["best"]["recall"] >= 0.999

@@ -1,0 +1,205 @@
+"""The one harness of the benchmarks: common arguments, timing, the machine, one JSON shape.
+
+Every script in benchmarks/ starts and ends the same way::
+
+    if __name__ == "__main__":          # before torch loads: trkx's allocator (trkx/allocator.py)
+        import harness
+        harness.start()
+
+    import harness
+    parser = harness.parser(__doc__, events="simulated test events", models=True)
+    args = harness.parse(parser)        # applies --threads before any work
+    with harness.timed(seconds, "filter"):
+        ...
+    harness.write_json(args.json, figures)
+
+``write_json`` keeps the script's figures at the top level (the keys that README, the model card
+and ``trkx.models.package`` read) and adds one ``run`` object: the command line, the commit and
+whether the tree had uncommitted changes, the date, the wall seconds since :func:`start` and the
+machine (:func:`machine`). Any figure can so be traced to the command and commit that made it.
+Memory is read from /proc (Linux): :func:`rss_kib`, :func:`peak_rss_kib`, :func:`reset_peak_rss`.
+Only the standard library is imported here; torch is read from ``sys.modules`` when loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:            # `tests.reference` and `trkx` of this checkout
+    sys.path.insert(1, str(REPO))
+_STARTED = time.perf_counter()
+
+
+def start() -> None:
+    """The process entry of a benchmark: trkx's caching allocator (re-executes once under it),
+    as every ``trkx`` command does. Call it before torch is imported."""
+    global _STARTED
+    from trkx.allocator import setup
+    setup()
+    _STARTED = time.perf_counter()
+
+
+def parser(doc: str | None, *, events: str | None = None, models: bool = False,
+           n_events: int | None = None, threads: bool = True) -> argparse.ArgumentParser:
+    """An argument parser with the common options: ``--json PATH``, ``--threads N`` (unless
+    ``threads`` is False: a script that runs a pass per thread count defines its own); with
+    ``events`` (its help) ``--events DIR``; with ``n_events`` ``--n-events N`` (that default);
+    with ``models``, ``--config PIPELINE.yaml`` and ``--checkpoints DIR``."""
+    text = (doc or "").strip()
+    p = argparse.ArgumentParser(description=text.split("\n\n")[0],
+                                epilog="\n\n".join(text.split("\n\n")[1:]) or None,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", type=Path, help="write the figures here (with the command, "
+                   "commit and machine that produced them)")
+    if threads:
+        p.add_argument("--threads", type=int, default=None,
+                       help="threads of torch, OpenMP and numba (default: TRKX_THREADS, "
+                            "else every core this process may use)")
+    if events is not None:
+        p.add_argument("--events", type=Path, help=events)
+    if n_events is not None:
+        p.add_argument("--n-events", type=int, default=n_events,
+                       help=f"events used (default {n_events})")
+    if models:
+        p.add_argument("--config", type=Path, help="pipeline YAML of the models "
+                       "(default: the shipped pile-up-200 models)")
+        p.add_argument("--checkpoints", type=Path, help="its checkpoint folder")
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse, then apply ``--threads`` (trkx's rule: --threads > TRKX_THREADS > cores)."""
+    args = p.parse_args(argv)
+    from trkx.threads import configure_threads
+    if hasattr(args, "threads"):
+        args.threads = configure_threads(args.threads)
+    return args
+
+
+@contextlib.contextmanager
+def timed(seconds: dict[str, list[float]], stage: str) -> Iterator[None]:
+    """Append the wall seconds of the ``with`` block to ``seconds[stage]``."""
+    begin = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds.setdefault(stage, []).append(time.perf_counter() - begin)
+
+
+def medians(seconds: dict[str, list[float]], skip: int = 0) -> dict[str, float]:
+    """Median seconds of each stage, the first ``skip`` runs (warm-up) left out."""
+    return {stage: statistics.median(times[skip:] or times) for stage, times in seconds.items()}
+
+
+def _cpu() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on: CPU, cores, threads, load, memory, GPU, versions."""
+    info: dict[str, Any] = {
+        "cpu": _cpu(), "cores": os.cpu_count(), "threads": os.environ.get("TRKX_THREADS"),
+        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg")
+        else None, "python": platform.python_version(), "platform": platform.platform()}
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        info["memory_gb"] = round(int(re.search(r"MemTotal:\s+(\d+)", Path(
+            "/proc/meminfo").read_text()).group(1)) / 2**20, 1)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch"] = torch.__version__
+        info["gpu"] = (torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+    with contextlib.suppress(Exception):
+        from trkx.allocator import active
+        info["allocator"] = active()
+    return info
+
+
+def _git(*args: str) -> str | None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=10)
+        if done.returncode == 0:
+            return done.stdout.strip()
+    return None
+
+
+def provenance() -> dict[str, Any]:
+    """The ``run`` object of every benchmark JSON."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    script = Path(sys.argv[0]).resolve()
+    if script.is_relative_to(REPO):          # as the README writes it
+        script = script.relative_to(REPO)
+    return {"command": " ".join(["python", str(script), *sys.argv[1:]]),
+            "commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None
+            else None, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "seconds": round(time.perf_counter() - _STARTED, 1), "machine": machine()}
+
+
+def _plain(value: Any) -> Any:
+    """JSON for numpy and torch scalars and arrays (``tolist``), paths and the rest (str)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def write_json(path: Path | None, figures: dict[str, Any]) -> None:
+    """Write ``figures`` with the ``run`` object (atomically; nothing when ``path`` is None)."""
+    if path is None:
+        return
+    from trkx.atomic import atomic_write
+    text = json.dumps({**figures, "run": provenance()}, indent=1, default=_plain)
+    atomic_write(path, lambda tmp: tmp.write_text(text + "\n"))
+    print(f"wrote {path}")
+
+
+def _status_kib(key: str) -> int:
+    return int(re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
+
+
+def rss_kib() -> int:
+    """Resident memory of this process now (VmRSS)."""
+    return _status_kib("VmRSS")
+
+
+def peak_rss_kib() -> int:
+    """Its high-water mark (VmHWM) since start or :func:`reset_peak_rss`."""
+    return _status_kib("VmHWM")
+
+
+def reset_peak_rss() -> None:
+    """Reset the high-water mark, so a peak can be measured over one stretch of work."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def release_free_heap() -> None:
+    """Return freed heap pages to the OS (glibc ``malloc_trim``; nothing under a preloaded
+    allocator), so that the resident size before a step counts live data."""
+    import ctypes
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def free_port() -> int:
+    """A free TCP port on this host (rendezvous of distributed runs)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
