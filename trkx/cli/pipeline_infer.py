@@ -91,7 +91,7 @@ class PipelineSource:
     config: Path
     checkpoints: Path
     overrides: tuple[str, ...]
-    device: str = "auto"          # resolved by the parent: cpu or cuda[:I]
+    device: str = "auto"          # resolved by the parent: cpu or cuda
 
     def load(self) -> TrainedPipeline:
         from trkx.pipeline.inference import TrainedPipeline

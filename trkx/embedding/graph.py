@@ -183,7 +183,12 @@ def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_nei
     if backend == "torch":
         tensor = embedding if isinstance(embedding, torch.Tensor) else torch.from_numpy(
             np.asarray(embedding, np.float32))
+        # searched on the embedding's device; the table [N, k+1] goes to the CPU once, for
+        # the numba pair kernel of table_to_edges
         return _torch_search(tensor, radius, k, max_block_bytes).cpu().numpy()
+    # The other backends are CPU libraries (numba, scipy, FAISS): a CUDA embedding is copied
+    # to the CPU once here ([N, d] float32). faiss_gpu copies it back to its own GPU index
+    # (it takes numpy arrays; faiss.contrib.torch_utils could skip the copies, not yet measured).
     points = _as_float32(embedding)
     if len(points) == 0:
         return np.zeros((0, k), np.int64)
@@ -246,6 +251,8 @@ def build_edges(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbo
     """
     n = embedding.shape[0]
     table = neighbour_table(embedding, radius, max_neighbours, backend, **search_options)
+    # Unique inner -> outer pairs: a numba kernel (counting sort of the pairs) on the CPU
+    # whatever the device, and the (r, |z|) rank; the edges move to the embedding's device once.
     edges = torch.from_numpy(table_to_edges(table, inner_to_outer_rank(pos, n)))
     if isinstance(embedding, torch.Tensor):
         edges = edges.to(embedding.device)
