@@ -77,7 +77,7 @@ def quick_graph(particles: int = 300) -> dict:
     from trkx.data.events import event_record
     from trkx.embedding.graph import build_edges
     from trkx.embedding.labels import label_edges
-    data = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))
+    data = harness.DATA
     record = event_record(str(data / "sample_event" / "event000000001"), load_detector(),
                           use_cells=False, signal_pt_min=1.0)
     pid = record.particle_id.numpy()

@@ -24,7 +24,6 @@ if __name__ == "__main__":
     harness.start()
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -123,7 +122,7 @@ def pipeline_embedding(args) -> tuple[np.ndarray, object, float, int, str]:
     from trkx.embedding.inference import embed
     from trkx.pipeline.inference import TrainedPipeline
 
-    data = Path(os.environ.get("TRKX_DATA", harness.REPO.parent / "shared" / "data" / "trackml"))
+    data = harness.DATA
     prefix = event_prefixes(str(args.events or data / "real_pixel_truth"))[0]
     pipeline = TrainedPipeline.load(args.config, args.checkpoints)
     record = event_record(prefix, load_detector(), pipeline.use_cells, pipeline.signal_pt_min)

@@ -1,22 +1,11 @@
 """The one harness of the benchmarks: common arguments, timing, the machine, one JSON shape.
 
-Every script in benchmarks/ starts and ends the same way::
-
-    if __name__ == "__main__":          # before torch loads: trkx's allocator (trkx/allocator.py)
-        import harness
-        harness.start()
-
-    import harness
-    parser = harness.parser(__doc__, events="simulated test events", models=True)
-    args = harness.parse(parser)        # applies --threads before any work
-    with harness.timed(seconds, "filter"):
-        ...
-    harness.write_json(args.json, figures)
-
-``write_json`` keeps the script's figures at the top level (the keys that README, the model card
-and ``trkx.models.package`` read) and adds one ``run`` object: the command line, the commit and
-whether the tree had uncommitted changes, the date, the wall seconds since :func:`start` and the
-machine (:func:`machine`). Any figure can so be traced to the command and commit that made it.
+A script calls :func:`start` first (``if __name__ == "__main__"``, before torch loads), builds
+its arguments with :func:`parser` and :func:`parse`, times with :func:`timed` and ends with
+:func:`write_json`, which keeps the script's figures at the top level (the keys README, the
+model card and ``trkx.models.package`` read) and adds one ``run`` object: the command line, the
+commit and whether the tree had uncommitted changes, the date, the wall seconds since
+:func:`start` and the machine (:func:`machine`): any figure traces back to what made it.
 Memory is read from /proc (Linux): :func:`rss_kib`, :func:`peak_rss_kib`, :func:`reset_peak_rss`.
 Only the standard library is imported here; torch is read from ``sys.modules`` when loaded.
 """
@@ -41,6 +30,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:            # `tests.reference` and `trkx` of this checkout
     sys.path.insert(1, str(REPO))
+#: The real TrackML files: $TRKX_DATA, else ../shared/data/trackml beside the checkout.
+DATA = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))
 _STARTED = time.perf_counter()
 
 

@@ -38,7 +38,6 @@ if __name__ == "__main__":
 
 import dataclasses
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -239,8 +238,7 @@ def help_seconds() -> float:
 def main() -> None:
     parser = harness.parser(__doc__, events="simulated TrackML events with truth",
                             models=True, n_events=6, threads=False)
-    parser.add_argument("--real-events", type=Path, default=Path(os.environ.get(
-        "TRKX_DATA", REPO.parent / "shared" / "data" / "trackml")) / "kaggle_hits")
+    parser.add_argument("--real-events", type=Path, default=harness.DATA / "kaggle_hits")
     parser.add_argument("--threads", type=int, nargs="+", default=[2, 1],
                         help="a pass per thread count (default 2 1)")
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],

@@ -28,7 +28,6 @@ if __name__ == "__main__":
 
 import glob
 import json
-import os
 import subprocess
 import sys
 import time
@@ -148,7 +147,7 @@ def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
                         plots / "edge_efficiency_vs_pt.png")
         plot_efficiency(out["efficiency_vs_eta"], "eta", "particle eta",
                         plots / "edge_efficiency_vs_eta.png")
-    data = Path(os.environ.get("TRKX_DATA", REPO.parent / "shared" / "data" / "trackml"))
+    data = harness.DATA
     sample = data / "sample_event"
     out["real_sample"] = real_sample(pipeline, sample) if sample.is_dir() else None
     return out
@@ -199,7 +198,7 @@ def main() -> int:
     results: dict[str, dict] = {}
     for name, (config, workdir) in runs.items():
         start = time.perf_counter()
-        seconds = (run_pipeline(config, workdir) if not args.no_run else math_nan())
+        seconds = (run_pipeline(config, workdir) if not args.no_run else float("nan"))
         result = analyse(config, workdir, args.plots / name if args.plots else None)
         result["seconds"] = seconds
         result["analysis_seconds"] = time.perf_counter() - start
@@ -230,10 +229,6 @@ def main() -> int:
     print(f"\nefficiency {summary['efficiency']:.4f}, fake rate {summary['fake_rate']:.4f}, "
           f"duplicate rate {summary['duplicate_rate']:.4f}, seconds {summary['seconds']:.0f}")
     return 0
-
-
-def math_nan() -> float:
-    return float("nan")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ if __name__ == "__main__":
     import harness
     harness.start()
 
-import os
 import resource
 import statistics
 import sys
@@ -137,8 +136,7 @@ def plot(histograms: dict[str, np.ndarray], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = harness.parser(__doc__, models=True)
     parser.set_defaults(threads=2)
-    parser.add_argument("--data", type=Path, default=Path(os.environ.get(
-        "TRKX_DATA", REPO.parent / "shared" / "data" / "trackml")))
+    parser.add_argument("--data", type=Path, default=harness.DATA)
     parser.add_argument("--sim-events", type=Path, default=None,
                         help="simulated TrackML events to compare track lengths with")
     parser.add_argument("--n-sim", type=int, default=3, help="simulated events used")

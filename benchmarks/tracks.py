@@ -26,7 +26,6 @@ if __name__ == "__main__":
     import harness
     harness.start()
 
-import os
 import statistics
 import time
 from pathlib import Path
@@ -208,8 +207,7 @@ def evaluation_seconds(record: Data, repeat: int) -> dict:
 
 def main() -> int:
     parser = harness.parser(__doc__)
-    parser.add_argument("--data", type=Path, default=Path(os.environ.get(
-        "TRKX_DATA", harness.REPO.parent / "shared" / "data" / "trackml")))
+    parser.add_argument("--data", type=Path, default=harness.DATA)
     parser.add_argument("--copies", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
