@@ -161,3 +161,16 @@ def test_dry_run_into_a_reader_that_stops_after_one_line(tmp_path: Path) -> None
     _, err = process.communicate(timeout=60)
     assert first.startswith(b" to do  simulate-train ")
     assert err == "" and process.returncode == 141
+
+
+def test_init_from_is_taken_relative_to_the_recipe(tmp_path: Path) -> None:
+    """A stage's trainer.init_from in a recipe names a model file relative to the recipe (as
+    its stage configs are), whatever the current directory: the cells recipe's GNN starts
+    from the shipped hits-only GNN, which must exist."""
+    config = load_pipeline_config(CONFIGS / "pu200_cells.yaml")
+    step = next(s for s in plan_steps(config, tmp_path) if s.name == "train-gnn")
+    init = [a for a in step.argv if a.startswith("trainer.init_from=")]
+    assert len(init) == 1
+    path = Path(init[0].split("=", 1)[1])
+    assert path.is_absolute() and path.resolve() == REPO / "trkx" / "models" / "pu200" / "gnn.pt"
+    assert path.is_file()

@@ -60,6 +60,14 @@ def _simulate_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
     return steps
 
 
+def _relative_to_recipe(overrides: list[str], base: Path) -> list[str]:
+    """The overrides with a ``trainer.init_from`` model path taken relative to the recipe's
+    folder (as its stage config paths are), so the recipe runs from any directory."""
+    key = "trainer.init_from="
+    return [f"{key}{resolve_relative(o[len(key):], base)}"
+            if o.startswith(key) and o[len(key):] not in ("", "null") else o for o in overrides]
+
+
 def _sets(overrides: list[str]) -> tuple[str, ...]:
     return tuple(item for o in overrides for item in ("--set", o))
 
@@ -99,7 +107,8 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
         data = [f"data.train_dir={folders['train']}", f"data.val_dir={folders['val']}", *counts]
         steps.append(Step(f"train-{stage}", stage, (
             "train", stage, *_config_args(config, plan), "--checkpoint", str(checkpoint),
-            *_sets([*plan.overrides, *data])), checkpoint,
+            *_sets([*_relative_to_recipe(plan.overrides, config.path.parent), *data])),
+            checkpoint,
             inputs(_source(stage, "train", simulate), _source(stage, "val", simulate))))
         if stage == "gnn":
             break
