@@ -164,8 +164,7 @@ class GNNModule(pl.LightningModule):
         if not self._val_events:
             return {"edge_cut": float(self.edge_cut)}
         tuned = tune_cut(self._val_events, fake_target=self.fake_rate_target)
-        return {"edge_cut": tuned.cut, "walk_cut": tuned.cut, "min_length": tuned.min_length,
-                "val_track_efficiency": tuned.efficiency, "val_fake_rate": tuned.fake_rate}
+        return tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
 
     def on_validation_epoch_end(self) -> None:
         if not self._val_outputs:

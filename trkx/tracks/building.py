@@ -10,11 +10,18 @@
 - ``method="components"``: connected components of edges with ``score >= cc_cut``
   (:mod:`trkx.tracks.components`).
 
-Candidates with fewer than ``min_length`` hits are dissolved: each of their hits becomes a
-track of its own (one hit, so never a candidate in evaluation). A real particle above the
-signal pT leaves ~10 hits here, while pieces of low-pT loopers that the graph stages broke
-apart hold 3-4, so ``min_length`` trades a little efficiency for far fewer fake tracks; the
-GNN chooses it with the cut on validation events (trkx.tracks.tuning).
+Candidates with fewer than ``L(t)`` hits are dissolved: each of their hits becomes a track of
+its own (one hit, so never a candidate in evaluation). The minimum length depends on the
+track's region, by its pseudorapidity ``eta_t = mean_{i in t} asinh(z_i / r_i)`` (the track
+eta of :mod:`trkx.tracks.metrics`; hits at ``pos = (r, phi, z)``):
+
+    L(t) = min_length_forward   if |eta_t| >= forward_eta and min_length_forward is set,
+           min_length           otherwise (and when the record has no ``pos``).
+
+A real particle above the signal pT leaves ~10 hits here, while pieces of particles that the
+graph stages broke apart hold 3-5, so ``L`` trades a little efficiency (particles with few
+hits) for far fewer fake tracks; the GNN chooses both lengths with the cut on validation
+events (trkx.tracks.tuning).
 
 Track ids are renumbered 0..T-1 in order of first appearance, so they are stable and compact.
 """
@@ -26,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trkx.arrays import as_numpy
 from trkx.tracks.components import connected_component_tracks
 from trkx.tracks.graph import ORIENTATIONS, ScoredGraph, graph_from_record
 from trkx.tracks.walkthrough import walkthrough_tracks
@@ -44,6 +52,8 @@ class TrackBuilder:
     sibling_ratio: float = 0.7
     orientation: str = "given"
     min_length: int = 1
+    min_length_forward: int | None = None   # |eta_t| >= forward_eta; None: min_length
+    forward_eta: float = 2.0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -58,31 +68,57 @@ class TrackBuilder:
                              f"{', '.join(ORIENTATIONS)}")
         if self.max_layer_hits < 1:
             raise ValueError(f"max_layer_hits must be >= 1, got {self.max_layer_hits}")
-        if self.min_length < 1:
-            raise ValueError(f"min_length must be >= 1, got {self.min_length}")
+        for name in ("min_length", "min_length_forward"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.forward_eta < 0:
+            raise ValueError(f"forward_eta must be >= 0, got {self.forward_eta}")
 
-    def build_graph(self, graph: ScoredGraph) -> np.ndarray:
-        """Track id of every hit of ``graph`` (int64, compact, in order of first hit)."""
+    def build_graph(self, graph: ScoredGraph, hit_eta: np.ndarray | None = None) -> np.ndarray:
+        """Track id of every hit of ``graph`` (int64, compact, in order of first hit);
+        ``hit_eta`` [N] (``asinh(z / r)``) places tracks in their length region."""
         if self.method == "components":
             labels = connected_component_tracks(graph, self.cc_cut)
         else:
             labels = walkthrough_tracks(graph, self.walk_cut, self.max_layer_hits,
                                         self.sibling_ratio)
-        return compact_labels(dissolve_short(labels, self.min_length))
+        return compact_labels(dissolve_short(labels, self.min_length, self.min_length_forward,
+                                             self.forward_eta, hit_eta))
 
     def build(self, record) -> np.ndarray:
         """Track id of every hit of an event record with ``edge_index`` and ``scores`` (edges
         below the method's cut are dropped before the graph is sorted: they are never used)."""
         cut = self.cc_cut if self.method == "components" else self.walk_cut
-        return self.build_graph(graph_from_record(record, self.orientation, min_score=cut))
+        return self.build_graph(graph_from_record(record, self.orientation, min_score=cut),
+                                record_hit_eta(record))
 
 
-def dissolve_short(labels: np.ndarray, min_length: int) -> np.ndarray:
-    """Give every hit of a track with fewer than ``min_length`` hits a track id of its own."""
-    if min_length <= 1 or len(labels) == 0:
+def record_hit_eta(record) -> np.ndarray | None:
+    """``asinh(z / r)`` of every hit of a record with ``pos = (r, phi, z)`` (else None)."""
+    pos = getattr(record, "pos", None)
+    if pos is None:
+        return None
+    pos = as_numpy(pos).astype(np.float64)
+    return np.arcsinh(pos[:, 2] / np.maximum(pos[:, 0], 1e-9))
+
+
+def dissolve_short(labels: np.ndarray, min_length: int, min_length_forward: int | None = None,
+                   forward_eta: float = 2.0, hit_eta: np.ndarray | None = None) -> np.ndarray:
+    """Give every hit of a track with fewer than ``L(t)`` hits (module docstring) a track id
+    of its own: ``min_length``, or ``min_length_forward`` for a track whose mean ``hit_eta``
+    has ``|eta_t| >= forward_eta`` (when both are given)."""
+    if len(labels) == 0:
         return labels
     _, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    short = counts[inverse] < min_length
+    inverse = inverse.reshape(-1)
+    length = np.full(len(counts), min_length, dtype=np.int64)
+    if min_length_forward is not None and hit_eta is not None:
+        track_eta = np.bincount(inverse, weights=hit_eta, minlength=len(counts)) / counts
+        length[np.abs(track_eta) >= forward_eta] = min_length_forward
+    if length.max() <= 1:
+        return labels
+    short = counts[inverse] < length[inverse]
     out = np.asarray(labels, dtype=np.int64).copy()
     out[short] = out.max() + 1 + np.arange(int(short.sum()))
     return out

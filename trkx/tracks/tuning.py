@@ -1,14 +1,26 @@
-"""Choosing the track builder's cut on validation events.
+"""Choosing the track builder's cut and minimum lengths on validation events.
 
 For scored validation records, candidate cuts ``c_1 < ... < c_m`` and candidate minimum track
-lengths ``l_1 < ... < l_k`` (TrackBuilder.min_length), build the tracks at each pair and
-evaluate them (double majority by default); the chosen pair is
+lengths ``l_1 < ... < l_k``, one length for the central and one for the forward region
+(TrackBuilder.min_length, min_length_forward: tracks with ``|eta_t| >= forward_eta``), build
+the tracks at each cut once, evaluate them once (double majority by default), and score every
+pair of lengths from that one evaluation; the chosen point is
 
-    (c*, l*) = argmax_(c, l) { efficiency(c, l) : fake_rate(c, l) <= fake_target }
+    (c*, l_c*, l_f*) = argmax_(c, l_c, l_f) { efficiency : fake_rate <= fake_target }
 
-(ties: the higher cut, then the shorter length); when no pair meets the fake-rate target, the
-pair of the lowest fake rate. The GNN calls this at the end of training so its checkpoint
-carries the builder's working point (trkx.working_point has the edge-level rule).
+(ties: the higher cut, then the shorter central, then the shorter forward length); when no
+point meets the fake-rate target, the point of the lowest fake rate (ties: best efficiency).
+
+Dissolving a track touches no other track's match, so the figures at lengths ``L`` follow from
+the unshortened evaluation: with ``keep_t = (n_t >= L(region_t))`` over the candidate tracks,
+
+    efficiency(L) = #{signal p : some matched t of p has keep_t} / #signal,
+    fake_rate(L)  = #{t : keep_t, t unmatched} / #{t : keep_t}
+
+(exactly what building at ``L`` and evaluating gives). The GNN calls this at the end of
+training so its checkpoint carries the builder's working point (:meth:`TunedCut.working_point`;
+trkx.working_point has the edge-level rule); a checkpoint from before the forward length
+(no ``min_length_forward``) applies its ``min_length`` everywhere (:func:`builder_options`).
 """
 
 from __future__ import annotations
@@ -17,59 +29,113 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from trkx.tracks.building import TrackBuilder, dissolve_short, tracks_frame
+import numpy as np
+import pandas as pd
+
+from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.metrics import MetricCuts, evaluate_event
 
 DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-DEFAULT_LENGTHS: tuple[int, ...] = (3, 4, 5, 6)
+DEFAULT_LENGTHS: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
+# A null builder key the working point lacks takes this key's value (older checkpoints).
+FALLBACKS: dict[str, str] = {"min_length_forward": "min_length"}
 
 
 @dataclass(frozen=True)
 class TunedCut:
-    """The chosen cut and the validation figures of every candidate."""
+    """The chosen cut and lengths, and the validation figures of every candidate."""
 
     cut: float
     min_length: int
     efficiency: float
     fake_rate: float
-    scan: tuple[tuple[float, int, float, float], ...]   # (cut, length, efficiency, fake rate)
+    # (cut, central length, efficiency, fake rate) at equal lengths in both regions
+    scan: tuple[tuple[float, int, float, float], ...]
+    min_length_forward: int | None = None
+
+    def working_point(self) -> dict[str, float]:
+        """The GNN checkpoint's working-point entries of the track builder."""
+        point = {"edge_cut": self.cut, "walk_cut": self.cut, "min_length": self.min_length,
+                 "val_track_efficiency": self.efficiency, "val_fake_rate": self.fake_rate}
+        if self.min_length_forward is not None:
+            point["min_length_forward"] = self.min_length_forward
+        return point
+
+
+def _track_table(evaluation) -> pd.DataFrame:
+    """Candidate tracks of one evaluation: length, |eta|, matched, signal particle found."""
+    particles = evaluation.particles
+    signal_ids = particles["particle_id"].to_numpy()[particles["signal"].to_numpy(bool)]
+    tracks = evaluation.tracks
+    matched = tracks["matched"].to_numpy(bool)
+    pid = tracks["particle_id"].to_numpy()
+    return pd.DataFrame({"n_hits": tracks["n_hits"].to_numpy(),
+                         "abs_eta": np.abs(tracks["eta"].to_numpy()),
+                         "matched": matched,
+                         "signal_pid": np.where(matched & np.isin(pid, signal_ids), pid, 0),
+                         "event": evaluation.event_id})
+
+
+def length_figures(table: pd.DataFrame, n_signal: int, central: int, forward: int,
+                   forward_eta: float) -> tuple[float, float]:
+    """Efficiency and fake rate of the tracks of ``table`` kept at lengths (central, forward)
+    (the module docstring's formulas)."""
+    need = np.where(table["abs_eta"].to_numpy() >= forward_eta, forward, central)
+    keep = table["n_hits"].to_numpy() >= need
+    found = table.loc[keep & (table["signal_pid"].to_numpy() != 0), ["event", "signal_pid"]]
+    n_found = len(found.drop_duplicates())
+    n_kept = int(keep.sum())
+    fakes = int((keep & ~table["matched"].to_numpy(bool)).sum())
+    efficiency = n_found / n_signal if n_signal else float("nan")
+    return efficiency, (fakes / n_kept if n_kept else float("nan"))
 
 
 def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
              metric_cuts: MetricCuts | None = None, fake_target: float = 0.05,
              cuts: Sequence[float] = DEFAULT_CUTS,
-             lengths: Sequence[int] = DEFAULT_LENGTHS) -> TunedCut:
-    """The builder cut (``walk_cut`` or ``cc_cut``) of best efficiency at the fake target.
+             lengths: Sequence[int] = DEFAULT_LENGTHS,
+             forward_lengths: Sequence[int] | None = None) -> TunedCut:
+    """The builder cut (``walk_cut`` or ``cc_cut``) and lengths of best efficiency at the fake
+    target.
 
     ``records`` carry ``edge_index``, ``scores``, ``hit_id`` and truth; ``builder`` and
-    ``metric_cuts`` default to ``TrackBuilder()`` and ``MetricCuts()``.
+    ``metric_cuts`` default to ``TrackBuilder()`` and ``MetricCuts()``. ``forward_lengths``
+    (default: ``lengths``; ``()``: one length everywhere) are the forward region's candidates
+    (tracks with ``|eta_t| >= builder.forward_eta``).
     """
     builder = builder if builder is not None else TrackBuilder()
     metric_cuts = metric_cuts if metric_cuts is not None else MetricCuts()
     if not records:
         raise ValueError("tuning the track builder needs at least one validation event")
     field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
+    forward_lengths = tuple(lengths) if forward_lengths is None else tuple(forward_lengths)
     truths = [truth_from_record(r) for r in records]
-    scan = []
+    n_signal = 0
+    scan, points = [], []
     for cut in cuts:
-        unshortened = [replace(builder, **{field: float(cut)}, min_length=1).build(r)
-                       for r in records]
-        for length in lengths:
-            evaluations = [
-                evaluate_event(truth, tracks_frame(r.hit_id, dissolve_short(labels, length),
-                                                   int(getattr(r, "event_id", -1))),
-                               metric_cuts)
-                for r, truth, labels in zip(records, truths, unshortened)]
-            summary = overall_summary(evaluations)
-            scan.append((float(cut), int(length), float(summary["efficiency"]),
-                         float(summary["fake_rate"])))
-    meeting = [s for s in scan if s[3] <= fake_target]
+        unshortened = replace(builder, **{field: float(cut)}, min_length=1,
+                              min_length_forward=None)
+        evaluations = [evaluate_event(truth, tracks_frame(r.hit_id, unshortened.build(r),
+                                                          int(getattr(r, "event_id", -1))),
+                                      metric_cuts)
+                       for r, truth in zip(records, truths)]
+        n_signal = sum(int(e.particles["signal"].sum()) for e in evaluations)
+        table = pd.concat([_track_table(e).assign(event=i) for i, e in enumerate(evaluations)],
+                          ignore_index=True)
+        for central in lengths:
+            efficiency, fake = length_figures(table, n_signal, central, central, 0.0)
+            scan.append((float(cut), int(central), efficiency, fake))
+            for forward in forward_lengths or (None,):
+                eff, fk = (efficiency, fake) if forward is None else length_figures(
+                    table, n_signal, central, forward, builder.forward_eta)
+                points.append((float(cut), int(central), forward, eff, fk))
+    meeting = [p for p in points if p[4] <= fake_target]
     if meeting:
-        best = max(meeting, key=lambda s: (s[2], s[0], -s[1]))
+        best = max(meeting, key=lambda p: (p[3], p[0], -p[1], -(p[2] or 0)))
     else:
-        best = min(scan, key=lambda s: (s[3], -s[2]))
-    return TunedCut(best[0], best[1], best[2], best[3], tuple(scan))
+        best = min(points, key=lambda p: (p[4], -p[3]))
+    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2])
 
 
 def builder_options(options: Mapping[str, Any], working_point: Mapping[str, float] | None,
@@ -77,17 +143,23 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     """The builder section with its null keys taken from the GNN's working point.
 
     ``working_point`` is a GNN checkpoint's (``walk_cut``, ``min_length``, ...); a null key it
-    does not hold is an error naming the key, as is a null key without a working point.
+    does not hold takes the key of :data:`FALLBACKS` (``min_length_forward``: ``min_length``,
+    as checkpoints tuned before the forward length built), else it is an error naming the
+    key, as is a null key without a working point.
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
     out = dict(options)
     for key, value in options.items():
         if value is not None:
             continue
-        if working_point is None or key not in working_point:
+        if working_point is not None and key not in working_point and key in FALLBACKS:
+            key_used = FALLBACKS[key]
+        else:
+            key_used = key
+        if working_point is None or key_used not in working_point:
             where = ("the GNN checkpoint's working point has none" if working_point is not None
                      else "give the GNN checkpoint (--checkpoint), whose working point sets it")
             raise ValueError(f"{label}: {key} is null: {where}; or set a value")
-        number = working_point[key]
-        out[key] = round(number) if types.get(key) in (int, "int") else float(number)
+        number = working_point[key_used]
+        out[key] = round(number) if "int" in str(types.get(key)) else float(number)
     return out

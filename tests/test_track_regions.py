@@ -1,0 +1,138 @@
+"""Per-region minimum track length, its tuning from one evaluation, and the findable share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from tests.tracks_events import noise_free_simulated_record
+from trkx.tracks.building import TrackBuilder, dissolve_short, tracks_frame
+from trkx.tracks.event_truth import truth_from_record
+from trkx.tracks.findable import findable_particles, findable_share
+from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.tuning import (
+    TunedCut,
+    _track_table,
+    builder_options,
+    length_figures,
+    tune_cut,
+)
+
+
+def two_track_record() -> Data:
+    """A 7-hit central track (z = 0) and a 4-hit forward track (|eta| ~ 2.6), chained."""
+    r = np.array([30.0, 70, 110, 170, 260, 360, 500, 30, 70, 110, 170])
+    z = np.r_[np.zeros(7), 200.0 * r[7:] / 30.0]
+    pos = torch.tensor(np.stack([r, np.zeros(11), z], 1), dtype=torch.float32)
+    edges = torch.tensor([[0, 1, 2, 3, 4, 5, 7, 8, 9], [1, 2, 3, 4, 5, 6, 8, 9, 10]])
+    record = Data(edge_index=edges, scores=torch.ones(9), pos=pos, hit_id=torch.arange(11))
+    record.num_nodes = 11
+    return record
+
+
+def test_forward_length_keeps_a_short_forward_track_that_one_length_dissolves():
+    record = two_track_record()
+    one = TrackBuilder(walk_cut=0.5, min_length=5).build(record)
+    assert len(np.unique(one[7:])) == 4          # the 4-hit forward track is dissolved
+    assert len(np.unique(one[:7])) == 1
+    regions = TrackBuilder(walk_cut=0.5, min_length=5, min_length_forward=3,
+                           forward_eta=2.0).build(record)
+    assert len(np.unique(regions[7:])) == 1 and len(np.unique(regions[:7])) == 1
+    assert regions[0] != regions[7]
+    # and the other way round: a long forward length dissolves it, a short central one keeps it
+    strict = TrackBuilder(walk_cut=0.5, min_length=3, min_length_forward=5).build(record)
+    assert len(np.unique(strict[7:])) == 4 and len(np.unique(strict[:7])) == 1
+    # without positions every track is central
+    labels = np.array([0] * 7 + [1] * 4)
+    assert (dissolve_short(labels, 5, 3, 2.0, None)[7:] != 1).all()
+
+
+def test_length_scan_from_one_evaluation_equals_building_at_each_length():
+    """Break every long particle after its third hit: the figures the tuner scores from the
+    unshortened tracks must equal those of building and evaluating at each length pair."""
+    record = noise_free_simulated_record(seed=5, mu=4.0)
+    edges = record.track_edges
+    pid = record.particle_id[edges[0]]
+    keep = torch.ones(edges.shape[1], dtype=torch.bool)
+    for particle in torch.unique(pid):
+        own = torch.nonzero(pid == particle).flatten()
+        if own.numel() >= 8:
+            keep[own[2]] = False
+    record.edge_index = edges[:, keep]
+    record.scores = torch.ones(record.edge_index.shape[1])
+    builder = TrackBuilder(forward_eta=1.0)
+    tuned = tune_cut([record], builder, fake_target=1.0, cuts=(0.5,), lengths=(3, 4, 6),
+                     forward_lengths=(3, 5))
+    truth = truth_from_record(record)
+    unshortened = TrackBuilder(walk_cut=0.5).build(record)
+    table = _track_table(evaluate_event(truth, tracks_frame(record.hit_id, unshortened, 7),
+                                        MetricCuts()))
+    assert (table["abs_eta"] >= 1.0).any() and (table["abs_eta"] < 1.0).any()
+    figures = set()
+    for central in (3, 4, 6):
+        for forward in (3, 5):
+            built = TrackBuilder(walk_cut=0.5, min_length=central, min_length_forward=forward,
+                                 forward_eta=1.0).build(record)
+            direct = overall_summary([evaluate_event(truth, tracks_frame(record.hit_id, built,
+                                                                         7), MetricCuts())])
+            eff, fake = length_figures(table, int(direct["n_signal_particles"]), central,
+                                       forward, 1.0)
+            assert eff == pytest.approx(direct["efficiency"])
+            assert fake == pytest.approx(direct["fake_rate"])
+            figures.add((round(eff, 6), round(fake, 6)))
+    assert len(figures) >= 4          # the lengths matter here
+    # fake target 1.0: every point meets it, the best efficiency wins, shortest lengths on ties
+    assert (tuned.min_length, tuned.min_length_forward) == (3, 3)
+
+
+def test_working_point_carries_the_forward_length_and_old_checkpoints_fall_back():
+    point = TunedCut(0.8, 6, 0.9, 0.04, (), 7).working_point()
+    assert point["min_length"] == 6 and point["min_length_forward"] == 7
+    assert "min_length_forward" not in TunedCut(0.8, 6, 0.9, 0.04, ()).working_point()
+    section = {"walk_cut": None, "min_length": None, "min_length_forward": None}
+    new = TrackBuilder(**builder_options(section, point))
+    assert (new.min_length, new.min_length_forward) == (6, 7)
+    old = TrackBuilder(**builder_options(section, {"walk_cut": 0.9, "min_length": 6.0}))
+    assert (old.min_length, old.min_length_forward) == (6, 6)
+    assert isinstance(old.min_length_forward, int)
+    with pytest.raises(ValueError, match="min_length_forward must be >= 1"):
+        TrackBuilder(min_length_forward=0)
+
+
+def split_record(cut_after: int, n: int = 10) -> Data:
+    """One 10-hit signal particle chained on 10 layers, its chain cut after hit ``cut_after``;
+    a skip edge (y = 0, same particle) jumps over the cut."""
+    chain = [(i, i + 1) for i in range(n - 1) if i != cut_after]
+    edges = torch.tensor(chain + [(cut_after, cut_after + 2)]).T
+    y = torch.tensor([1] * len(chain) + [0])
+    record = Data(edge_index=edges, y=y, y_pid=torch.ones(len(chain) + 1, dtype=torch.long),
+                  particle_id=torch.full((n,), 5), pt=torch.full((n,), 2.0),
+                  eta=torch.zeros(n), nhits=torch.full((n,), n))
+    record.num_nodes = n
+    return record
+
+
+def test_findable_needs_one_true_piece_above_half_the_hits():
+    _, split_in_half = findable_particles(split_record(4))       # 5 + 5 hits
+    _, six_of_ten = findable_particles(split_record(5))           # 6 + 4 hits
+    assert not split_in_half[0] and six_of_ten[0]
+    # the skip edge joins the halves only when same-particle edges count
+    _, bridged = findable_particles(split_record(4), same_particle=True)
+    assert bridged[0]
+    assert findable_share([split_record(4), split_record(5)]) == (0.5, 1, 2)
+    # a 2-hit particle is not signal (min_hits 3); pT below the cut neither
+    low = split_record(5)
+    low.pt = torch.full((10,), 0.5)
+    assert len(findable_particles(low)[0]) == 0
+
+
+def test_truth_scores_reach_the_findable_share_at_length_three():
+    record = noise_free_simulated_record(seed=5, mu=4.0)
+    record.y = torch.ones(record.edge_index.shape[1], dtype=torch.long)
+    share, _, _ = findable_share([record])
+    labels = TrackBuilder(walk_cut=0.5, min_length=3).build(record)
+    result = overall_summary([evaluate_event(truth_from_record(record),
+                                             tracks_frame(record.hit_id, labels, 7))])
+    assert result["efficiency"] == pytest.approx(share)
