@@ -133,7 +133,7 @@ def test_early_cut_equals_cut_after_deduplication(simulated_record):
     from trkx.tracks.graph import graph_from_record
 
     np.testing.assert_array_equal(builder.build(record),
-                                  builder.build_graph(graph_from_record(record)))
+                                  builder.build_graph(graph_from_record(record), record.pos))
 
 
 def test_builder_rejects_bad_settings_and_records():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -62,19 +64,19 @@ def test_length_scan_from_one_evaluation_equals_building_at_each_length():
             keep[own[2]] = False
     record.edge_index = edges[:, keep]
     record.scores = torch.ones(record.edge_index.shape[1])
-    builder = TrackBuilder(forward_eta=1.0)
+    builder = TrackBuilder(forward_eta=1.0, stitch=False)
     tuned = tune_cut([record], builder, fake_target=1.0, cuts=(0.5,), lengths=(3, 4, 6),
                      forward_lengths=(3, 5))
     truth = truth_from_record(record)
-    unshortened = TrackBuilder(walk_cut=0.5).build(record)
+    unshortened = replace(builder, walk_cut=0.5).build(record)
     table = _track_table(evaluate_event(truth, tracks_frame(record.hit_id, unshortened, 7),
                                         MetricCuts()))
     assert (table["abs_eta"] >= 1.0).any() and (table["abs_eta"] < 1.0).any()
     figures = set()
     for central in (3, 4, 6):
         for forward in (3, 5):
-            built = TrackBuilder(walk_cut=0.5, min_length=central, min_length_forward=forward,
-                                 forward_eta=1.0).build(record)
+            built = replace(builder, walk_cut=0.5, min_length=central,
+                            min_length_forward=forward).build(record)
             direct = overall_summary([evaluate_event(truth, tracks_frame(record.hit_id, built,
                                                                          7), MetricCuts())])
             eff, fake = length_figures(table, int(direct["n_signal_particles"]), central,
@@ -95,8 +97,11 @@ def test_working_point_carries_the_forward_length_and_old_checkpoints_fall_back(
     new = TrackBuilder(**builder_options(section, point))
     assert (new.min_length, new.min_length_forward) == (6, 7)
     old = TrackBuilder(**builder_options(section, {"walk_cut": 0.9, "min_length": 6.0}))
-    assert (old.min_length, old.min_length_forward) == (6, 6)
-    assert isinstance(old.min_length_forward, int)
+    assert (old.min_length, old.min_length_forward) == (6, None)   # 6 everywhere
+    assert TrackBuilder(**builder_options({"min_length": 4, "min_length_forward": None},
+                                          None)).min_length_forward is None
+    with pytest.raises(ValueError, match="min_length is null"):
+        builder_options({"min_length": None, "min_length_forward": None}, None)
     with pytest.raises(ValueError, match="min_length_forward must be >= 1"):
         TrackBuilder(min_length_forward=0)
 
@@ -136,3 +141,37 @@ def test_truth_scores_reach_the_findable_share_at_length_three():
     result = overall_summary([evaluate_event(truth_from_record(record),
                                              tracks_frame(record.hit_id, labels, 7))])
     assert result["efficiency"] == pytest.approx(share)
+
+
+def broken_helix_record() -> Data:
+    """A 10-hit helix (R = 1.67 m, z = 0.5 r) whose edge 4 -> 5 is missing, and a 5-hit track
+    on the outer layers close in (eta, phi) but steeper (z = 0.6 r): only its own outer half
+    continues the helix."""
+    r = np.array([30.0, 70, 110, 170, 260, 360, 500, 660, 820, 1020])
+    phi = np.arcsin(r / 3333.0)
+    r_all = np.r_[r, r[5:]]
+    phi_all = np.r_[phi, phi[5:] + 0.01]
+    z_all = np.r_[0.5 * r, 0.6 * r[5:]]
+    pos = torch.tensor(np.stack([r_all, phi_all, z_all], 1), dtype=torch.float64)
+    chain = [(i, i + 1) for i in range(9) if i != 4] + [(i, i + 1) for i in range(10, 14)]
+    record = Data(edge_index=torch.tensor(chain).T, scores=torch.ones(len(chain)), pos=pos,
+                  hit_id=torch.arange(15))
+    record.num_nodes = 15
+    return record
+
+
+def test_stitching_joins_a_track_split_by_one_missing_edge():
+    record = broken_helix_record()
+    plain = TrackBuilder(walk_cut=0.5, stitch=False).build(record)
+    assert plain[4] != plain[5] and len(np.unique(plain[:5])) == 1
+    stitched = TrackBuilder(walk_cut=0.5).build(record)
+    assert len(np.unique(stitched[:10])) == 1               # one track across the gap
+    assert len(np.unique(stitched[10:])) == 1 and stitched[10] != stitched[0]
+    # the steeper track alone would not be taken either: remove the helix's outer half
+    record.pos[5:10, 2] += 400.0                           # outer half now far off in z
+    apart = TrackBuilder(walk_cut=0.5).build(record)
+    assert apart[4] != apart[5]
+    # without positions there is nothing to stitch with
+    del record.pos
+    labels = TrackBuilder(walk_cut=0.5).build(record)
+    assert labels[4] != labels[5]

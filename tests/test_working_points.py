@@ -118,13 +118,13 @@ def test_short_candidates_are_dissolved_and_the_length_is_tuned():
             keep[own[2]] = False
     record.edge_index = edges[:, keep]
     record.scores = torch.ones(record.edge_index.shape[1])
-    labels = TrackBuilder(method="components").build(record)
+    labels = TrackBuilder(method="components", stitch=False).build(record)
     dissolved = dissolve_short(labels, 4)
     _, counts = np.unique(labels, return_counts=True)
     _, new_counts = np.unique(dissolved, return_counts=True)
     assert (new_counts[new_counts > 1] >= 4).all()
     assert (counts >= 4).sum() == (new_counts >= 4).sum()
-    tuned = tune_cut([record], TrackBuilder(method="components"), fake_target=0.01,
+    tuned = tune_cut([record], TrackBuilder(method="components", stitch=False), fake_target=0.01,
                      cuts=(0.5,), lengths=(3, 4))
     by_length = {length: (eff, fake) for _, length, eff, fake in tuned.scan}
     assert by_length[3][1] > 0.2 and by_length[4][1] == 0.0

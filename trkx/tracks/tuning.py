@@ -38,8 +38,9 @@ from trkx.tracks.metrics import MetricCuts, evaluate_event
 
 DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT_LENGTHS: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
-# A null builder key the working point lacks takes this key's value (older checkpoints).
-FALLBACKS: dict[str, str] = {"min_length_forward": "min_length"}
+# Null builder keys that may stay null when no working point sets them (older checkpoints,
+# or none given): TrackBuilder then applies min_length in every region.
+OPTIONAL: frozenset[str] = frozenset({"min_length_forward"})
 
 
 @dataclass(frozen=True)
@@ -143,23 +144,21 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     """The builder section with its null keys taken from the GNN's working point.
 
     ``working_point`` is a GNN checkpoint's (``walk_cut``, ``min_length``, ...); a null key it
-    does not hold takes the key of :data:`FALLBACKS` (``min_length_forward``: ``min_length``,
-    as checkpoints tuned before the forward length built), else it is an error naming the
-    key, as is a null key without a working point.
+    does not hold is an error naming the key, as is a null key without a working point; except
+    the keys of :data:`OPTIONAL` (``min_length_forward``), which then stay null (one length
+    everywhere, as checkpoints tuned before the forward length built).
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
     out = dict(options)
     for key, value in options.items():
         if value is not None:
             continue
-        if working_point is not None and key not in working_point and key in FALLBACKS:
-            key_used = FALLBACKS[key]
-        else:
-            key_used = key
-        if working_point is None or key_used not in working_point:
+        if key in OPTIONAL and (working_point is None or key not in working_point):
+            continue                  # stays None: the builder applies min_length everywhere
+        if working_point is None or key not in working_point:
             where = ("the GNN checkpoint's working point has none" if working_point is not None
                      else "give the GNN checkpoint (--checkpoint), whose working point sets it")
             raise ValueError(f"{label}: {key} is null: {where}; or set a value")
-        number = working_point[key_used]
+        number = working_point[key]
         out[key] = round(number) if "int" in str(types.get(key)) else float(number)
     return out
