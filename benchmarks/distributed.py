@@ -20,6 +20,7 @@ if __name__ == "__main__":
     import harness
     harness.start()
 
+import contextlib
 import json
 import os
 import signal
@@ -31,10 +32,12 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from unittest import mock
 
 import harness
 import numpy as np
 import torch
+import torch.distributed as dist
 from harness import free_port, peak_rss_kib, release_free_heap, reset_peak_rss, rss_kib
 
 from trkx.gnn.distributed.figures import partition_figures
@@ -103,10 +106,7 @@ def quick_graph(particles: int = 300) -> dict:
 
 def plot(result: dict, path: Path) -> None:
     """Edge balance per P and bytes per GNN iteration per P, every partitioner."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right) = harness.pyplot().subplots(1, 2, figsize=(11, 4))
     sizes = sorted(int(P) for P in result["balance"])
     def mib(name: str, algorithm: str) -> list[float]:
         return [result["balance"][str(P)][name]["bytes"][algorithm]["total"] / 2**20
@@ -128,9 +128,7 @@ def plot(result: dict, path: Path) -> None:
     left.legend()
     right.legend(fontsize=7)
     fig.suptitle(result["graph"]["name"], fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 # ---------------------------------------------------------------- hang detection
@@ -186,17 +184,14 @@ def measure_hang(graph: dict, timeout_s: float, work: Path) -> float | None:
         return None
     finally:   # every torchrun worker has its own session
         for pid in workers:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
 
 
 # ---------------------------------------------------------------- rank workers
 def _init(rank: int, world: int, port: int) -> None:
-    import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=timedelta(seconds=600))
 
@@ -220,7 +215,6 @@ def traffic_worker(rank: int, world: int, port: int, graph_file: str, configs: l
         (m_in + m_out).sum().backward()
         results[f"{algorithm}|{partitioner}|{c}"] = gp.stats.snapshot()
     torch.save(results, Path(out_dir) / f"traffic{rank}.pt")
-    import torch.distributed as dist
     dist.destroy_process_group()
 
 
@@ -273,7 +267,6 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
     times = []
     for _ in range(steps):
         if world > 1:
-            import torch.distributed as dist
             dist.barrier()
         start = time.perf_counter()
         step()
@@ -282,7 +275,6 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
               "runtime_rss_kib": runtime_rss}
     torch.save(result, Path(out_dir) / f"step{rank}.pt")
     if world > 1:
-        import torch.distributed as dist
         dist.destroy_process_group()
 
 
@@ -316,17 +308,9 @@ def measure_steps(graph_file: Path, world: int, threads: int, model_kwargs: dict
                   allocator: str = "trkx") -> dict:
     if allocator == "off":                    # spawned ranks start without the preload
         env = {**(env or {}), "LD_PRELOAD": "", "TRKX_ALLOCATOR": "off"}
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
+    with mock.patch.dict(os.environ, env or {}):     # the ranks inherit it
         spawn(step_worker, world, str(graph_file), algorithm, partitioner, model_kwargs, steps,
               threads, str(work), overlap, allocator)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     ranks = [torch.load(work / f"step{r}.pt", weights_only=True) for r in range(world)]
     step_time = statistics.median(max(r["times"][i] for r in ranks) for i in range(steps))
     return {"step_time_s": step_time,
@@ -343,15 +327,14 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 def main() -> int:
-    parser = harness.parser(__doc__, events="filter-stage event records", n_events=8)
+    parser = harness.parser(__doc__, events="filter-stage event records", n_events=8, plot=True,
+                            quick="a small graph from the sample event; checks the script runs")
     parser.add_argument("--multi-event", type=int, default=8,
                         help="events side by side in the graph of the traffic and balance "
                              "figures (default 8; 1: one)")
     parser.add_argument("--step-events", type=int, default=1,
                         help="events side by side in the graph of the memory, step-time and "
                              "overlap figures (default 1: one event; each step trains on it)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a small graph from the sample event; checks the script runs")
     parser.add_argument("--width", type=int, default=128, help="feature columns per exchange")
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[4, 8],
                         help="processes for the measured traffic (default 4 8)")
@@ -367,8 +350,6 @@ def main() -> int:
     parser.add_argument("--memory-only", action="store_true",
                         help="only the per-rank memory under trkx's allocator (no traffic, "
                              "balance, step time, hang, C-library-default memory)")
-    parser.add_argument("--plot", type=Path,
-                        help="PNG of balance and traffic per P (default: beside --json)")
     parser.add_argument("--replot", type=Path, metavar="JSON",
                         help="only draw --plot from a JSON this script wrote")
     args = harness.parse(parser)
@@ -508,9 +489,8 @@ def main() -> int:
                 "step_time_ratio_allocator", "overlap_step_time_ratio", "hang_detect_seconds"):
         print(f"{key}: {result[key]}")
     harness.write_json(args.json, result)
-    plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
-    if plot_path and not args.memory_only:
-        plot(result, plot_path)
+    if args.plot and not args.memory_only:
+        plot(result, args.plot)
     return 0
 
 

@@ -102,13 +102,6 @@ SHAPE_BINS: dict[str, np.ndarray] = {
 }
 
 
-def bins_for(name: str) -> np.ndarray | None:
-    """The bin edges of distribution ``name``."""
-    if name not in BINS:
-        raise KeyError(f"no binning for distribution {name!r}")
-    return BINS[name]
-
-
 @dataclass(frozen=True)
 class EventView:
     """One event for the comparison (see the module docstring).
@@ -298,7 +291,7 @@ def compare(name: str, real: np.ndarray, sim: np.ndarray,
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Histograms of the real and the simulated sample on ``name``'s fixed bins (and the
     categories for categorical distributions: ``categories``, or those of both samples)."""
-    edges = bins_for(name)
+    edges = BINS[name]
     if edges is None and categories is None:
         categories = np.union1d(real, sim)
     return histogram(real, edges, categories), histogram(sim, edges, categories), categories

@@ -24,11 +24,11 @@ if __name__ == "__main__":
     harness.start()
 
 import json
-import time
 from pathlib import Path
 
 import harness
 import numpy as np
+from harness import best_of
 
 SEARCH_CANDIDATES: list[tuple[str, dict]] = [
     ("bucket", {"bucket_size": 32}),
@@ -49,16 +49,6 @@ SEARCH_CANDIDATES: list[tuple[str, dict]] = [
 QUICK = {"faiss_flat"}  # left out by --quick: an N^2 scan
 
 
-def timed(fn, repeats: int = 1):
-    """(result, best wall time of ``repeats`` runs)."""
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return result, best
-
-
 def search_timing(embedding, pos, radius: float, k: int, repeats: int, min_recall: float,
                   label: str, workers: int, quick: bool = False) -> dict:
     """Seconds and recall of every search candidate on one embedding [N, d]."""
@@ -75,9 +65,9 @@ def search_timing(embedding, pos, radius: float, k: int, repeats: int, min_recal
     rank = inner_to_outer_rank(pos, n)
     neighbour_table(points[:2000], radius, k, "bucket")  # numba: load the compiled kernels
     table_to_edges(np.full((2, 1), -1), np.arange(2))
-    exact_table, _ = timed(lambda: neighbour_table(points, radius, k, "kdtree", workers=workers))
-    exact, numpy_edges_s = timed(lambda: _table_to_edges_numpy(exact_table, rank), repeats)
-    compiled, edges_s = timed(lambda: table_to_edges(exact_table, rank), repeats)
+    exact_table, _ = best_of(lambda: neighbour_table(points, radius, k, "kdtree", workers=workers))
+    exact, numpy_edges_s = best_of(lambda: _table_to_edges_numpy(exact_table, rank), repeats)
+    compiled, edges_s = best_of(lambda: table_to_edges(exact_table, rank), repeats)
     assert np.array_equal(exact, compiled)
     exact_keys = exact[0] * n + exact[1]
     proposals = (exact_table >= 0).sum(1)
@@ -92,7 +82,7 @@ def search_timing(embedding, pos, radius: float, k: int, repeats: int, min_recal
     for backend, options in SEARCH_CANDIDATES:
         if quick and backend in QUICK:
             continue
-        table, seconds = timed(lambda b=backend, o=options: neighbour_table(
+        table, seconds = best_of(lambda b=backend, o=options: neighbour_table(
             points, radius, k, b, workers=workers, **o), repeats)
         edges = table_to_edges(table, rank)
         rec = float(np.isin(exact_keys, edges[0] * n + edges[1]).mean()) if n else 1.0
@@ -126,7 +116,7 @@ def pipeline_embedding(args) -> tuple[np.ndarray, object, float, int, str]:
     prefix = event_prefixes(str(args.events or data / "real_pixel_truth"))[0]
     pipeline = TrainedPipeline.load(args.config, args.checkpoints)
     record = event_record(prefix, load_detector(), pipeline.use_cells, pipeline.signal_pt_min)
-    embedding, seconds = timed(lambda: embed(pipeline.embedding, record.x))
+    embedding, seconds = best_of(lambda: embed(pipeline.embedding, record.x))
     print(f"{Path(prefix).name}: embedding {seconds:.3f} s")
     return (embedding.numpy(), record.pos, args.radius or pipeline.radius,
             args.max_neighbours or pipeline.max_neighbours, Path(prefix).name)
@@ -134,7 +124,8 @@ def pipeline_embedding(args) -> tuple[np.ndarray, object, float, int, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = harness.parser(__doc__, events="TrackML events; the first is embedded (default: "
-                            "$TRKX_DATA/real_pixel_truth)", models=True)
+                            "$TRKX_DATA/real_pixel_truth)", models=True,
+                            quick="leave out the exact N^2 FAISS flat scan; one repeat")
     parser.add_argument("--embedding", type=Path, help="a saved embedding (.npy, [N, d]) "
                         "instead of the pipeline's; needs --radius and --max-neighbours")
     parser.add_argument("--positions", type=Path, help="with --embedding: (r, phi, z) per hit")
@@ -142,8 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-neighbours", type=int, help="default: the pipeline's")
     parser.add_argument("--min-recall", type=float, default=0.999)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true",
-                        help="leave out the exact N^2 FAISS flat scan; one repeat")
     args = harness.parse(parser, argv)
     repeats = 1 if args.quick else args.repeats
     if args.embedding:

@@ -1,7 +1,8 @@
 """The one harness of the benchmarks: common arguments, timing, the machine, one JSON shape.
 
 A script calls :func:`start` first (``if __name__ == "__main__"``, before torch loads), builds
-its arguments with :func:`parser` and :func:`parse`, times with :func:`timed` and ends with
+its arguments with :func:`parser` and :func:`parse`, times with :func:`timed` (or
+:func:`best_of`), draws with :func:`pyplot` and :func:`save_figure` and ends with
 :func:`write_json`, which keeps the script's figures at the top level (the keys README, the
 model card and ``trkx.models.package`` read) and adds one ``run`` object: the command line, the
 commit and whether the tree had uncommitted changes, the date, the wall seconds since
@@ -23,7 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,18 +45,27 @@ def start() -> None:
     _STARTED = time.perf_counter()
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:      # one line and exit 2, as trkx's commands
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def parser(doc: str | None, *, events: str | None = None, models: bool = False,
-           n_events: int | None = None, threads: bool = True) -> argparse.ArgumentParser:
-    """An argument parser with the common options: ``--json PATH``, ``--threads N`` (unless
-    ``threads`` is False: a script that runs a pass per thread count defines its own); with
-    ``events`` (its help) ``--events DIR``; with ``n_events`` ``--n-events N`` (that default);
-    with ``models``, ``--config PIPELINE.yaml`` and ``--checkpoints DIR``."""
+           n_events: int | None = None, threads: bool = True, data: bool = False,
+           quick: str | None = None, seed: bool = False, plot: bool = False,
+           plots: bool = False, require_json: bool = False) -> argparse.ArgumentParser:
+    """An argument parser with the common options: ``--json PATH`` (``require_json``: required)
+    and ``--threads N`` (``threads`` False: the script defines its own), and where asked:
+    ``--events DIR`` (``events``: its help), ``--n-events N`` (that default), ``--config`` and
+    ``--checkpoints`` (``models``), ``--data DIR`` (:data:`DATA`), ``--quick`` (its help),
+    ``--seed``, ``--plot PNG`` (default: beside ``--json``), ``--plots DIR``. Errors: one line,
+    exit status 2."""
     text = (doc or "").strip()
-    p = argparse.ArgumentParser(description=text.split("\n\n")[0],
-                                epilog="\n\n".join(text.split("\n\n")[1:]) or None,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", type=Path, help="write the figures here (with the command, "
-                   "commit and machine that produced them)")
+    p = _Parser(description=text.split("\n\n")[0],
+                epilog="\n\n".join(text.split("\n\n")[1:]) or None,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", type=Path, required=require_json, help="write the figures here "
+                   "(with the command, commit and machine that produced them)")
     if threads:
         p.add_argument("--threads", type=int, default=None,
                        help="threads of torch, OpenMP and numba (default: TRKX_THREADS, "
@@ -69,16 +79,59 @@ def parser(doc: str | None, *, events: str | None = None, models: bool = False,
         p.add_argument("--config", type=Path, help="pipeline YAML of the models "
                        "(default: the shipped pile-up-200 models)")
         p.add_argument("--checkpoints", type=Path, help="its checkpoint folder")
+    if data:
+        p.add_argument("--data", type=Path, default=DATA, metavar="DIR", help="the TrackML "
+                       "data folder (default: $TRKX_DATA, else ../shared/data/trackml)")
+    if quick is not None:
+        p.add_argument("--quick", action="store_true", help=quick)
+    if seed:
+        p.add_argument("--seed", type=int, default=0)
+    if plot:
+        p.add_argument("--plot", type=Path, help="PNG of the figures (default: beside --json)")
+    if plots:
+        p.add_argument("--plots", type=Path, metavar="DIR", help="folder of the plots")
     return p
 
 
 def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parse, then apply ``--threads`` (trkx's rule: --threads > TRKX_THREADS > cores)."""
+    """Parse, then apply ``--threads`` (trkx's rule: --threads > TRKX_THREADS > cores) and
+    place ``--plot`` beside ``--json`` when not given."""
     args = p.parse_args(argv)
     from trkx.threads import configure_threads
     if hasattr(args, "threads"):
         args.threads = configure_threads(args.threads)
+    if getattr(args, "plot", False) is None and args.json is not None:
+        args.plot = args.json.with_suffix(".png")
     return args
+
+
+def best_of(fn: Callable[[], Any], repeats: int = 1, warmup: bool = False) -> tuple[Any, float]:
+    """``(result, best wall seconds)`` of ``repeats`` calls of ``fn`` (after one more call, not
+    timed, with ``warmup``)."""
+    if warmup:
+        fn()
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - begin)
+    return result, best
+
+
+def pyplot():
+    """matplotlib's pyplot on the file backend (Agg)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save_figure(fig, path: Path, dpi: int = 120) -> None:
+    """Lay out, write (its folder made) and close ``fig``."""
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    sys.modules["matplotlib.pyplot"].close(fig)
 
 
 @contextlib.contextmanager

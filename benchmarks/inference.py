@@ -44,7 +44,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import harness
@@ -66,20 +65,13 @@ BF16_TOLERANCE = 0.002
 #:     edge once); gnn: E_filter * f_edge + N * f_node (InteractionGNN.flops_per_edge_and_node).
 #: Rates are measured at the thread count in force: a square fp32 GEMM (2048^3), a tall-skinny
 #: layer ([65536, 128] x [128, 128], the stages' hidden layers) and a bf16 GEMM.
-def best_seconds(fn: Callable[[], object], repeats: int = 3) -> float:
-    """Best wall time of ``repeats`` calls after one warm-up call."""
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 @torch.inference_mode()
 def matmul_rates() -> dict[str, float]:
-    """FLOP/s of a square fp32 GEMM, a tall-skinny fp32 layer and a square bf16 GEMM."""
+    """FLOP/s of a square fp32 GEMM, a tall-skinny fp32 layer and a square bf16 GEMM (best of
+    3, 1 for bf16, after a warm-up call)."""
+    def best_seconds(fn, repeats: int = 3) -> float:
+        return harness.best_of(fn, repeats, warmup=True)[1]
+
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(2048, 2048, generator=generator)
     b = torch.randn(2048, 2048, generator=generator)
@@ -226,13 +218,12 @@ def throughput(args, workers: int, scratch: Path) -> float:
 
 
 def help_seconds() -> float:
-    times = []
+    seconds: dict[str, list[float]] = {}
     for _ in range(3):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "trkx", "--help"], check=True, cwd=REPO,
-                       stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - start)
-    return median(times)
+        with harness.timed(seconds, "help"):
+            subprocess.run([sys.executable, "-m", "trkx", "--help"], check=True, cwd=REPO,
+                           stdout=subprocess.DEVNULL)
+    return harness.medians(seconds)["help"]
 
 
 def main() -> None:

@@ -38,9 +38,9 @@ import numpy as np
 from physics_analysis import (
     ETA_BINS,
     PT_BINS,
-    StageGraphs,
     edge_losses,
     efficiency_by,
+    pipeline_stages,
     stage_edges,
     track_figures,
     upper_bound,
@@ -66,18 +66,6 @@ def records(workdir: Path, stage: str, split: str = "test") -> list:
                                                          / "*.pt")))]
 
 
-def trained_pipeline(config: Path, workdir: Path):
-    """The pipeline's trained models and working points, as `trkx infer` loads them."""
-    from trkx.pipeline.inference import TrainedPipeline
-
-    return TrainedPipeline.load(config, workdir / "checkpoints")
-
-
-def gnn_cut(pipeline) -> float:
-    builder = pipeline.builder
-    return builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut
-
-
 def real_sample(pipeline, sample_dir: Path) -> dict:
     """Stage edges and tracks of the trained pipeline on the real sample event."""
     from trkx.data.detector import load_detector
@@ -87,26 +75,17 @@ def real_sample(pipeline, sample_dir: Path) -> dict:
     prefix = event_prefixes(sample_dir)[0]
     record = event_record(prefix, load_detector(), pipeline.use_cells, 1.0)
     graphs, _, seconds = pipeline.run(record, edge_labels=True)
-    filtered = graphs["filter"].clone()
-    del filtered.scores
-    stages = [StageGraphs("embedding", [graphs["embedding"]], None),
-              StageGraphs("filter", [filtered], None),
-              StageGraphs("gnn", [graphs["gnn"]], gnn_cut(pipeline))]
+    stages = pipeline_stages({s: [g] for s, g in graphs.items()}, pipeline.builder)
     summary, _ = track_figures([graphs["gnn"]], pipeline.builder)
     return {"stages": stage_edges(stages), "tracks": {k: summary[k] for k in HEADLINE},
             "seconds": seconds}
 
 
 def plot_efficiency(result: dict, variable: str, label: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     bins = np.asarray(result["bins"], dtype=float)
     finite = np.where(np.isfinite(bins), bins, bins[-2] * 2)
     centres = 0.5 * (finite[:-1] + finite[1:])
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = harness.pyplot().subplots(figsize=(6, 4))
     for stage in ("embedding", "filter", "gnn"):
         if stage in result:
             ax.plot(centres, result[stage], marker="o", label=stage)
@@ -116,20 +95,17 @@ def plot_efficiency(result: dict, variable: str, label: str, path: Path) -> None
         ax.set_xscale("log")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
-    pipeline = trained_pipeline(config, workdir)
-    emb, fil, gnn = (records(workdir, s) for s in ("embedding", "filter", "gnn"))
-    for record in fil:  # the filter records hold only the edges it kept
-        del record.scores
-    stages = [StageGraphs("embedding", emb, None), StageGraphs("filter", fil, None),
-              StageGraphs("gnn", gnn, gnn_cut(pipeline))]
-    tracks, _ = track_figures(gnn, pipeline.builder)
+    from trkx.pipeline.inference import TrainedPipeline
+
+    pipeline = TrainedPipeline.load(config, workdir / "checkpoints")
     builder = pipeline.builder
+    emb, fil, gnn = (records(workdir, s) for s in ("embedding", "filter", "gnn"))
+    stages = pipeline_stages({"embedding": emb, "filter": fil, "gnn": gnn}, builder)
+    tracks, _ = track_figures(gnn, builder)
     out = {
         "stages": stage_edges(stages),
         "upper_bound": {"embedding": upper_bound(emb, builder),
@@ -142,13 +118,11 @@ def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
                     "cc_cut": builder.cc_cut, "min_length": builder.min_length},
     }
     if plots is not None:
-        plots.mkdir(parents=True, exist_ok=True)
         plot_efficiency(out["efficiency_vs_pt"], "pt", "particle pT [GeV]",
                         plots / "edge_efficiency_vs_pt.png")
         plot_efficiency(out["efficiency_vs_eta"], "eta", "particle eta",
                         plots / "edge_efficiency_vs_eta.png")
-    data = harness.DATA
-    sample = data / "sample_event"
+    sample = harness.DATA / "sample_event"
     out["real_sample"] = real_sample(pipeline, sample) if sample.is_dir() else None
     return out
 
@@ -183,13 +157,12 @@ def print_report(name: str, result: dict) -> None:
 
 
 def main() -> int:
-    parser = harness.parser(__doc__)
+    parser = harness.parser(__doc__, plots=True)
     parser.set_defaults(threads=2)
     parser.add_argument("--config", type=Path, default=REPO / "configs" / "quickstart.yaml")
     parser.add_argument("--hits-only-config", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=REPO / "runs" / "physics")
     parser.add_argument("--no-run", action="store_true", help="analyse existing workdirs only")
-    parser.add_argument("--plots", type=Path, default=None)
     args = harness.parse(parser)
     runs = {"cells": (args.config, args.workdir)}
     if args.hits_only_config is not None:
@@ -206,11 +179,8 @@ def main() -> int:
         print_report(f"{name}: {config} in {workdir}", result)
     main_run = results["cells"]
     summary = {
-        "efficiency": main_run["tracks"]["efficiency"],
-        "efficiency_err": main_run["tracks"]["efficiency_err"],
-        "fake_rate": main_run["tracks"]["fake_rate"],
-        "duplicate_rate": main_run["tracks"]["duplicate_rate"],
-        "trackml_score": main_run["tracks"]["trackml_score"],
+        **{k: main_run["tracks"][k] for k in ("efficiency", "efficiency_err", "fake_rate",
+                                              "duplicate_rate", "trackml_score")},
         "stage_efficiency": {s: m["efficiency_of_received"]
                              for s, m in main_run["stages"].items()},
         "stage_efficiency_cumulative": {s: m["efficiency"]

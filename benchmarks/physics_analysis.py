@@ -20,7 +20,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from torch_geometric.data import Data
 
 from trkx.arrays import as_numpy
@@ -64,6 +63,15 @@ class StageGraphs:
     name: str
     records: list[Data]
     cut: float | None
+
+
+def pipeline_stages(graphs: dict[str, list[Data]], builder: TrackBuilder) -> list[StageGraphs]:
+    """The stages of a trained pipeline from its graphs (``{stage: records}``): the embedding's
+    and the filter's whole (the filter's hold only the edges it kept; a cut of None ignores
+    their scores), the GNN's at the track builder's cut."""
+    cut = builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut
+    return [StageGraphs("embedding", graphs["embedding"], None),
+            StageGraphs("filter", graphs["filter"], None), StageGraphs("gnn", graphs["gnn"], cut)]
 
 
 def stage_edges(stages: list[StageGraphs]) -> dict[str, dict]:
@@ -206,8 +214,3 @@ def efficiency_by(stages: list[StageGraphs], variable: str, bins: np.ndarray) ->
         with np.errstate(invalid="ignore", divide="ignore"):
             result[stage.name] = (kept_total / all_total).tolist()
     return result
-
-
-def scores_tensor(record: Data) -> torch.Tensor:
-    return record.scores if getattr(record, "scores", None) is not None else torch.ones(
-        record.edge_index.shape[1])

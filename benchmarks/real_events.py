@@ -36,7 +36,6 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-REPO = harness.REPO
 MAX_LENGTH = 20          # lengths above are pooled in the last bin
 
 
@@ -114,37 +113,25 @@ def particle_lengths(data: Path, event_ids: list[int]) -> np.ndarray:
 
 
 def plot(histograms: dict[str, np.ndarray], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     x = np.arange(3, MAX_LENGTH + 1)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = harness.pyplot().subplots(figsize=(7, 4))
     for label, h in histograms.items():
         ax.step(x, h, where="mid", label=label)
     ax.set_xlabel(f"hits per track (>= 3; {MAX_LENGTH} = {MAX_LENGTH} or more)")
     ax.set_ylabel("share of tracks")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = harness.parser(__doc__, models=True)
+    parser = harness.parser(__doc__, models=True, data=True, plot=True, require_json=True)
     parser.set_defaults(threads=2)
-    parser.add_argument("--data", type=Path, default=harness.DATA)
     parser.add_argument("--sim-events", type=Path, default=None,
                         help="simulated TrackML events to compare track lengths with")
     parser.add_argument("--n-sim", type=int, default=3, help="simulated events used")
     parser.add_argument("--n-kaggle", type=int, default=None, help="only the first N files")
-    parser.add_argument("--plot", type=Path, default=None, help="default: beside --json")
     args = harness.parse(parser, argv)
-    if args.json is None:
-        parser.error("--json PATH is required")
     if (args.config is None) != (args.checkpoints is None):
         parser.error("give --config and --checkpoints together (neither: shipped models)")
     import torch
@@ -201,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         result["track_length_tvd_sim"] = tvd(histograms["Kaggle events 1001-1013, tracks"],
                                              histograms["simulated test events, tracks"])
     result["track_length_histograms"] = {k: v.tolist() for k, v in histograms.items()}
-    plot(histograms, args.plot or args.json.with_suffix(".png"))
+    plot(histograms, args.plot)
     harness.write_json(args.json, result)
     print(f"event 21001 (pixel projection): efficiency {pixel['efficiency']:.3f} +- "
           f"{pixel['efficiency_err']:.3f} ({pixel['n_signal_particles']} signal particles), "

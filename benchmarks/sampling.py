@@ -164,11 +164,7 @@ def throughput(data, config: SamplingConfig, count: int, baseline_count: int) ->
     if exact:       # PyG's k_hop_subgraph has no fan-out or cap
         samplers.append(("k_hop_subgraph_loop", khop))
     for name, fn in samplers:
-        best = float("inf")
-        for _ in range(2):
-            start = time.perf_counter()
-            n = fn()
-            best = min(best, time.perf_counter() - start)
+        n, best = harness.best_of(fn, 2)
         rates[name] = n / best
     sizes = sample_subgraphs(data, targets[:8], config.hops, config.fanout,
                              torch.Generator().manual_seed(0), max_nodes=config.max_nodes)
@@ -262,10 +258,7 @@ def time_to_quality(graphs: list, val: list, config: SamplingConfig, args) -> di
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    fig, axes = harness.pyplot().subplots(1, 3, figsize=(14, 4))
     for name, style in [("fullgraph", "-o"), ("minibatch", "-s")]:
         curve = result[f"{name}_curve"]
         seconds = [p["train_seconds"] for p in curve]
@@ -274,16 +267,14 @@ def plot(result: dict, path: Path) -> None:
             ax.set_xlabel("training wall time [s]")
             ax.set_ylabel(key.replace("_", " "))
     axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     import warnings
     warnings.filterwarnings("ignore", message=".*self.log.*")  # GNNModule outside a Trainer
     parser = harness.parser(__doc__, events="folder of filter-stage records (*.pt)",
-                            n_events=4)
+                            n_events=4, quick="tiny events and budget", plot=True)
     parser.set_defaults(threads=2)
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--knn", type=int, default=6)
@@ -301,8 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minibatches", type=int, default=128,
                         help="subgraphs sampled per throughput round of the bulk sampler")
     parser.add_argument("--baseline-minibatches", type=int, default=16)
-    parser.add_argument("--quick", action="store_true", help="tiny events and budget")
-    parser.add_argument("--plot", type=Path, help="PNG of the curves (default: beside --json)")
     args = harness.parse(parser, argv)
     if args.quick:
         args.n_events, args.pileup, args.targets_per_batch = 3, 5.0, 64
@@ -356,9 +345,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{final_mini['val_efficiency']:.4f} vs full graph {final_full['val_efficiency']:.4f}"
           f"; time to quality ratio {'not reached' if ttq is None else f'{ttq:.3f}'}")
     harness.write_json(args.json, result)
-    plot_path = args.plot or (args.json.with_suffix(".png") if args.json else None)
-    if plot_path:
-        plot(quality, plot_path)
+    if args.plot:
+        plot(quality, args.plot)
     return 0
 
 

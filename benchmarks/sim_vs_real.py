@@ -16,10 +16,8 @@ each beside simulated twins (``--events`` pile-up-200 events of the built-in gen
   (:func:`event_distributions.subsample`: the sample's particle count and noise share; its
   noise share is therefore not compared).
 
-Every distribution of :mod:`event_distributions` (hits per layer, noise share, hits per
-particle and per layer crossed, displaced share and radius, primary-vertex z, pT,
-eta, the edge geometry features on true and on signal edges, cells per cluster and charge per
-volume) is histogrammed on fixed bins and compared by its total variation distance (TVD);
+Every distribution of :mod:`event_distributions` (its docstring lists them) is histogrammed on
+its fixed bins and compared by its total variation distance (TVD);
 ``tvd_floor`` is the median TVD that drawing the real sample's size from the simulated
 histogram gives (finite statistics alone; a lower bound), ``tvd_spread`` the median TVD of
 one simulated twin from the others (event-to-event variation: which vertices, which particle
@@ -27,12 +25,16 @@ clusters; the yardstick for a single real event). ``layer_count_max_rel_diff`` i
 largest ``|N_sim - N_real| / N_real`` over the (volume, layer) hit counts of event 21001
 (``N_sim``: mean over the simulated events).
 
-With ``--checkpoints DIR --config PIPELINE.yaml`` the trained models run on event 21001 and on
-each twin (pixel projection: truth on pixel hits only; signal = pT > 1 GeV, >= 3 pixel hits;
-tracks projected onto the truth hits), and on the sample event and its twins; the JSON gets
-per-stage signal-edge efficiency and track efficiency of both and their absolute gaps
-(:mod:`sim_vs_real_models`). ``--quick``: two simulated events, under a minute on 2 cores
-without models.
+With ``--checkpoints DIR --config PIPELINE.yaml`` the trained models run whole
+(:meth:`trkx.pipeline.inference.TrainedPipeline.run`, all hits, cells when they use them) on
+event 21001 and each twin, truth projected the same way on both (only the pixel hits with
+truth carry a particle, the rest count as noise for the edge labels; signal: pT >= the models'
+signal pT, >= 3 such hits; tracks projected onto the truth hits before double-majority
+matching), and on the sample event and its subsampled twins (full truth); the measured hit
+position stands in for the true crossing in the truth-graph order. The JSON gets the per-stage
+signal-edge efficiency (cumulative, :func:`physics_analysis.stage_edges`) and the track
+efficiency of both and their absolute gaps real - simulated (:func:`model_gaps`).
+``--quick``: two simulated events, under a minute on 2 cores without models.
 
 ``cell_shape_tvd`` is the per-volume table of the cluster-shape hit features
 (:data:`event_distributions.SHAPE_FEATURES`: extents, direction angles and cell count, the
@@ -54,23 +56,17 @@ on the subsampling), with ``cell_shape_tvd_floor`` (finite real statistics) and
 
 from __future__ import annotations
 
-if __name__ == "__main__":   # trkx's allocator, before torch loads (trkx/allocator.py)
-    from trkx.allocator import setup as setup_allocator
+if __name__ == "__main__":
+    import harness
+    harness.start()
 
-    setup_allocator()
-
-import argparse
-import json
-import os
-import sys
-import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from event_distributions import (
+    BINS,
     PIXEL_VOLUMES,
     SHAPE_BINS,
     SHAPE_FEATURES,
@@ -91,21 +87,13 @@ from trkx.data.particle_id import decode_particle_id
 from trkx.data.simulate import generate_particles, simulate_event
 from trkx.data.simulate.runner import event_rng
 from trkx.data.truth import layer_key
+from trkx.tracks.projection import PIXEL_TRUTH, read_tables
 
-REPO = Path(__file__).resolve().parent.parent
 REAL_EVENT = "real_pixel_truth/event000021001"
 SAMPLE_EVENT = "sample_event/event000000001"
 FIRST_SIM_ID = 900_000          # ids of the simulated twins (seeded by (seed, id))
 PILEUP = 200.0
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("TRKX_DATA")
-    return Path(env) if env else REPO.parent / "shared" / "data" / "trackml"
-
-
-def read(prefix: Path, part: str) -> pd.DataFrame:
-    return pd.read_csv(f"{prefix}-{part}.csv.gz")
+STAGES = ("embedding", "filter", "gnn")
 
 
 def vertex_sigma_z(tables: list[pd.DataFrame]) -> dict[str, float]:
@@ -126,24 +114,22 @@ def vertex_sigma_z(tables: list[pd.DataFrame]) -> dict[str, float]:
 
 def real_views(data: Path) -> dict[str, tuple[EventView, dict]]:
     """The two real events as views, with facts about them."""
-    real = data / REAL_EVENT
-    particles = read(real, "particles")
-    hits = read(real, "hits")
-    event21001 = event_view(hits, read(real, "cells"), particles, read(real, "truth-pixel"),
+    real = read_tables(data / REAL_EVENT, PIXEL_TRUTH, cells=True)
+    sample = read_tables(data / SAMPLE_EVENT, "truth", cells=True)
+    event21001 = event_view(real["hits"], real["cells"], real["particles"], real["truth"],
                             PIXEL_VOLUMES)
-    sample = data / SAMPLE_EVENT
-    sample_particles = read(sample, "particles")
-    sample_truth = read(sample, "truth")
-    sample_view = event_view(read(sample, "hits"), read(sample, "cells"), sample_particles,
-                             sample_truth)
+    sample_view = event_view(sample["hits"], sample["cells"], sample["particles"],
+                             sample["truth"])
     return {
-        "event21001": (event21001, {"hits": len(hits), "particles": len(particles),
+        "event21001": (event21001, {"hits": len(real["hits"]),
+                                    "particles": len(real["particles"]),
                                     "truth_hits": int(event21001.truth_hit.sum()),
-                                    "vertex_sigma_z": vertex_sigma_z([particles])}),
+                                    "vertex_sigma_z": vertex_sigma_z([real["particles"]])}),
         "sample": (sample_view, {"hits": len(sample_view.hits),
-                                 "particles": len(sample_particles),
-                                 "noise_share": float((sample_truth["particle_id"] == 0).mean()),
-                                 "vertex_sigma_z": vertex_sigma_z([sample_particles])}),
+                                 "particles": len(sample["particles"]),
+                                 "noise_share": float((sample["truth"]["particle_id"] == 0)
+                                                      .mean()),
+                                 "vertex_sigma_z": vertex_sigma_z([sample["particles"]])}),
     }
 
 
@@ -159,17 +145,17 @@ def simulate(n_events: int, seed: int, sigma_z: float) -> list[dict[str, pd.Data
 
 def twin_views(events: list[dict[str, pd.DataFrame]], sample_facts: dict, seed: int
                ) -> dict[str, list[EventView]]:
-    """Pixel-projected twins of event 21001 and subsampled twins of the sample event."""
-    pixel, sampled = [], []
-    for i, tables in enumerate(events):
-        full = event_view(tables["hits"], tables["cells"], tables["particles"],
-                          tables["truth"])
-        pixel.append(event_view(tables["hits"], tables["cells"], tables["particles"],
-                                tables["truth"], PIXEL_VOLUMES))
+    """Pixel-projected twins of event 21001, subsampled twins of the sample event, and the
+    whole simulated events (``full``)."""
+    whole, pixel, sampled = [], [], []
+    for i, t in enumerate(events):
+        tables = (t["hits"], t["cells"], t["particles"], t["truth"])
+        whole.append(event_view(*tables))
+        pixel.append(event_view(*tables, PIXEL_VOLUMES))
         rng = np.random.default_rng([seed, FIRST_SIM_ID + i, 1])
-        sampled.append(subsample(full, sample_facts["particles"], sample_facts["noise_share"],
-                                 rng))
-    return {"event21001": pixel, "sample": sampled}
+        sampled.append(subsample(whole[-1], sample_facts["particles"],
+                                 sample_facts["noise_share"], rng))
+    return {"event21001": pixel, "sample": sampled, "full": whole}
 
 
 def layer_counts(real: EventView, sims: list[EventView]) -> dict:
@@ -273,6 +259,73 @@ def shape_tables(reals: dict[str, tuple[EventView, dict]],
     return out
 
 
+def run_events(pipeline, events: list[tuple[dict[str, pd.DataFrame], int]],
+               volumes: tuple[int, ...] | None) -> dict:
+    """Cumulative signal-edge efficiency per stage and track efficiency of the models, pooled
+    over ``events`` (``(tables, event_id)``; truth projected onto ``volumes`` when given)."""
+    from physics_analysis import pipeline_stages, stage_edges
+
+    from trkx.tracks.metrics import overall_summary
+    from trkx.tracks.projection import projected_evaluation, projected_record
+
+    graphs: dict[str, list] = {s: [] for s in STAGES}
+    evaluations = []
+    for tables, event_id in events:
+        record, mask = projected_record(tables, pipeline.use_cells, pipeline.signal_pt_min,
+                                        volumes, event_id)
+        stage_graphs, labels, _ = pipeline.run(record, edge_labels=True)
+        for stage in STAGES:
+            graphs[stage].append(stage_graphs[stage])
+        evaluations.append(projected_evaluation(record, mask, labels, event_id))
+    stages = stage_edges(pipeline_stages(graphs, pipeline.builder))
+    tracks = overall_summary(evaluations)
+    return {"stage_efficiency": {s: stages[s]["efficiency"] for s in STAGES},
+            "signal_edges": stages["embedding"]["n_signal_truth_edges"],
+            "track_efficiency": tracks["efficiency"],
+            "track_efficiency_err": tracks["efficiency_err"],
+            "fake_rate": tracks["fake_rate"], "signal_particles": tracks["n_signal_particles"]}
+
+
+def sample_twin_tables(tables: dict[str, pd.DataFrame], view: EventView
+                       ) -> dict[str, pd.DataFrame]:
+    """A simulated event cut down to the hits and particles of its subsampled view."""
+    hit_ids = view.hits["hit_id"].to_numpy()
+    keep = tables["hits"]["hit_id"].isin(hit_ids)
+    return {"hits": tables["hits"][keep].reset_index(drop=True),
+            "cells": tables["cells"][tables["cells"]["hit_id"].isin(hit_ids)],
+            "particles": tables["particles"][tables["particles"]["particle_id"].isin(
+                view.particles["particle_id"])].reset_index(drop=True),
+            "truth": tables["truth"][tables["truth"]["hit_id"].isin(hit_ids)]}
+
+
+def model_gaps(config: Path, checkpoints: Path, data: Path,
+               events: list[dict[str, pd.DataFrame]], sample_twins: list[EventView]) -> dict:
+    """Per-stage and track efficiencies of the models on the real events and their twins,
+    and their absolute gaps."""
+    from trkx.pipeline.inference import TrainedPipeline
+
+    pipeline = TrainedPipeline.load(config, checkpoints)
+    real = run_events(pipeline, [(read_tables(data / REAL_EVENT, PIXEL_TRUTH, cells=True),
+                                  21001)], PIXEL_VOLUMES)
+    twins = run_events(pipeline, [(t, FIRST_SIM_ID + i) for i, t in enumerate(events)],
+                       PIXEL_VOLUMES)
+    sample = run_events(pipeline, [(read_tables(data / SAMPLE_EVENT, "truth", cells=True), 1)],
+                        None)
+    sample_sim = run_events(pipeline, [(sample_twin_tables(t, view), FIRST_SIM_ID + i)
+                                       for i, (t, view) in enumerate(zip(events, sample_twins))],
+                            None)
+    return {
+        "models": {"config": str(config), "checkpoints": str(checkpoints),
+                   "event21001": real, "event21001_twins": twins,
+                   "sample": sample, "sample_twins": sample_sim},
+        "stage_efficiency_gap": {s: abs(real["stage_efficiency"][s]
+                                        - twins["stage_efficiency"][s]) for s in STAGES},
+        "track_efficiency_gap": abs(real["track_efficiency"] - twins["track_efficiency"]),
+        "sample_track_efficiency_gap": abs(sample["track_efficiency"]
+                                           - sample_sim["track_efficiency"]),
+    }
+
+
 def print_shape_tables(out: dict) -> None:
     """The cell-shape TVD tables, one row per (comparison, volume)."""
     print(f"{'cell-shape TVD':28s} " + " ".join(f"{f[:9]:>9s}" for f in SHAPE_FEATURES)
@@ -288,16 +341,10 @@ def print_shape_tables(out: dict) -> None:
 
 def plot(key: str, result: dict, path: Path) -> None:
     """Real vs simulated shares of one distribution on its fixed bins."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from event_distributions import bins_for
-
     real = np.asarray(result["hist"]["real"]) / sum(result["hist"]["real"])
     sim = np.asarray(result["hist"]["sim"]) / sum(result["hist"]["sim"])
-    fig, ax = plt.subplots(figsize=(7, 4))
-    edges = bins_for(key.split("/", 1)[1])
+    fig, ax = harness.pyplot().subplots(figsize=(7, 4))
+    edges = BINS[key.split("/", 1)[1]]
     if edges is None:
         x = np.arange(len(real))
         ax.bar(x - 0.2, real, 0.4, label="real")
@@ -310,118 +357,75 @@ def plot(key: str, result: dict, path: Path) -> None:
     ax.set_ylabel("share")
     ax.set_title(f"{key}: TVD {result['tvd']:.3f} (floor {result['tvd_floor']:.3f})")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    harness.save_figure(fig, path, dpi=100)
 
 
-def fail(message: str) -> None:
-    """One-line error, exit status 2."""
-    print(f"sim_vs_real.py: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:   # one line, not usage + message
-        fail(message)
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = _Parser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, required=True, metavar="FILE")
-    parser.add_argument("--plots", type=Path, default=None, metavar="DIR")
-    parser.add_argument("--quick", action="store_true",
-                        help="two simulated events (under a minute without models)")
+def parse_args(argv: list[str] | None):
+    parser = harness.parser(__doc__, data=True, seed=True, plots=True, require_json=True,
+                            quick="two simulated events (under a minute without models)")
     parser.add_argument("--events", type=int, default=8, metavar="N",
-                        help="simulated pile-up-200 twins (default 8; 1 with --quick)")
+                        help="simulated pile-up-200 twins (default 8; 2 with --quick)")
     parser.add_argument("--vertex-sigma-z", type=float, default=50.0, metavar="MM",
                         help="luminous region of the twins (default 50, the real events' "
                              "release)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shapes-only", action="store_true",
                         help="only the per-volume cluster-shape TVD table (seconds)")
-    parser.add_argument("--data", type=Path, default=None, metavar="DIR",
-                        help="TrackML data folder (default $TRKX_DATA or ../shared/data/trackml)")
-    parser.add_argument("--checkpoints", type=Path, default=None, metavar="DIR")
-    parser.add_argument("--config", type=Path, default=None, metavar="PIPELINE.yaml")
-    args = parser.parse_args(argv)
+    parser.add_argument("--checkpoints", type=Path, metavar="DIR", help="trained models (with "
+                        "--config): their efficiencies on the real events and the twins")
+    parser.add_argument("--config", type=Path, metavar="PIPELINE.yaml")
+    args = harness.parse(parser, argv)
     if args.quick:
         args.events = 2
     if args.events < 1:
-        fail(f"--events must be >= 1, got {args.events}")
+        parser.error(f"--events must be >= 1, got {args.events}")
     if not (np.isfinite(args.vertex_sigma_z) and args.vertex_sigma_z > 0):
-        fail(f"--vertex-sigma-z must be a positive length in mm, got {args.vertex_sigma_z}")
+        parser.error(f"--vertex-sigma-z must be a positive length in mm, got "
+                     f"{args.vertex_sigma_z}")
     if (args.checkpoints is None) != (args.config is None):
-        fail("--checkpoints and --config go together")
-    args.data = args.data or default_data_dir()
+        parser.error("--checkpoints and --config go together")
     for part in (REAL_EVENT, SAMPLE_EVENT):
         if not (args.data / f"{part}-hits.csv.gz").is_file():
-            fail(f"{args.data / part}-hits.csv.gz: no such file (--data or $TRKX_DATA must "
-                 "name the TrackML data folder)")
+            parser.error(f"{args.data / part}-hits.csv.gz: no such file (--data or $TRKX_DATA "
+                         "must name the TrackML data folder)")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    start = time.perf_counter()
     reals = real_views(args.data)
     events = simulate(args.events, args.seed, args.vertex_sigma_z)
-    shapes = shape_tables(reals, events, np.random.default_rng([args.seed, 3]))
+    out = {"real": {name: facts for name, (_, facts) in reals.items()},
+           "simulated": {"events": args.events, "pileup": PILEUP, "seed": args.seed,
+                         "vertex_sigma_z": args.vertex_sigma_z, "first_event_id": FIRST_SIM_ID},
+           **shape_tables(reals, events, np.random.default_rng([args.seed, 3]))}
     if args.shapes_only:
-        out = {**shapes, "real": {name: facts for name, (_, facts) in reals.items()},
-               "simulated": {"events": args.events, "pileup": PILEUP, "seed": args.seed,
-                             "vertex_sigma_z": args.vertex_sigma_z,
-                             "first_event_id": FIRST_SIM_ID},
-               "seconds": time.perf_counter() - start}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+        harness.write_json(args.json, out)
         print_shape_tables(out)
         return 0
     twins = twin_views(events, reals["sample"][1], args.seed)
     rng = np.random.default_rng([args.seed, 2])
-    results: dict[str, dict] = {}
-    results.update(distributions("event21001", reals["event21001"][0], twins["event21001"],
-                                 rng))
-    results.update(distributions("sample", reals["sample"][0], twins["sample"], rng,
-                                 skip=("noise_share",)))
-    layers = layer_counts(reals["event21001"][0],
-                          [event_view(e["hits"], None, e["particles"], e["truth"])
-                           for e in events])
+    results = {**distributions("event21001", reals["event21001"][0], twins["event21001"], rng),
+               **distributions("sample", reals["sample"][0], twins["sample"], rng,
+                               skip=("noise_share",))}
+    layers = layer_counts(reals["event21001"][0], twins["full"])
     tvds = {k: r["tvd"] for k, r in results.items()}
     worst = max(tvds, key=tvds.get)
-    out = {
-        "tvd": tvds,
-        "tvd_floor": {k: r["tvd_floor"] for k, r in results.items()},
-        "tvd_spread": {k: r["tvd_spread"] for k, r in results.items()},
-        "max_tvd": tvds[worst], "max_tvd_distribution": worst,
-        "layer_count_max_rel_diff": layers.pop("layer_count_max_rel_diff"),
-        **layers,
-        "mean": {k: r["mean"] for k, r in results.items()},
-        "entries": {k: r["entries"] for k, r in results.items()},
-        "real": {name: facts for name, (_, facts) in reals.items()},
-        "simulated": {"events": args.events, "pileup": PILEUP, "seed": args.seed,
-                      "vertex_sigma_z": args.vertex_sigma_z,
-                      "first_event_id": FIRST_SIM_ID,
-                      "hits_mean": float(np.mean([len(e["hits"]) for e in events])),
-                      "particles_mean": float(np.mean([len(e["particles"]) for e in events])),
-                      "vertex_sigma_z_measured": vertex_sigma_z(
-                          [e["particles"] for e in events])},
-        "histograms": {k: {"hist": r["hist"], "categories": r["categories"]}
-                       for k, r in results.items()},
-        **shapes,
-    }
+    out["simulated"].update(
+        hits_mean=float(np.mean([len(e["hits"]) for e in events])),
+        particles_mean=float(np.mean([len(e["particles"]) for e in events])),
+        vertex_sigma_z_measured=vertex_sigma_z([e["particles"] for e in events]))
+    out.update({"tvd": tvds, "max_tvd": tvds[worst], "max_tvd_distribution": worst, **layers,
+                **{key: {k: r[key] for k, r in results.items()}
+                   for key in ("tvd_floor", "tvd_spread", "mean", "entries")},
+                "histograms": {k: {"hist": r["hist"], "categories": r["categories"]}
+                               for k, r in results.items()}})
     if args.checkpoints is not None:
-        from sim_vs_real_models import model_gaps
-
         out.update(model_gaps(args.config, args.checkpoints, args.data, events,
-                              twins["sample"], FIRST_SIM_ID))
-    out["seconds"] = time.perf_counter() - start
+                              twins["sample"]))
     if args.plots is not None:
-        args.plots.mkdir(parents=True, exist_ok=True)
         for key, result in results.items():
             plot(key, result, args.plots / (key.replace("/", "_") + ".png"))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(out, indent=1))
+    harness.write_json(args.json, out)
     print(f"{'distribution':40s} {'TVD':>6s} {'floor':>6s} {'spread':>6s}  mean real / sim")
     for key in results:
         m, spread = out["mean"][key], out["tvd_spread"][key]
@@ -431,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     print_shape_tables(out)
     print(f"max TVD {out['max_tvd']:.3f} ({worst}); hits per layer of event 21001: largest "
           f"relative difference {out['layer_count_max_rel_diff']:+.3f}, total "
-          f"{out['total_hits_rel_diff']:+.3f}; {out['seconds']:.0f} s")
+          f"{out['total_hits_rel_diff']:+.3f}")
     return 0
 
 

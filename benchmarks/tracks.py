@@ -27,8 +27,6 @@ if __name__ == "__main__":
     harness.start()
 
 import statistics
-import time
-from pathlib import Path
 
 import harness
 import numpy as np
@@ -149,9 +147,7 @@ def run_builders(record) -> list[dict]:
     graphs = {o: graph_from_record(record, o) for o in ("given", "radius")}
     rows = []
     for builder in BUILDERS:
-        start = time.perf_counter()
-        labels = builder.build_graph(graphs[builder.orientation])
-        seconds = time.perf_counter() - start
+        labels, seconds = harness.best_of(lambda b=builder: b.build_graph(graphs[b.orientation]))
         summary = event_summary(evaluate_event(truth, tracks_frame(record.hit_id, labels, 0)))
         rows.append({"method": builder.method,
                      "cut": builder.cc_cut if builder.method == "components"
@@ -184,9 +180,7 @@ def print_table(name: str, stats: dict, rows: list[dict]) -> None:
 
 def evaluation_seconds(record: Data, repeat: int) -> dict:
     """Seconds of the default builder and of the evaluation of its tracks on ``record``."""
-    start = time.perf_counter()
-    labels = TrackBuilder().build(record)
-    build_s = time.perf_counter() - start
+    labels, build_s = harness.best_of(lambda: TrackBuilder().build(record))
     submission = tracks_frame(record.hit_id, labels, 1)[["hit_id", "track_id"]]
     event_truth = truth_from_record(record)
     seconds: dict[str, list[float]] = {}
@@ -206,12 +200,9 @@ def evaluation_seconds(record: Data, repeat: int) -> dict:
 
 
 def main() -> int:
-    parser = harness.parser(__doc__)
-    parser.add_argument("--data", type=Path, default=harness.DATA)
+    parser = harness.parser(__doc__, data=True, seed=True, quick="2 copies, 2 repeats")
     parser.add_argument("--copies", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="2 copies, 2 repeats")
     args = harness.parse(parser)
     if args.quick:
         args.copies, args.repeat = 2, 2
