@@ -5,7 +5,8 @@ It has exactly the parameter layout of :class:`~trkx.gnn.model.InteractionGNN`
 
 * the independent reference the tests compare ``InteractionGNN`` against (same parameters must
   give the same edge logits), and
-* the baseline ``benchmarks/gnn.py`` times ``InteractionGNN`` against, side by side.
+* the baseline ``benchmarks/gnn.py`` (commit 0eb1b96; figures in docs/levers.md, "Retired
+  studies") timed ``InteractionGNN`` against, side by side.
 
 One iteration as a ``MessagePassing`` layer (``flow="source_to_target"``: ``x_j`` is the source
 ``s_k``, ``x_i`` the destination ``d_k``)::

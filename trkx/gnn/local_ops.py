@@ -13,9 +13,9 @@ and differ only in the kernels:
   gather) with ``torch.sparse.mm``. The products with ``S`` and ``D`` themselves have exactly
   one non-zero per row, so ``S X`` *is* the row selection ``X[s]``; it is computed as
   ``index_select`` (the same product, and 5-6x faster here than an ``E x N`` CSR ``sparse.mm``:
-  measured by ``benchmarks/gnn.py``). Gradients are the adjoint products, written out in a
-  custom :class:`torch.autograd.Function` (torch's own autograd does not differentiate
-  ``sparse.mm`` through a CSR operand's transpose efficiently).
+  measured by ``benchmarks/gnn.py`` of commit 0eb1b96). Gradients are the adjoint products,
+  written out in a custom :class:`torch.autograd.Function` (torch's own autograd does not
+  differentiate ``sparse.mm`` through a CSR operand's transpose efficiently).
 * :class:`ScatterGraphOps` uses ``index_select`` / ``index_add_`` and torch autograd: the way
   PyG ``MessagePassing`` with sum aggregation works.
 """

@@ -9,7 +9,7 @@ Hits without a truth row count as noise in the record's edge labels; particle_id
 The measured hit position stands in for the true crossing (the truth table has none).
 
 The same projection onto chosen detector volumes of a fully simulated event (``volumes``) gives
-the simulated twin of such an event (benchmarks/sim_vs_real_models.py).
+the simulated twin of such an event (``--checkpoints`` of benchmarks/sim_vs_real.py).
 """
 
 from __future__ import annotations
