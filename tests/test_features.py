@@ -9,8 +9,13 @@ import pandas as pd
 import pytest
 
 from trkx.data.detector import load_detector
-from trkx.data.features import (CELL_FEATURES, SHAPE_FEATURES, cell_features, cylindrical,
-                                hit_features)
+from trkx.data.features import (
+    CELL_FEATURES,
+    SHAPE_FEATURES,
+    cell_features,
+    cylindrical,
+    hit_features,
+)
 from trkx.data.io import load_event
 
 

@@ -66,7 +66,7 @@ def test_overfits_a_tiny_event(tiny_event: Data) -> None:
     module = FilterModule(FilterMLP(11, cell_agreement=True, hidden=64, layers=3),
                           learning_rate=3e-3)
     optimiser = torch.optim.Adam(module.parameters(), lr=3e-3)
-    for _ in range(300):
+    for _ in range(600):
         loss = module.edge_loss(tiny_event)
         optimiser.zero_grad()
         loss.backward()
