@@ -162,6 +162,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
                      f"{m['edges_per_hit']:.1f} edges/hit")
         return line
 
-    write_records(records, out, lambda r: embedding_graph(network, r, radius, k, options.backend,
-                                                          options.precision), describe)
+    write_records(records, out, lambda r: embedding_graph(
+        network, r, radius, k, options.backend, options.precision,
+        other_layers_only=options.other_layers_only), describe)
     return 0

@@ -5,10 +5,17 @@ Given embeddings ``e_i`` (one row per hit), a radius ``R`` and a cap ``k``:
     P_i = the (at most) k nearest hits j != i with |e_i - e_j| < R     (hit i's proposals)
     E   = { {i, j} : j in P_i  or  i in P_j }                          (each pair once)
 
-and every pair is directed from the inner to the outer hit: by radius ``r``, then ``|z|``,
-then the hit index (so the order is total and deterministic). Without positions the pair is
-directed from the lower to the higher index. Every hit proposes at most ``k`` partners, so
-``|E| <= N k``; a hit can still have more than ``k`` edges when others propose it.
+or, with ``layer`` given (``other_layers_only``), the k nearest among the hits of another layer,
+
+    P_i = the (at most) k nearest hits j with |e_i - e_j| < R and layer_j != layer_i,
+
+found among the 2k nearest (so at most k), which spends k on the hits a track can continue to
+(a track crosses a layer once; same-layer signal pairs, from overlapping modules, are < 0.1% of
+the truth graph's), and every pair is directed from the inner to the outer hit: by radius
+``r``, then ``|z|``, then the hit index (so the order is total and deterministic). Without
+positions the pair is directed from the lower to the higher index. Every hit proposes at most
+``k`` partners, so ``|E| <= N k``; a hit can still have more than ``k`` edges when others
+propose it.
 
 Backends (all return exactly this set when they find the true neighbours):
 
@@ -241,16 +248,47 @@ def _table_to_edges_numpy(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
     return np.stack([keys // n, keys % n]).astype(np.int64)
 
 
+def other_layer_table(table: np.ndarray, points: np.ndarray, layer: np.ndarray, k: int,
+                      chunk_size: int = 16384) -> np.ndarray:
+    """Row i keeps the (at most) ``k`` nearest proposals j of ``table`` (any order, -1 padded)
+    with ``layer[j] != layer[i]``, nearest first, -1 padded to k columns (rows in chunks of
+    ``chunk_size``, so the distance block stays small)."""
+    out = np.full((len(table), k), -1, np.int64)
+    for start in range(0, len(table), chunk_size):
+        rows = table[start:start + chunk_size]
+        valid = rows >= 0
+        safe = np.where(valid, rows, 0)
+        keep = valid & (layer[safe] != layer[start:start + len(rows), None])
+        gap = points[safe] - points[start:start + len(rows), None, :]
+        distance = np.where(keep, np.einsum("nkd,nkd->nk", gap, gap), np.inf)
+        order = np.argsort(distance, axis=1, kind="stable")[:, :k]
+        nearest = np.take_along_axis(rows, order, 1)
+        found = np.isfinite(np.take_along_axis(distance, order, 1))
+        out[start:start + len(rows), :order.shape[1]] = np.where(found, nearest, -1)
+    return out
+
+
 def build_edges(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbours: int,
                 backend: str = "auto", *, pos: torch.Tensor | np.ndarray | None = None,
+                layer: torch.Tensor | np.ndarray | None = None,
                 **search_options) -> torch.Tensor:
     """Candidate edges ``[2, E]`` (int64, on the embedding's device) of the module docstring.
 
-    ``pos`` [N, 3] = (r, phi, z) sets the inner -> outer direction; ``search_options`` go to
-    :func:`neighbour_table` (chunk size, HNSW/IVF parameters, ...).
+    ``pos`` [N, 3] = (r, phi, z) sets the inner -> outer direction; ``layer`` [N] (one integer
+    per detector layer), when given, restricts each hit's proposals to other layers (searched
+    among the 2k nearest; the selection runs on the CPU, as the de-duplication does);
+    ``search_options`` go to :func:`neighbour_table` (chunk size, HNSW/IVF parameters, ...).
     """
     n = embedding.shape[0]
-    table = neighbour_table(embedding, radius, max_neighbours, backend, **search_options)
+    if layer is None:
+        table = neighbour_table(embedding, radius, max_neighbours, backend, **search_options)
+    else:
+        layer = layer.cpu().numpy() if isinstance(layer, torch.Tensor) else np.asarray(layer)
+        if layer.shape != (n,):
+            raise ValueError(f"layer must have one entry per hit ({n}), got {layer.shape}")
+        table = neighbour_table(embedding, radius, 2 * max_neighbours, backend,
+                                **search_options)
+        table = other_layer_table(table, _as_float32(embedding), layer, max_neighbours)
     # Unique inner -> outer pairs: a numba kernel (counting sort of the pairs) on the CPU
     # whatever the device, and the (r, |z|) rank; the edges move to the embedding's device once.
     edges = torch.from_numpy(table_to_edges(table, inner_to_outer_rank(pos, n)))

@@ -22,12 +22,15 @@ from trkx.precision import check_precision, dense_precision
 @dataclass(frozen=True)
 class EmbeddingInference:
     """Config section ``inference``: the graph's working point (None takes the model's
-    trained value), the neighbour-search backend and the precision of the dense layers."""
+    trained value), the neighbour-search backend, the precision of the dense layers, and
+    ``other_layers_only``: each hit proposes its k nearest hits of other layers
+    (:func:`trkx.embedding.graph.build_edges` with ``layer``)."""
 
     radius: float | None = None
     max_neighbours: int | None = None
     backend: str = "auto"
     precision: str = "fp32"
+    other_layers_only: bool = False
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -40,6 +43,14 @@ class EmbeddingInference:
         radius = self.radius if self.radius is not None else trained["radius"]
         k = self.max_neighbours if self.max_neighbours is not None else trained["max_neighbours"]
         return float(radius), int(k)
+
+
+def layer_key(record: Data) -> torch.Tensor:
+    """One integer per detector layer of each hit: ``1000 volume_id + layer_id``."""
+    for key in ("volume_id", "layer_id"):
+        if getattr(record, key, None) is None:
+            raise ValueError(f"event record has no {key!r}: other_layers_only needs the layers")
+    return record.volume_id.long() * 1000 + record.layer_id.long()
 
 
 @torch.no_grad()
@@ -57,11 +68,15 @@ def embed(network: EmbeddingMLP, x: torch.Tensor, chunk_size: int = 262144,
 
 def embedding_graph(network: EmbeddingMLP, record: Data, radius: float, max_neighbours: int,
                     backend: str = "auto", precision: str = "fp32", edge_labels: bool = True,
-                    lap: Callable[[str], None] | None = None) -> Data:
+                    lap: Callable[[str], None] | None = None,
+                    other_layers_only: bool = False) -> Data:
     """A shallow copy of ``record`` with the candidate graph ``edge_index`` [2, E]:
 
         E = { (i, j) : j among the max_neighbours nearest to i, |e_i - e_j| < radius },
         e = embed(x) at ``precision``,
+
+    with ``other_layers_only`` j among the max_neighbours nearest of the hits on another
+    (volume, layer) than i (``layer_key``),
 
     on the device of ``record.x`` (the network's), plus the edge labels ``y``, ``y_pid``,
     ``signal`` (computed from the truth on the CPU, returned beside the edges) when
@@ -75,7 +90,9 @@ def embedding_graph(network: EmbeddingMLP, record: Data, radius: float, max_neig
     lap("embedding")
     # on the embedding's device (build_edges: the search runs there, or on the CPU for the
     # numba/cKDTree/FAISS-CPU backends, and the edges come back once)
-    out.edge_index = build_edges(embedding, radius, max_neighbours, backend, pos=record.pos)
+    layer = layer_key(record) if other_layers_only else None
+    out.edge_index = build_edges(embedding, radius, max_neighbours, backend, pos=record.pos,
+                                 layer=layer)
     lap("graph")
     if edge_labels and getattr(record, "particle_id", None) is not None:
         out.y, out.y_pid, out.signal = label_edges(record, out.edge_index)

@@ -244,7 +244,8 @@ class TrainedPipeline:
         on_device = to_device(record, self.device, DEVICE_FIELDS, moved)
         embedded = embedding_graph(self.embedding, on_device, self.radius, self.max_neighbours,
                                    self.embedding_options.backend,
-                                   self.embedding_options.precision, edge_labels, lap)
+                                   self.embedding_options.precision, edge_labels, lap,
+                                   self.embedding_options.other_layers_only)
         clock = time.perf_counter()          # labelling is evaluation, not inference
         filtered = filter_graph(self.filter, embedded, self.filter_cut,
                                 self.filter_options.chunk_size, self.filter_options.precision)
