@@ -44,8 +44,10 @@ def test_cuda_without_cuda_is_a_config_error_naming_the_option() -> None:
 
 
 @NO_CUDA
-def test_infer_device_cuda_without_cuda_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
-    code = trkx_main(["infer", "--device", "cuda", "--events", str(tmp_path),
+def test_infer_device_cuda_without_cuda_is_one_line_exit_2(tmp_path: Path, sample_prefix: Path,
+                                                           capsys) -> None:
+    # (the events folder is checked first, before torch loads: give a real one)
+    code = trkx_main(["infer", "--device", "cuda", "--events", str(sample_prefix.parent),
                       "--out", str(tmp_path / "out")])
     assert code == 2
     err = capsys.readouterr().err.strip()

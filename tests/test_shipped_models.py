@@ -66,3 +66,40 @@ def test_infer_needs_config_and_checkpoints_together(tmp_path: Path, capsys) -> 
     assert code == 2
     assert "--config needs --checkpoints too" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_infer_runs_the_cells_set_on_events_with_cells(packaged: Path, sample_prefix: Path,
+                                                      tmp_path: Path, monkeypatch, capsys,
+                                                      ) -> None:
+    """Without --config/--checkpoints, each event with a cells file runs the shipped cells set
+    and each without runs the hits-only set; timing.json and the summary line say which. With
+    no cells set shipped, every event runs the hits-only set."""
+    import json
+
+    import trkx.models
+
+    root = tmp_path / "models"
+    for name in (trkx.models.DEFAULT, trkx.models.CELLS):   # two real packaged pipelines
+        shutil.copytree(packaged, root / name)
+    monkeypatch.setattr(trkx.models, "MODELS_ROOT", root)
+    events = tmp_path / "events"
+    events.mkdir()
+    for part in ("hits", "cells", "particles", "truth"):
+        source = Path(f"{sample_prefix}-{part}.csv.gz")
+        shutil.copy(source, events / source.name)
+        if part != "cells":      # the same event again as id 2, without its cells
+            shutil.copy(source, events / source.name.replace("000000001", "000000002"))
+
+    def infer(out: Path) -> tuple[dict, str]:
+        capsys.readouterr()
+        assert trkx_main(["infer", "--events", str(events), "--out", str(out),
+                          "--no-evaluate"]) == 0
+        return json.loads((out / "timing.json").read_text()), capsys.readouterr().out
+
+    timing, printed = infer(tmp_path / "both")
+    assert timing["models_per_event"] == {"1": "pu200_cells", "2": "pu200"}
+    assert "models pu200_cells (cells, 1 event(s)), pu200 (hits only, 1 event(s))" in printed
+    shutil.rmtree(root / trkx.models.CELLS)
+    timing, printed = infer(tmp_path / "hits_only")
+    assert timing["models_per_event"] == {"1": "pu200", "2": "pu200"}
+    assert "models pu200 (hits only, 2 event(s))" in printed

@@ -1,7 +1,9 @@
 """``trkx infer [--config PIPELINE.yaml --checkpoints DIR] --events DIR --out DIR [--workers N]``.
 
-Without ``--config``/``--checkpoints`` it runs the models shipped with trkx
-(:mod:`trkx.models`: pile-up 200, hits only, checked against their checksums first).
+Without ``--config``/``--checkpoints`` it runs the models shipped with trkx (:mod:`trkx.models`,
+checked against their checksums first): on each event with a cells file the set that reads the
+cluster shapes (``pu200_cells``, where shipped), on the others the hits-only set (``pu200``); the
+summary line and ``timing.json`` (``models``, ``models_per_event``) say which ran.
 
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event and
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from trkx import allocator
 from trkx.config import ConfigError
 from trkx.device import DEVICES
+from trkx.models import CELLS
 
 if TYPE_CHECKING:
     from trkx.pipeline.inference import TrainedPipeline
@@ -61,7 +64,8 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                        "default: the shipped models' own)")
     group.add_argument("--checkpoints", type=Path,
                        help="folder with embedding.pt, filter.pt, gnn.pt (WORKDIR/checkpoints; "
-                            "default: the models shipped with trkx, trkx/models/pu200)")
+                            "default: the models shipped with trkx, trkx/models/pu200_cells on "
+                            "events with cells, trkx/models/pu200 on the others)")
     group.add_argument("--events", type=Path, help="folder of TrackML events")
     group.add_argument("--out", type=Path, help="folder for tracks, timing.json, evaluation")
     group.add_argument("--n-events", type=int, default=None, metavar="N",
@@ -274,6 +278,38 @@ def evaluate_pixel_events(prefixes: list[str], results: list[EventResult], out: 
           f"{summary['duplicate_rate'] or 0.0:.3f} -> {out / 'pixel_truth.json'}")
 
 
+def has_cells(prefix: str) -> bool:
+    """Whether the event ``prefix`` comes with a cells file."""
+    from trkx.data.errors import EventFileNotFoundError
+    from trkx.data.io import find_part_file
+
+    try:
+        find_part_file(prefix, "cells")
+    except EventFileNotFoundError:
+        return False
+    return True
+
+
+def model_groups(args: argparse.Namespace, prefixes: list[str],
+                 ) -> list[tuple[str | None, Path, Path, list[str]]]:
+    """``(shipped set name or None, config, checkpoints, events)`` per set of models to run:
+    the given ``--config``/``--checkpoints`` on every event, or, without them, the shipped
+    cells set on the events with cells and the hits-only set on the others
+    (:func:`trkx.models.models_for`)."""
+    if args.config is not None:
+        return [(None, Path(args.config), args.checkpoints, prefixes)]
+    from trkx.models import models_for, shipped_models
+
+    chosen: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        chosen.setdefault(models_for(has_cells(prefix)), []).append(prefix)
+    groups = []
+    for name, events in chosen.items():
+        shipped = shipped_models(name)
+        groups.append((name, shipped.config, shipped.checkpoints, events))
+    return groups
+
+
 def run(args: argparse.Namespace) -> int:
     missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
     if missing:
@@ -284,20 +320,15 @@ def run(args: argparse.Namespace) -> int:
             ("--checkpoints", "--config")
         raise ConfigError(f"trkx infer: {given} needs {other} too (or give neither: the "
                           "models shipped with trkx)")
-    if args.config is None:
-        from trkx.models import shipped_models
-
-        shipped = shipped_models()
-        args.config, args.checkpoints = shipped.config, shipped.checkpoints
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers} (1: events in this "
                           "process, N > 1: N parallel processes)")
-    from trkx.device import resolve_device
-
-    device = resolve_device(args.device, "--device")   # `--device cuda` without CUDA: here
     from trkx.pipeline.preflight import check_checkpoints, check_infer_inputs
 
     check_infer_inputs(args.events, args.checkpoints)     # before the heavy imports below
+    from trkx.device import resolve_device
+
+    device = resolve_device(args.device, "--device")   # `--device cuda` without CUDA: here
     from tqdm import tqdm
 
     from trkx.cli import main as trkx_main
@@ -308,25 +339,38 @@ def run(args: argparse.Namespace) -> int:
     from trkx.stage_tools import remove_stale
     from trkx.threads import choose_threads
 
-    config = load_pipeline_config(args.config, args.overrides)
-    tracks_config = config.stage_config_path(config.tracks)
-    gnn_checkpoint = checkpoint_paths(args.checkpoints)["gnn"]   # fails before any worker
-    check_checkpoints(checkpoint_paths(args.checkpoints))
-    source = PipelineSource(Path(args.config), args.checkpoints, tuple(args.overrides),
-                            device.type)
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder")
     prefixes = event_prefixes(args.events)[: args.n_events]
     if not prefixes:
         raise FileNotFoundError(f"{args.events}: no TrackML events (event*-hits.csv[.gz])")
-    workers = min(args.workers, len(prefixes))     # no idle process per missing event
+    groups = model_groups(args, prefixes)
+    for _, config_path, checkpoints, _ in groups:        # every file fails before any event
+        load_pipeline_config(config_path, args.overrides)
+        check_checkpoints(checkpoint_paths(checkpoints))
+    config = load_pipeline_config(groups[0][1], args.overrides)
+    tracks_config = config.stage_config_path(config.tracks)
+    gnn_checkpoint = checkpoint_paths(groups[0][2])["gnn"]
     out = Outputs(args.out, args.graphs)
+    by_prefix: dict[str, EventResult] = {}
+    wall, threads, workers_used = 0.0, 1, 1
     with tqdm(total=len(prefixes), desc="trkx infer", unit="event") as bar:
-        if workers == 1:
-            results, wall, threads = run_in_process(source, prefixes, out, bar)
-        else:
-            results, wall, threads = run_in_workers(source, prefixes, out, bar, workers,
-                                                    max(1, choose_threads(None) // workers))
+        for _, config_path, checkpoints, events in groups:
+            source = PipelineSource(config_path, checkpoints, tuple(args.overrides),
+                                    device.type)
+            workers = min(args.workers, len(events))   # no idle process per missing event
+            if workers == 1:
+                results, seconds, threads = run_in_process(source, events, out, bar)
+            else:
+                results, seconds, threads = run_in_workers(
+                    source, events, out, bar, workers, max(1, choose_threads(None) // workers))
+            by_prefix.update(zip(events, results))
+            wall += seconds
+            workers_used = max(workers_used, workers)
+    results = [by_prefix[p] for p in prefixes]
+    workers = workers_used
+    models = {str(by_prefix[p].event_id): name for name, _, _, events in groups
+              for p in events} if groups[0][0] is not None else None
     remove_stale(args.out, [r.path for r in results], TRACKS_FILE)
     if args.graphs is not None:
         for stage in STAGES:
@@ -338,7 +382,11 @@ def run(args: argparse.Namespace) -> int:
     rate = len(results) / wall if wall > 0 else float("inf")
     cpu = process_cpu_seconds()
     settings = run_settings(device, config.inference.precision, config.inference.graph_ops)
-    text = json.dumps({**settings, "cpu_seconds": cpu,
+    if models is not None:      # the shipped sets, chosen per event (with or without cells)
+        settings["models"] = ", ".join(f"{name} ({'cells' if name == CELLS else 'hits only'}"
+                                       f", {len(events)} event(s))"
+                                       for name, _, _, events in groups)
+    text = json.dumps({**settings, "models_per_event": models, "cpu_seconds": cpu,
                        "events": timing, "mean_seconds": mean, "workers": workers,
                        "threads_per_worker": threads, "wall_seconds": wall,
                        "events_per_second": rate}, indent=2)

@@ -1,6 +1,10 @@
 """Trained pipelines that ship with trkx: what ``trkx infer --events DIR --out DIR`` uses when
 no ``--config``/``--checkpoints`` are given, and ``TrainedPipeline.load()`` with no arguments.
 
+Two sets: ``pu200`` (hits only, every TrackML hit file) and ``pu200_cells`` (the hits and the
+cluster shapes of their cells); ``trkx infer`` runs the cells set on each event that has a cells
+file and the hits-only set on the others (:func:`models_for`).
+
 ``trkx/models/NAME/`` holds one trained pipeline, self-contained::
 
     embedding.pt filter.pt gnn.pt       trkx checkpoints (trkx.checkpoint, weights_only loading)
@@ -26,6 +30,9 @@ from trkx.checkpoint import CheckpointError
 
 #: The models ``trkx infer`` uses by default: pile-up 200, hits only (configs/pu200.yaml).
 DEFAULT = "pu200"
+#: The models ``trkx infer`` uses for events that come with cells, where this set is shipped:
+#: pile-up 200, the hits and their cluster shapes (configs/pu200_cells.yaml).
+CELLS = "pu200_cells"
 MODELS_ROOT = Path(__file__).resolve().parent
 MANIFEST = "SHA256SUMS"
 #: The files of a shipped pipeline, all listed in its manifest.
@@ -91,11 +98,22 @@ def verify(folder: Path) -> None:
                                   "changed or damaged after it was shipped (reinstall trkx)")
 
 
+def shipped_names() -> list[str]:
+    """The names of the shipped pipelines (folders with a manifest), sorted."""
+    return sorted(p.name for p in MODELS_ROOT.iterdir() if (p / MANIFEST).is_file())
+
+
+def models_for(has_cells: bool) -> str:
+    """The shipped set ``trkx infer`` runs on an event: :data:`CELLS` when the event has cells
+    and that set is shipped, else :data:`DEFAULT` (hits only, runs on any event)."""
+    return CELLS if has_cells and CELLS in shipped_names() else DEFAULT
+
+
 def shipped_models(name: str = DEFAULT) -> ShippedModels:
     """The verified shipped pipeline ``name`` (default :data:`DEFAULT`)."""
     folder = MODELS_ROOT / name
     if not folder.is_dir():
-        known = sorted(p.name for p in MODELS_ROOT.iterdir() if (p / MANIFEST).is_file())
+        known = shipped_names()
         raise FileNotFoundError(f"{folder}: no shipped models named {name!r} (shipped: "
                                 f"{', '.join(known) or 'none'}); give --config and "
                                 "--checkpoints of models you trained")
