@@ -18,6 +18,11 @@ on their own events, with the pipeline's ``inference`` settings); the train/val 
 by the stage commands (``trkx infer STAGE``) with each stage config's own settings. Every step
 names the steps whose outputs it reads (``Step.inputs``), so the runner reruns everything
 downstream of a step that runs again.
+
+The GNN trains with the recipe's kernel (``inference.graph_ops``) when its stage config leaves
+the choice to ``auto``: ``auto`` times the CSR and scatter kernels on the host, so on a loaded
+machine the faster one, and with it the last bits of every sum and of the trained weights,
+changes from run to run (docs/design.md, "Reproducibility").
 """
 
 from __future__ import annotations
@@ -72,6 +77,24 @@ def _sets(overrides: list[str]) -> tuple[str, ...]:
     return tuple(item for o in overrides for item in ("--set", o))
 
 
+def _training_kernel(config: PipelineConfig, plan: StagePlan) -> list[str]:
+    """``[module.graph_ops=K]`` with the recipe's kernel ``K`` when the GNN's stage config
+    (with its overrides) says ``auto`` and the recipe names a kernel; else nothing (a config
+    that cannot be read is left to the config checks, which name why)."""
+    from trkx.config import ConfigError, apply_overrides, load_config
+
+    kernel = config.inference.graph_ops
+    if kernel == "auto":
+        return []
+    try:
+        stage = apply_overrides(load_config(config.stage_config_path(plan)), plan.overrides)
+    except ConfigError:
+        return []
+    module = stage.get("module")
+    chosen = module.get("graph_ops", "auto") if isinstance(module, dict) else "auto"
+    return [f"module.graph_ops={kernel}"] if chosen == "auto" else []
+
+
 def _config_args(config: PipelineConfig, plan: StagePlan) -> tuple[str, ...]:
     return ("--config", str(config.stage_config_path(plan)))
 
@@ -105,9 +128,10 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
                    {split: graphs / split / PREVIOUS[stage] for split in TRAINING_SPLITS})
         checkpoint = checkpoints / f"{stage}.pt"
         data = [f"data.train_dir={folders['train']}", f"data.val_dir={folders['val']}", *counts]
+        kernel = _training_kernel(config, plan) if stage == "gnn" else []
         steps.append(Step(f"train-{stage}", stage, (
             "train", stage, *_config_args(config, plan), "--checkpoint", str(checkpoint),
-            *_sets([*_relative_to_recipe(plan.overrides, config.path.parent), *data])),
+            *_sets([*_relative_to_recipe(plan.overrides, config.path.parent), *data, *kernel])),
             checkpoint,
             inputs(_source(stage, "train", simulate), _source(stage, "val", simulate))))
         if stage == "gnn":

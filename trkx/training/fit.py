@@ -1,6 +1,7 @@
 """``fit_stage``: train one stage and export its best weights as a trkx checkpoint.
 
-    seed (pl.seed_everything(seed, workers=True)) -> build the LightningModule
+    seed (pl.seed_everything(seed, workers=True)) -> deterministic kernels (trainer.deterministic)
+    -> build the LightningModule
     -> a fresh run with ``init_from``: the network starts from that model file's weights
     -> Trainer.fit (resuming RUN/last.ckpt when the same config wrote it)
     -> load RUN/best.ckpt (best validation ``monitor``; the last weights when no validation
@@ -14,15 +15,16 @@ The run folder ``RUN`` sits beside the model file: ``runs/filter.pt`` trains in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trkx.training.options import BUDGET_KEYS, WORKING_POINT_KEYS, TrainerOptions
+from trkx.training.options import BUDGET_KEYS, KERNEL_KEYS, WORKING_POINT_KEYS, TrainerOptions
 from trkx.training.trainer import BEST, LAST, build_trainer
 
 
@@ -51,11 +53,11 @@ def run_folder(checkpoint: str | Path) -> Path:
 
 def _resume_key(config: Mapping[str, Any]) -> str:
     """The config without the keys a resumed run may change (budgets, logging, paths out,
-    working-point choices, inference settings)."""
+    working-point choices, kernels, inference settings)."""
     kept = {k: v for k, v in config.items() if k not in ("checkpoint", "inference")}
     trainer = {k: v for k, v in dict(kept.get("trainer") or {}).items() if k not in BUDGET_KEYS}
     module = {k: v for k, v in dict(kept.get("module") or {}).items()
-              if k not in WORKING_POINT_KEYS}
+              if k not in WORKING_POINT_KEYS | KERNEL_KEYS}
     return json.dumps({**kept, "trainer": trainer, "module": module}, sort_keys=True,
                       default=str)
 
@@ -101,6 +103,33 @@ def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None])
     log(f"{stage}: starting from the weights of {path} (trainer.init_from)")
 
 
+@contextlib.contextmanager
+def deterministic_algorithms(enabled: bool = True) -> Iterator[None]:
+    """Within the block, torch runs its deterministic kernels (warn-only: an op without one
+    warns and runs as is) and leaves uninitialised memory alone (filling every ``torch.empty``
+    buys nothing here: no kernel reads what it did not write); the previous settings come
+    back afterwards. On CUDA cuBLAS needs a fixed workspace for that
+    (``CUBLAS_WORKSPACE_CONFIG``, set when unset, as Lightning's ``deterministic`` does).
+    ``enabled=False`` changes nothing."""
+    import torch
+
+    if not enabled:
+        yield
+        return
+    deterministic = torch.utils.deterministic
+    saved = (torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled(),
+             deterministic.fill_uninitialized_memory)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    deterministic.fill_uninitialized_memory = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        deterministic.fill_uninitialized_memory = saved[2]
+
+
 def _floats(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items()}
 
@@ -112,6 +141,20 @@ def fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[An
               default_working_point: Callable[[Any], dict[str, float]] | None = None,
               strategy: Any = None, log: Callable[[str], None] = print) -> FitResult:
     """Train, keep the best validation weights and write ``checkpoint`` (module docstring)."""
+    with deterministic_algorithms(options.deterministic):
+        return _fit_stage(stage, build_module, network, constructor, options, checkpoint,
+                          config, train_loader=train_loader, val_loader=val_loader,
+                          efficiency_key=efficiency_key,
+                          default_working_point=default_working_point, strategy=strategy,
+                          log=log)
+
+
+def _fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[Any], Any],
+               constructor: Callable[[Any], dict[str, Any]], options: TrainerOptions,
+               checkpoint: Path, config: Mapping[str, Any], *, train_loader: Any,
+               val_loader: Any, efficiency_key: str | None,
+               default_working_point: Callable[[Any], dict[str, float]] | None,
+               strategy: Any, log: Callable[[str], None]) -> FitResult:
     import pytorch_lightning as pl
     import torch
 

@@ -16,16 +16,21 @@ _TIME = re.compile(r"^\d+:\d{1,2}:\d{1,2}:\d{1,2}$")
 #: Keys that change how long or how visibly a run trains, or which of its validated weights it
 #: exports, not what it trains (a run may resume from a checkpoint written under other values
 #: of these; a new ``monitor`` starts its choice of the best weights afresh). ``init_from``
-#: only seeds a fresh run, so a resumed one ignores it.
+#: only seeds a fresh run, so a resumed one ignores it. ``deterministic`` changes only the order
+#: of a few floating-point sums, not what is learned.
 BUDGET_KEYS: frozenset[str] = frozenset({"max_steps", "max_epochs", "max_time", "resume",
                                          "progress_bar", "logger", "log_every_n_steps",
                                          "val_every_n_steps", "monitor", "monitor_mode",
-                                         "max_memory_gb", "init_from"})
+                                         "max_memory_gb", "init_from", "deterministic"})
 #: ``module`` keys that only choose the working point on the validation events (what a stage
 #: keeps), never what it learns: a run may resume under other values of these, and of the
 #: ``inference`` section.
 WORKING_POINT_KEYS: frozenset[str] = frozenset({"target_efficiency", "max_edges_per_hit",
                                                 "score_cut", "fake_rate_target", "tune_tracks"})
+#: ``module`` keys that choose the kernel of a sum (the GNN's CSR or scatter ``graph_ops``), not
+#: the sum: a run may resume under another kernel (the last bits of its sums change, nothing
+#: else), e.g. the one ``trkx run`` passes (trkx.pipeline.steps).
+KERNEL_KEYS: frozenset[str] = frozenset({"graph_ops"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,12 @@ class TrainerOptions:
             weights start a fresh run instead of the seeded initialisation (fine-tuning, e.g.
             a GNN on a new graph); ignored when the run resumes from its ``last.ckpt``. The
             network's constructor must match the file's.
+        deterministic: train with ``torch.use_deterministic_algorithms`` (warn-only), so that
+            a seeded run repeats bit for bit on one machine with one thread count: CPU
+            ``index_put_(accumulate=True)`` (the backward of ``x[index]``, e.g. the
+            embedding's pair loss) otherwise adds with atomics across threads, in whatever
+            order they run. An op without a deterministic kernel warns and runs as is.
+            False: torch's defaults (docs/design.md, "Reproducibility").
     """
 
     max_steps: int | None = None
@@ -85,6 +96,7 @@ class TrainerOptions:
     min_signal_efficiency: float = 0.05
     max_memory_gb: float | None = None
     init_from: str | None = None
+    deterministic: bool = True
 
     def __post_init__(self) -> None:
         if self.max_steps is None and self.max_epochs is None:
