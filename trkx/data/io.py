@@ -10,6 +10,7 @@ column, the line and the value.
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import re
@@ -199,9 +200,15 @@ def write_event(prefix: str | os.PathLike, *, compress: bool = True,
             tmp = Path(tmp_name)
             os.chmod(tmp, default_file_mode())
             staged.append((tmp, final))
-            _format_frame(frame, part).to_csv(
-                tmp, index=False, compression={"method": "gzip", "compresslevel": 5}
-                if compress else None, float_format="%.9g")
+            table = _format_frame(frame, part)
+            if not compress:
+                table.to_csv(tmp, index=False, float_format="%.9g")
+                continue
+            # gzip's header holds a time and a name: the epoch and the final file's name, so the
+            # same event is the same bytes whenever and wherever it is written
+            with open(tmp, "wb") as raw, gzip.GzipFile(final.name[:-3], "wb", 5, raw, 0) as gz, \
+                    io.TextIOWrapper(gz, encoding="utf-8", newline="") as text:
+                table.to_csv(text, index=False, float_format="%.9g")
         for tmp, final in staged:
             os.replace(tmp, final)
     finally:
