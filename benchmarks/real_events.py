@@ -10,7 +10,8 @@ inference path, hits only unless the models use cells):
   projected onto the hits with truth (trkx.tracks.projection): efficiency, fake and duplicate
   rates (double majority, pT > 1 GeV, >= 3 truth hits, candidates of >= 3 projected hits);
 - ``sample_event/`` (full truth, a 5% subsample): efficiency, fake and duplicate rates;
-- ``kaggle_hits/`` (no truth): seconds per event (reading the hits file, the pipeline and the
+- ``kaggle_hits/`` (no truth, no cells: skipped for models that read cells, whose events are
+  the two above): seconds per event (reading the hits file, the pipeline and the
   track table; median over the files after one warm-up event), tracks (>= 3 hits) per event,
   the process's peak resident memory, and the track-length distribution (hits per track,
   tracks of >= 3 hits) against the particles' ``nhits`` (>= 3) of the same events
@@ -150,16 +151,6 @@ def main(argv: list[str] | None = None) -> int:
                     for s in ("embedding", "filter", "gnn")) / 1e6
     pixel = pixel_event(pipeline, args.data)
     sample = sample_event(pipeline, args.data)
-    kaggle = event_prefixes(args.data / "kaggle_hits")[: args.n_kaggle]
-    seconds, lengths = run_unlabelled(pipeline, kaggle, "kaggle")
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6   # KiB on Linux
-    with_particles = [e for e in lengths if 1001 <= e <= 1013]
-    histograms = {
-        "Kaggle events 1001-1013, tracks": length_histogram(
-            np.concatenate([lengths[e] for e in with_particles] or [np.zeros(0, int)])),
-        "their particles (nhits)": length_histogram(particle_lengths(args.data,
-                                                                     with_particles)),
-    }
     result = {
         "config": str(config), "checkpoints": str(checkpoints),
         "torch_threads": torch.get_num_threads(),
@@ -173,32 +164,51 @@ def main(argv: list[str] | None = None) -> int:
         "sample_efficiency_err": sample["efficiency_err"],
         "sample_fake_rate": sample["fake_rate"],
         "sample_duplicate_rate": sample["duplicate_rate"],
-        "kaggle_seconds": seconds,
-        "kaggle_median_seconds": statistics.median(seconds.values()),
-        "kaggle_peak_memory_gb": peak_gb,
-        "kaggle_tracks_per_event": float(np.mean([(n >= 3).sum() for n in lengths.values()])),
-        "track_length_tvd": tvd(*histograms.values()),
         "model_megabytes": megabytes,
     }
+    histograms: dict[str, np.ndarray] = {}
+    if not pipeline.use_cells:       # the Kaggle hit files have no cells
+        kaggle = event_prefixes(args.data / "kaggle_hits")[: args.n_kaggle]
+        seconds, lengths = run_unlabelled(pipeline, kaggle, "kaggle")
+        peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6   # KiB on Linux
+        with_particles = [e for e in lengths if 1001 <= e <= 1013]
+        histograms = {
+            "Kaggle events 1001-1013, tracks": length_histogram(
+                np.concatenate([lengths[e] for e in with_particles] or [np.zeros(0, int)])),
+            "their particles (nhits)": length_histogram(particle_lengths(args.data,
+                                                                         with_particles)),
+        }
+        result.update({
+            "kaggle_seconds": seconds,
+            "kaggle_median_seconds": statistics.median(seconds.values()),
+            "kaggle_peak_memory_gb": peak_gb,
+            "kaggle_tracks_per_event": float(np.mean([(n >= 3).sum()
+                                                      for n in lengths.values()])),
+            "track_length_tvd": tvd(*histograms.values()),
+        })
     if args.sim_events is not None:
         _, sim = run_unlabelled(pipeline, event_prefixes(args.sim_events)[: args.n_sim],
                                 "simulated")
         histograms["simulated test events, tracks"] = length_histogram(
             np.concatenate(list(sim.values())))
-        result["track_length_tvd_sim"] = tvd(histograms["Kaggle events 1001-1013, tracks"],
-                                             histograms["simulated test events, tracks"])
+        if "Kaggle events 1001-1013, tracks" in histograms:
+            result["track_length_tvd_sim"] = tvd(histograms["Kaggle events 1001-1013, tracks"],
+                                                 histograms["simulated test events, tracks"])
     result["track_length_histograms"] = {k: v.tolist() for k, v in histograms.items()}
     plot(histograms, args.plot)
     harness.write_json(args.json, result)
+    kaggle_line = ("Kaggle hit files: skipped (no cells; these models read cells)\n"
+                   if "kaggle_seconds" not in result else
+                   f"Kaggle ({len(result['kaggle_seconds'])} events): median "
+                   f"{result['kaggle_median_seconds']:.2f} s, peak memory "
+                   f"{result['kaggle_peak_memory_gb']:.2f} GB, "
+                   f"{result['kaggle_tracks_per_event']:.0f} tracks per event, track-length "
+                   f"TVD vs particles {result['track_length_tvd']:.3f}\n")
     print(f"event 21001 (pixel projection): efficiency {pixel['efficiency']:.3f} +- "
           f"{pixel['efficiency_err']:.3f} ({pixel['n_signal_particles']} signal particles), "
           f"fake {pixel['fake_rate'] or 0:.3f}, duplicate {pixel['duplicate_rate'] or 0:.3f}\n"
           f"sample event: efficiency {sample['efficiency']:.3f}, fake "
-          f"{sample['fake_rate'] or 0:.3f}\n"
-          f"Kaggle ({len(seconds)} events): median {result['kaggle_median_seconds']:.2f} s, "
-          f"peak memory {peak_gb:.2f} GB, {result['kaggle_tracks_per_event']:.0f} tracks per "
-          f"event, track-length TVD vs particles {result['track_length_tvd']:.3f}\n"
-          f"models: {megabytes:.2f} MB")
+          f"{sample['fake_rate'] or 0:.3f}\n" + kaggle_line + f"models: {megabytes:.2f} MB")
     return 0
 
 
