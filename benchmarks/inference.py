@@ -23,6 +23,11 @@ building the record (``load``), each stage (``embedding``, ``graph``, ``filter``
 - ``graph_recall``: share of the exact (kdtree) graph's edges that the fast backend finds;
 - ``flop_rate_fraction``: each learned stage's dense FLOPs / its median seconds, divided by
   the fp32 GEMM rate measured in the same run (``matmul_rates``, ``stage_flops`` below);
+- per learned stage beside its seconds (``stage_roofline``): dense FLOPs and bytes moved per
+  event (``stage_flops``, ``stage_bytes`` below), the achieved GFLOP/s and GB/s, and the
+  roofline seconds max(FLOPs / fp32 GEMM rate, bytes / memory bandwidth) with the machine's
+  rates measured in the same run (``matmul_rates``, ``memory_bandwidth``): ``roofline_fraction``
+  = roofline seconds / median seconds, 1 at the machine's limit;
 - ``peak_memory_gb``: the process's peak resident memory after the 2-thread simulated pass;
 - throughput mode: ``trkx infer --workers N`` for N = 1, 2 (events/s, subprocess);
 - ``help_seconds``: wall time of ``python -m trkx --help`` (median of 3).
@@ -81,6 +86,45 @@ def matmul_rates() -> dict[str, float]:
     return {"gemm_fp32": 2 * 2048**3 / best_seconds(lambda: a @ b),
             "tall_skinny_fp32": 2 * 65536 * 128 * 128 / best_seconds(lambda: tall @ weight),
             "gemm_bf16": 2 * 2048**3 / best_seconds(lambda: a16 @ b16, repeats=1)}
+
+
+@torch.inference_mode()
+def memory_bandwidth() -> float:
+    """B/s of a triad ``c = a + 2 b`` over 3 x 128 MB float32 arrays (12 bytes per element:
+    two read, one written), best of 3 after a warm-up, at the thread count in force."""
+    n = 32 * 2**20
+    a, b, c = torch.ones(n), torch.ones(n), torch.empty(n)
+    return 12 * n / harness.best_of(lambda: torch.add(a, b, alpha=2.0, out=c), 3,
+                                    warmup=True)[1]
+
+
+#: Bytes moved per event (float32: 4 per word; int64 edge endpoints: 16 per edge), the traffic
+#: the stages' inference paths cannot avoid (row-blocked MLPs keep their hidden layers in
+#: cache; a gathered row counts once):
+#:     embedding: N * 4 (F + d)                   hit features in, embedding out
+#:     filter: E_graph * (16 + 4 (2 (F_h + 4) + 2 f + 1))
+#:         endpoints, both ends' hit features and (r, phi, z, eta), the f edge features
+#:         written and read, the score
+#:     gnn: E_filter * (16 + 4 (2 o + a + o)                edge encoder
+#:                      + T (16 + 4 (2 o + h + o + h) + 2 (12 + 4 h))   edge net, residual,
+#:                                                                    two CSR sums
+#:                      + 16 + 4 (2 o + h + 1))              classifier
+#:          + N * 4 T (13 h + 2 o)                           node nets, projections
+#:     with h the GNN width, o the first Linear's width (h), a its edge inputs, T iterations;
+#:     the edge inputs themselves (agreement sort) are not counted.
+def stage_bytes(pipeline, n_hits: int, graph_edges: int, filter_edges: int) -> dict[str, int]:
+    """Bytes moved by each learned stage on one event (the formulas above)."""
+    linears = [m for m in pipeline.embedding.modules() if isinstance(m, nn.Linear)]
+    network = pipeline.filter
+    gnn = pipeline.gnn
+    h, o, a, t = gnn.hidden, gnn.hidden, gnn.edge_features, gnn.n_graph_iters
+    per_edge = (16 + 4 * (2 * o + a + o)
+                + t * (16 + 4 * (2 * o + h + o + h) + 2 * (12 + 4 * h))
+                + 16 + 4 * (2 * o + h + 1))
+    return {"embedding": n_hits * 4 * (linears[0].in_features + linears[-1].out_features),
+            "filter": graph_edges * (16 + 4 * (2 * (network.hit_features + 4)
+                                                + 2 * network.in_features + 1)),
+            "gnn": filter_edges * per_edge + n_hits * 4 * t * (13 * h + 2 * o)}
 
 
 def dense_flops(module: nn.Module) -> int:
@@ -186,12 +230,25 @@ def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
     seconds = {s: median([r[s] for r in rows]) for s in (*STAGES, "total")}
     flops = [stage_flops(pipeline, r["n_hits"], r["graph_edges"], r["filter_edges"])
              for r in rows]
+    moved = [stage_bytes(pipeline, r["n_hits"], r["graph_edges"], r["filter_edges"])
+             for r in rows]
     rate = {s: median([f[s] / r[s] for f, r in zip(flops, rows)]) for s in LEARNED}
+    roofline = {}
+    for s in LEARNED:
+        limit = [max(f[s] / rates["gemm_fp32"], b[s] / rates["memory_bandwidth"])
+                 for f, b in zip(flops, moved)]
+        roofline[s] = {"seconds": seconds[s], "flops": median([f[s] for f in flops]),
+                       "bytes": median([b[s] for b in moved]),
+                       "gflop_per_s": median([f[s] / r[s] / 1e9 for f, r in zip(flops, rows)]),
+                       "gb_per_s": median([b[s] / r[s] / 1e9 for b, r in zip(moved, rows)]),
+                       "roofline_seconds": median(limit),
+                       "roofline_fraction": median([x / r[s] for x, r in zip(limit, rows)])}
     out = {"stage_seconds": seconds, "end_to_end_seconds": seconds["total"],
            "overhead_seconds": median([r["load"] + r["tracks"] + r["write"] for r in rows]),
            "flops_per_event": {s: median([f[s] for f in flops]) for s in LEARNED},
            "flop_rate": rate,
            "flop_rate_fraction": {s: rate[s] / rates["gemm_fp32"] for s in LEARNED},
+           "stage_roofline": roofline,
            "hits": median([r["n_hits"] for r in rows]),
            "graph_edges": median([r["graph_edges"] for r in rows]),
            "filter_edges": median([r["filter_edges"] for r in rows]), "events": len(rows)}
@@ -258,11 +315,11 @@ def main() -> None:
         scratch = Path(scratch_dir)
         for threads in args.threads:
             torch.set_num_threads(threads)
-            rates = matmul_rates()
+            rates = {**matmul_rates(), "memory_bandwidth": memory_bandwidth()}
             figures["machine"][str(threads)] = rates
             print(f"[{threads} threads] fp32 GEMM {rates['gemm_fp32'] / 1e9:.0f} GFLOP/s, "
                   f"tall-skinny {rates['tall_skinny_fp32'] / 1e9:.0f}, bf16 GEMM "
-                  f"{rates['gemm_bf16'] / 1e9:.0f}")
+                  f"{rates['gemm_bf16'] / 1e9:.0f}, memory {rates['memory_bandwidth'] / 1e9:.1f} GB/s")
             part = {"simulated": summarize_pass(fast, run_pass(
                 fast, simulated, True, scratch, recall=threads == args.threads[0]), rates)}
             if threads == args.threads[0]:
@@ -279,6 +336,10 @@ def main() -> None:
                       f"{result['graph_edges']:,.0f} -> {result['filter_edges']:,.0f} edges; "
                       "median s: " + ", ".join(f"{s} {v:.3f}" for s, v in
                                                result["stage_seconds"].items())
+                      + "; GFLOP/s, GB/s, roofline fraction: " + ", ".join(
+                          f"{s} {v['gflop_per_s']:.0f} {v['gb_per_s']:.1f} "
+                          f"{v['roofline_fraction']:.2f}"
+                          for s, v in result["stage_roofline"].items())
                       + "; FLOP rate / fp32 GEMM: " + ", ".join(
                           f"{s} {v:.2f}" for s, v in result["flop_rate_fraction"].items())
                       + (f"; efficiency {result['physics']['efficiency']:.4f}, fake "
@@ -295,6 +356,7 @@ def main() -> None:
         graph_recall=first["simulated"].get("graph_recall"),
         stage_seconds=first["simulated"]["stage_seconds"],
         flop_rate_fraction=first["simulated"]["flop_rate_fraction"],
+        stage_roofline=first["simulated"]["stage_roofline"],
         efficiency_delta=(first["reference"]["physics"]["efficiency"]
                           - first["simulated"]["physics"]["efficiency"]),
         help_seconds=help_seconds(),

@@ -61,10 +61,12 @@ def _chunk_bounds(pair_counts: Tensor, chunk_pairs: int) -> list[tuple[int, int]
 
 
 def edge_agreement(pos: Tensor, edge_index: Tensor,
-                   chunk_pairs: int = DEFAULT_CHUNK_PAIRS) -> Tensor:
+                   chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
+                   trajectory: Tensor | None = None) -> Tensor:
     """[E, 2] float32 agreement (g_i, g_j) of each edge i -> j of ``edge_index`` [2, E] with
     its best continuation at each of its hits (the module docstring), for hits at ``pos``
-    [N, 3] = (r, phi, z) in mm and rad, on the device of ``pos``."""
+    [N, 3] = (r, phi, z) in mm and rad, on the device of ``pos``; ``trajectory``: the edges'
+    :func:`~trkx.edge_geometry.edge_trajectory` when the caller has it (not recomputed)."""
     if chunk_pairs < 1:
         raise ValueError(f"chunk_pairs must be >= 1, got {chunk_pairs}")
     pos, edge_index = pos.float(), edge_index.long()
@@ -72,7 +74,8 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
     device = pos.device
     best = torch.full((2 * n_edges,), CLIP * CLIP, device=device)
     if n_edges:
-        trajectory = edge_trajectory(pos, edge_index)
+        if trajectory is None:
+            trajectory = edge_trajectory(pos, edge_index)
         rz = pos[:, [0, 2]]
         # entry k: edge k mod E at hit hits[k] (k < E: its source, else its target), sorted
         # by hit and, within a hit, inward entries before outward ones

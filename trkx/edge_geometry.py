@@ -51,28 +51,51 @@ def wrap_angle(angle: torch.Tensor) -> torch.Tensor:
     return torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
 
 
-def edge_geometry(pos: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-    """[E, 4] scaled (dr, dphi, dz, deta) of the edges ``edge_index`` [2, E] between the hits
-    at ``pos`` [N, 3] = (r, phi, z) (the module docstring)."""
-    src, dst = edge_index
+def hit_table(pos: torch.Tensor) -> torch.Tensor:
+    """[N, 4] contiguous (r, phi, z, eta) of the hits at ``pos`` [N, 3] = (r, phi, z): what the
+    edge functions read of each endpoint, gathered once per edge by :func:`endpoints`."""
     r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
     eta = torch.asinh(z / r.clamp_min(1e-6))
-    dphi = wrap_angle(phi[dst] - phi[src])
-    return torch.stack([(r[dst] - r[src]) / FEATURE_SCALES["r"], dphi / math.pi,
-                        (z[dst] - z[src]) / FEATURE_SCALES["z"], eta[dst] - eta[src]], dim=1)
+    return torch.stack([r, phi, z, eta], dim=1)
 
 
-def edge_trajectory(pos: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-    """[E, 3] (z0, phislope, rphislope) of the edges ``edge_index`` [2, E] between the hits at
-    ``pos`` [N, 3] = (r, phi, z) in mm and rad (the module docstring)."""
+def endpoints(pos: torch.Tensor, edge_index: torch.Tensor,
+              table: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(T[src], T[dst])``: [E, 4] rows of :func:`hit_table` at both ends of every edge (two
+    row gathers instead of one per column and use); ``table`` when already made."""
+    table = hit_table(pos) if table is None else table
     src, dst = edge_index
-    r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
-    step = r[dst] - r[src]
+    return table.index_select(0, src), table.index_select(0, dst)
+
+
+def edge_geometry(pos: torch.Tensor, edge_index: torch.Tensor,
+                  ends: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """[E, 4] scaled (dr, dphi, dz, deta) of the edges ``edge_index`` [2, E] between the hits
+    at ``pos`` [N, 3] = (r, phi, z) (the module docstring); ``ends``: :func:`endpoints` when
+    already gathered (the same values)."""
+    a, b = endpoints(pos, edge_index) if ends is None else ends
+    dphi = wrap_angle(b[:, 1] - a[:, 1])
+    return torch.stack([(b[:, 0] - a[:, 0]) / FEATURE_SCALES["r"], dphi / math.pi,
+                        (b[:, 2] - a[:, 2]) / FEATURE_SCALES["z"], b[:, 3] - a[:, 3]], dim=1)
+
+
+def edge_trajectory(pos: torch.Tensor, edge_index: torch.Tensor,
+                    ends: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """[E, 3] (z0, phislope, rphislope) of the edges ``edge_index`` [2, E] between the hits at
+    ``pos`` [N, 3] = (r, phi, z) in mm and rad (the module docstring); ``ends``:
+    :func:`endpoints` when already gathered (the same values)."""
+    if ends is None:
+        src, dst = edge_index
+        ends = pos.index_select(0, src), pos.index_select(0, dst)
+    a, b = ends
+    r_src, phi_src, z_src = a[:, 0], a[:, 1], a[:, 2]
+    r_dst, phi_dst, z_dst = b[:, 0], b[:, 1], b[:, 2]
+    step = r_dst - r_src
     sign = torch.where(step < 0, -torch.ones_like(step), torch.ones_like(step))
     step = sign * step.abs().clamp_min(MIN_RADIAL_STEP_MM)
-    z0 = ((z[src] + z[dst]) / 2 - (r[src] + r[dst]) / 2 * (z[dst] - z[src]) / step
+    z0 = ((z_src + z_dst) / 2 - (r_src + r_dst) / 2 * (z_dst - z_src) / step
           ) / FEATURE_SCALES["z"]
-    phislope = wrap_angle(phi[dst] - phi[src]) / (step / 1000.0)
-    rphislope = (r[src] + r[dst]) / 2000.0 * phislope
+    phislope = wrap_angle(phi_dst - phi_src) / (step / 1000.0)
+    rphislope = (r_src + r_dst) / 2000.0 * phislope
     return torch.stack([z0.clamp(-Z0_CLIP, Z0_CLIP), phislope.clamp(-SLOPE_CLIP, SLOPE_CLIP),
                         rphislope.clamp(-SLOPE_CLIP, SLOPE_CLIP)], dim=1)

@@ -27,6 +27,7 @@ from trkx.edge_geometry import (
     TRAJECTORY_FEATURES,
     edge_geometry,
     edge_trajectory,
+    endpoints,
     wrap_angle,
 )
 
@@ -52,9 +53,11 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
     columns when ``trajectory``.
     """
     src, dst = edge_index
-    hits = x if hit_features is None else x[:, :hit_features]
+    hits = (x if hit_features is None else x[:, :hit_features]).contiguous()
     r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
-    columns = [hits[src], hits[dst], edge_geometry(pos, edge_index)]
+    ends = endpoints(pos, edge_index)                 # both ends' (r, phi, z, eta), gathered once
+    columns = [hits.index_select(0, src), hits.index_select(0, dst),
+               edge_geometry(pos, edge_index, ends)]
     if has_cell_directions(feature_names):
         names = list(feature_names)
         dir_eta = x[:, names.index("dir_eta")] * FEATURE_SCALES["dir_eta"]
@@ -67,5 +70,5 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
             columns.append((dir_eta[hit] - edge_eta)[:, None] / FEATURE_SCALES["dir_eta"])
             columns.append(wrap_angle(dir_phi[hit] - edge_phi)[:, None] / math.pi)
     if trajectory:
-        columns.append(edge_trajectory(pos, edge_index))
+        columns.append(edge_trajectory(pos, edge_index, ends))
     return torch.cat(columns, dim=1).float()

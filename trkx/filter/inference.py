@@ -34,15 +34,15 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
     edge_index = record.edge_index
     total = edge_index.shape[1]
     step = total if not chunk_size else int(chunk_size)
-    parts = []
+    scores = torch.empty(total, device=device)      # written chunk by chunk: no final cat
     for start in range(0, total, max(step, 1)):
         chunk = edge_index[:, start:start + step]
         features = edge_features(record.x, record.pos, chunk, names, network.hit_features,
                                  network.trajectory)
         with dense_precision(precision, device):
-            logits = network(features)
-        parts.append(torch.sigmoid(logits.float()))
-    return torch.cat(parts) if parts else torch.zeros(0, device=device)
+            logits = network(features)              # row blocks, in place (FilterMLP)
+        torch.sigmoid(logits.float(), out=scores[start:start + step])
+    return scores
 
 
 def apply_cut(record: Data, scores: torch.Tensor, score_cut: float) -> Data:

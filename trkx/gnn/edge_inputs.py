@@ -24,7 +24,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from trkx.edge_agreement import edge_agreement
-from trkx.edge_geometry import edge_geometry, edge_trajectory
+from trkx.edge_geometry import edge_geometry, edge_trajectory, endpoints
 
 EDGE_INPUT_NAMES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "filter_score",
                                      "z0", "phislope", "rphislope",
@@ -57,11 +57,13 @@ def edge_inputs(record: Data, label: str = "event record",
         raise ValueError(f"{label}: {scores.shape[0]} scores for "
                          f"{record.edge_index.shape[1]} edges")
     pos, edge_index = pos.float(), record.edge_index.long()
-    columns = [edge_geometry(pos, edge_index), scores.float()[:, None]]
+    ends = endpoints(pos, edge_index)           # both ends' (r, phi, z, eta), gathered once
+    columns = [edge_geometry(pos, edge_index, ends), scores.float()[:, None]]
     if width > EDGE_INPUT_WIDTHS[0]:
-        columns.append(edge_trajectory(pos, edge_index))
-    if width > EDGE_INPUT_WIDTHS[1]:
-        columns.append(edge_agreement(pos, edge_index))
+        trajectory = edge_trajectory(pos, edge_index, ends)
+        columns.append(trajectory)
+        if width > EDGE_INPUT_WIDTHS[1]:       # the agreement compares these trajectories
+            columns.append(edge_agreement(pos, edge_index, trajectory=trajectory))
     return torch.cat(columns, dim=1)
 
 

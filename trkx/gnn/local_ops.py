@@ -161,10 +161,16 @@ class _CsrAggregate(torch.autograd.Function):
 
 
 class _EdgeListOps:
-    """Sizes shared by the single-process GraphOps: ``num_nodes`` N and ``num_edges`` E."""
+    """Sizes shared by the single-process GraphOps: ``num_nodes`` N and ``num_edges`` E, and
+    the edge endpoints ``(s, d)`` (``endpoints``: the model's blocked inference path gathers
+    row blocks itself, trkx.gnn.model)."""
 
     _num_nodes: int
     _num_edges: int
+
+    def endpoints(self) -> tuple[Tensor, Tensor]:
+        """``(s, d)``: int64 [E] sources and destinations."""
+        raise NotImplementedError
 
     @property
     def num_nodes(self) -> int:
@@ -192,6 +198,9 @@ class CsrGraphOps(_EdgeListOps):
         self.src = Incidence(edge_index[0], self._num_nodes, validate=False)   # S
         self.dst = Incidence(edge_index[1], self._num_nodes, validate=False)   # D
 
+    def endpoints(self) -> tuple[Tensor, Tensor]:
+        return self.src.index, self.dst.index
+
     def gather(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(S X, D X)``."""
         return _CsrGather.apply(x, self)
@@ -217,6 +226,9 @@ class ScatterGraphOps(_EdgeListOps):
         self._dst = edge_index[1].long().contiguous()
         self._num_nodes = int(num_nodes)
         self._num_edges = int(self._src.numel())
+
+    def endpoints(self) -> tuple[Tensor, Tensor]:
+        return self._src, self._dst
 
     def gather(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(S X, D X) = (X[s], X[d])``."""
