@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trkx.training.options import BUDGET_KEYS, KERNEL_KEYS, WORKING_POINT_KEYS, TrainerOptions
-from trkx.training.trainer import BEST, LAST, build_trainer
+from trkx.training.trainer import BEST, LAST, MemoryLimitSignal, build_trainer
 
 
 class StageFailed(RuntimeError):
@@ -185,9 +185,8 @@ def _fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[A
         if saver.interrupted:
             raise KeyboardInterrupt from None
         raise
-    guard = next(c for c in trainer.callbacks if type(c).__name__ == "MemoryGuard")
-    if guard.tripped:
-        raise MemoryLimitReached(f"{stage}: {guard.tripped}")
+    except MemoryLimitSignal as exc:   # last.ckpt written by LastCheckpoint.on_exception
+        raise MemoryLimitReached(f"{stage}: {exc}") from None
     trainer.save_checkpoint(run / LAST, weights_only=False)
     metrics = _floats(trainer.callback_metrics)
     best = run / f"{BEST}.ckpt"

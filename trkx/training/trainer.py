@@ -10,9 +10,10 @@ summed over resumed stretches, beside every validation). Distributed training pa
 
 Every run is watched for memory (``MemoryGuard``): after each training step the process's
 resident set size (RSS, ``/proc/self/statm``) is compared with ``max_memory_gb`` (default 0.85
-of the machine's memory); above it the run saves ``last.ckpt`` and stops, and ``fit_stage``
-reports it in one line, so a run that grows resumes instead of thrashing the machine. The RSS
-is logged as ``rss_gb`` beside every validation (the memory curve of a long run).
+of the machine's memory); above it the run saves ``last.ckpt`` and stops at once (no
+validation), and ``fit_stage`` reports it in one line, so a run that grows resumes instead of
+thrashing the machine. The RSS is logged as ``rss_gb`` beside every validation (the memory
+curve of a long run).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from trkx.training.options import TrainerOptions
 
 LAST = "last.ckpt"
 BEST = "best"
+class MemoryLimitSignal(RuntimeError):
+    """Raised inside ``Trainer.fit`` by the memory guard (one line: the RSS, the limit, the
+    step); ``last.ckpt`` is written on it."""
+
+
 #: Share of the machine's memory a run may hold when ``max_memory_gb`` is null.
 DEFAULT_MEMORY_SHARE = 0.85
 
@@ -78,8 +84,8 @@ def _callbacks_module():
 
         def on_exception(self, trainer: pl.Trainer, module: pl.LightningModule,
                          exception: BaseException) -> None:
-            if isinstance(exception, KeyboardInterrupt):
-                self.interrupted = True
+            if isinstance(exception, (KeyboardInterrupt, MemoryLimitSignal)):
+                self.interrupted = isinstance(exception, KeyboardInterrupt)
                 trainer.save_checkpoint(self.path, weights_only=False)
 
     class TrainingClock(pl.Callback):
@@ -119,24 +125,31 @@ def _callbacks_module():
             self.seconds = float(state_dict.get("seconds", 0.0))
 
     class MemoryGuard(pl.Callback):
-        """Stops the run with a resumable ``last.ckpt`` when the RSS passes ``limit`` bytes
-        (checked after every training step); ``tripped`` then holds the one-line reason.
-        Logs ``rss_gb`` with every validation during training."""
+        """Stops the run when the RSS passes ``limit`` bytes, checked after every training
+        step: it raises :class:`MemoryLimitSignal` (every rank at once: the decision is
+        reduced over the ranks), on which ``LastCheckpoint`` writes a resumable ``last.ckpt``
+        and nothing else runs (no validation on a process already over its limit). Logs
+        ``rss_gb`` with every validation during training."""
 
-        def __init__(self, path: Path, limit: int | None) -> None:
-            self.path, self.limit = Path(path), limit
-            self.tripped: str | None = None
+        def __init__(self, limit: int | None, default: bool) -> None:
+            self.limit, self.default = limit, default
 
         def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule,
                                *args: Any) -> None:
-            rss = resident_bytes()
-            if self.limit is None or rss is None or rss <= self.limit or self.tripped:
+            if self.limit is None:
                 return
-            trainer.save_checkpoint(self.path, weights_only=False)
-            self.tripped = (f"resident memory {rss / 1e9:.1f} GB passed trainer.max_memory_gb="
-                            f"{self.limit / 1e9:.1f} at step {trainer.global_step}: stopped with "
-                            f"a resumable {self.path} (run the same command again to resume)")
-            trainer.should_stop = True
+            rss = resident_bytes()
+            over = rss is not None and rss > self.limit
+            if trainer.world_size > 1:
+                over = trainer.strategy.reduce_boolean_decision(over, all=False)
+            if over:
+                source = ("the default, 0.85 of the machine's memory" if self.default
+                          else "trainer.max_memory_gb")
+                raise MemoryLimitSignal(
+                    f"resident memory {(rss or 0) / 1e9:.3g} GB passed {self.limit / 1e9:.3g} GB "
+                    f"({source}) at step {trainer.global_step}: stopped with a resumable "
+                    "last.ckpt (run the same command to resume; raise trainer.max_memory_gb "
+                    "if the run needs more)")
 
         def on_validation_epoch_end(self, trainer: pl.Trainer,
                                     module: pl.LightningModule) -> None:
@@ -157,7 +170,8 @@ def build_trainer(options: TrainerOptions, root_dir: str | Path, strategy: Any =
     root = Path(root_dir)
     last_checkpoint, clock, memory_guard = _callbacks_module()
     every: list[Any] = [last_checkpoint(root / LAST), clock(),
-                        memory_guard(root / LAST, memory_limit_bytes(options.max_memory_gb))]
+                        memory_guard(memory_limit_bytes(options.max_memory_gb),
+                                     options.max_memory_gb is None)]
     if validation:
         every.append(ModelCheckpoint(dirpath=root, filename=BEST, monitor=options.monitor,
                                      mode=options.monitor_mode, save_top_k=1,
