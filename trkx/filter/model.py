@@ -65,6 +65,8 @@ class FilterMLP(nn.Module):
         return out
 
 
-#: Rows per block of the inference path (3.4 MB of a width-128 float32 layer: cache-sized), a
-#: multiple of the BLAS row tile (2^6 * 3 * 5 * 7: trkx.gnn.model.INFERENCE_BLOCK_ROWS says why).
-INFERENCE_BLOCK_ROWS = 6720
+#: Rows per block of the inference path: cache-sized blocks must be a multiple of the BLAS row
+#: tile (6720 = 2^6 * 3 * 5 * 7 rows, 3.4 MB at width 128: 0.81 of the unblocked filter time at
+#: 1 thread, but slower at 2 threads on busy cores; trkx.gnn.model.INFERENCE_BLOCK_ROWS says
+#: why). Default: one block per chunk (in place).
+INFERENCE_BLOCK_ROWS = 1 << 40

@@ -275,14 +275,16 @@ class InteractionGNN(nn.Module):
         return out
 
 
-#: Rows per block of the inference path (3.4 MB of a width-64 float32 state: cache-sized).
-#: A GEMM's rows are bit-identical to the unblocked product only where every block starts at
-#: the same position within the BLAS kernel's row tile (a block of 37 rows changed bits on the
-#: AVX2 build machine, multiples of 8 did not): 2^6 * 3 * 5 * 7 rows is a multiple of every
-#: tile height up to 8 and of 12, 14, 16, 24, 28, 32, 48, 64. On event 21001 at 1 thread the
-#: GNN took 0.73 of the unblocked time. Each block is a few more OpenMP regions: on cores shared
-#: with another busy process each region can wait a scheduler slice for its second thread.
-INFERENCE_BLOCK_ROWS = 13440
+#: Rows per block of the inference path. A GEMM's rows are bit-identical to the unblocked
+#: product only where every block starts at the same position within the BLAS kernel's row tile
+#: (a block of 37 rows changed bits on the AVX2 build machine, multiples of 8 did not): a
+#: cache-sized block should be a multiple of 2^6 * 3 * 5 * 7 (13440 rows: 3.4 MB at width 64).
+#: Measured on event 21001 (AVX2 build machine, another process busy on both cores): at 1 thread
+#: the GNN took 0.73 of the unblocked time with 13440-row blocks, 0.90 with one block; at 2
+#: threads on those busy cores the small blocks ran 3-5x SLOWER (every block is a few more
+#: OpenMP regions, each waiting a scheduler slice for its descheduled second thread). Until
+#: that is measured on idle cores the default is one block (in place, half-width gathers).
+INFERENCE_BLOCK_ROWS = 1 << 40
 
 
 def _row_blocked(ops: GraphOps) -> bool:
