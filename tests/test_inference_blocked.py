@@ -33,7 +33,7 @@ def test_gnn_blocked_equals_plain(monkeypatch):
     for ops_type in (CsrGraphOps, ScatterGraphOps):
         ops = ops_type(edge_index, 60)
         with torch.no_grad():
-            monkeypatch.setattr(gnn_model, "_row_blocked", lambda ops: False)
+            monkeypatch.setattr(gnn_model, "_row_blocked", lambda ops, projection: False)
             plain = model(x, ops, attr)
             monkeypatch.undo()
             monkeypatch.setattr(gnn_model, "INFERENCE_BLOCK_ROWS", 56)

@@ -130,7 +130,7 @@ class InteractionGNN(nn.Module):
     def _iteration(self, t: int, h: Tensor, e: Tensor, ops: GraphOps,
                    inverse_degrees: tuple[Tensor, Tensor] | None = None,
                    ) -> tuple[Tensor, Tensor]:
-        if _row_blocked(ops):
+        if _row_blocked(ops, self.node_side_projection):
             return self._iteration_blocked(t, h, e, ops, inverse_degrees)
         messages = self._edge_mlp(self.edge_nets[t], e, h, ops)
         m_in, m_out = ops.aggregate(messages)
@@ -153,7 +153,7 @@ class InteractionGNN(nn.Module):
                              f", got {None if edge_attr is None else tuple(edge_attr.shape)}")
         h = self.node_encoder(x)
         attr = edge_attr.to(h.dtype) if self.edge_features else None
-        if _row_blocked(ops):
+        if _row_blocked(ops, self.node_side_projection):
             e = self._edge_mlp_blocked(self.edge_encoder, attr, h, ops)
         else:
             e = self._edge_mlp(self.edge_encoder, attr, h, ops)
@@ -166,7 +166,7 @@ class InteractionGNN(nn.Module):
                 h, e = checkpoint(self._iteration, t, h, e, ops, inverse, use_reentrant=False)
             else:
                 h, e = self._iteration(t, h, e, ops, inverse)
-        if _row_blocked(ops):
+        if _row_blocked(ops, self.node_side_projection):
             return self._edge_mlp_blocked(self.classifier, e, h, ops).squeeze(1)
         return self._edge_mlp(self.classifier, e, h, ops).squeeze(1)
 
@@ -287,10 +287,13 @@ class InteractionGNN(nn.Module):
 INFERENCE_BLOCK_ROWS = 1 << 40
 
 
-def _row_blocked(ops: GraphOps) -> bool:
-    """Whether the blocked inference path applies: no autograd, and a single-process GraphOps
-    that exposes its edge endpoints."""
-    return not torch.is_grad_enabled() and hasattr(ops, "endpoints")
+def _row_blocked(ops: GraphOps, node_side_projection: bool) -> bool:
+    """Whether the blocked inference path applies: no autograd, the node-side projection (the
+    blocked edge MLP computes the first layer that way: the other form would change bits), a
+    single-process GraphOps that exposes its edge endpoints, and the CPU (on a GPU the blocks
+    would be many small kernels)."""
+    return (not torch.is_grad_enabled() and node_side_projection and hasattr(ops, "endpoints")
+            and ops.endpoints()[0].device.type == "cpu")
 
 
 def _mlp_in_place(net: nn.Sequential, z: Tensor) -> Tensor:
