@@ -170,8 +170,27 @@ def test_stitching_joins_a_track_split_by_one_missing_edge():
     # the steeper track alone would not be taken either: remove the helix's outer half
     record.pos[5:10, 2] += 400.0                           # outer half now far off in z
     apart = TrackBuilder(walk_cut=0.5).build(record)
-    assert apart[4] != apart[5]
+    assert apart[4] != apart[5] and apart[4] != apart[10]
     # without positions there is nothing to stitch with
     del record.pos
     labels = TrackBuilder(walk_cut=0.5).build(record)
     assert labels[4] != labels[5]
+
+
+def test_stitching_follows_how_the_working_point_was_tuned() -> None:
+    """A null (or absent) ``stitch`` builds as the GNN's working point was tuned: stitched for
+    the tuner that introduced stitching (it stores ``stitch`` and ``min_length_forward``), not
+    for an older checkpoint (so shipped models keep their tracks); a set value wins."""
+    from trkx.tracks.tuning import builder_options
+
+    old = {"walk_cut": 0.9, "min_length": 6}
+    new = {**old, "min_length_forward": 7}
+    section = {"walk_cut": None, "min_length": None, "stitch": None}
+    assert builder_options(section, old)["stitch"] is False
+    assert builder_options(section, new)["stitch"] is True
+    assert builder_options(section, {**old, "stitch": 1.0})["stitch"] is True
+    assert builder_options({**section, "stitch": True}, old)["stitch"] is True
+    assert builder_options({**section, "stitch": False}, new)["stitch"] is False
+    absent = builder_options({"walk_cut": None, "min_length": None}, new)   # an older config
+    assert absent["stitch"] is True and absent["min_length_forward"] == 7
+    assert builder_options({"walk_cut": 0.5, "min_length": 5}, None)["stitch"] is True

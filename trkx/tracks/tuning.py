@@ -61,6 +61,7 @@ class TunedCut:
                  "val_track_efficiency": self.efficiency, "val_fake_rate": self.fake_rate}
         if self.min_length_forward is not None:
             point["min_length_forward"] = self.min_length_forward
+        point["stitch"] = 1.0       # tuned on stitched tracks (TrackBuilder's default)
         return point
 
 
@@ -141,16 +142,27 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
 
 def builder_options(options: Mapping[str, Any], working_point: Mapping[str, float] | None,
                     label: str = "builder") -> dict[str, Any]:
-    """The builder section with its null keys taken from the GNN's working point.
+    """The builder section with its null (or absent) keys taken from the GNN's working point.
 
     ``working_point`` is a GNN checkpoint's (``walk_cut``, ``min_length``, ...); a null key it
     does not hold is an error naming the key, as is a null key without a working point; except
     the keys of :data:`OPTIONAL` (``min_length_forward``), which then stay null (one length
-    everywhere, as checkpoints tuned before the forward length built).
+    everywhere, as checkpoints tuned before the forward length built), and ``stitch``: a
+    working point tuned on stitched tracks (one that holds ``stitch``, or ``min_length_forward``
+    from the tuner that introduced both) builds stitched tracks, an older one builds as it was
+    tuned, without (so shipped models keep their tracks); no working point: stitched. A key of
+    :data:`OPTIONAL` or ``stitch`` absent from ``options`` (a tracks config written before it)
+    is taken from the working point the same way.
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
     out = dict(options)
-    for key, value in options.items():
+    for key in (*OPTIONAL, "stitch"):
+        out.setdefault(key, None)
+    if out["stitch"] is None:
+        tuned_stitched = working_point is None or "stitch" in working_point or \
+            "min_length_forward" in working_point
+        out["stitch"] = bool((working_point or {}).get("stitch", 1.0 if tuned_stitched else 0.0))
+    for key, value in out.items():
         if value is not None:
             continue
         if key in OPTIONAL and (working_point is None or key not in working_point):
