@@ -148,9 +148,9 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     def read(path: Path) -> Data:
         data = load_record(path)
         check_graph_record(data, str(path), INFERENCE_KEYS)
-        if data.x.shape[1] != model.node_features:
+        if data.x.shape[1] < model.node_features:
             raise TrackMLFormatError(f"{path}: 'x' has {data.x.shape[1]} features, the model "
-                                     f"expects {model.node_features}")
+                                     f"reads {model.node_features}")
         return data
 
     def transform(data: Data) -> Data:

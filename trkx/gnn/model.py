@@ -76,7 +76,8 @@ class InteractionGNN(nn.Module):
     """Residual interaction network that scores every edge of a graph.
 
     Args:
-        node_features: F, columns of the input node matrix.
+        node_features: F, the leading columns of the input node matrix it reads (a record may
+            carry more, e.g. cluster shapes after (r, phi, z): a model of 3 reads positions).
         hidden: h, width of node and edge states.
         n_graph_iters: T, message-passing iterations (weights are not shared between them).
         n_mlp_layers: hidden layers in every MLP (encoders, edge/node nets, classifier).
@@ -140,11 +141,13 @@ class InteractionGNN(nn.Module):
         return h, e + messages
 
     def forward(self, x: Tensor, ops: GraphOps, edge_attr: Tensor | None = None) -> Tensor:
-        """Edge logits [E] for node features ``x`` [N, F] of the graph behind ``ops`` (and
-        edge inputs ``edge_attr`` [E, a] when the model has ``edge_features = a > 0``)."""
-        if x.dim() != 2 or x.shape[1] != self.node_features:
-            raise ValueError(f"x must have shape [N, {self.node_features}], got "
+        """Edge logits [E] for node features ``x`` [N, >= F] (its leading F columns) of the
+        graph behind ``ops`` (and edge inputs ``edge_attr`` [E, a] when the model has
+        ``edge_features = a > 0``)."""
+        if x.dim() != 2 or x.shape[1] < self.node_features:
+            raise ValueError(f"x must have shape [N, >= {self.node_features}], got "
                              f"{tuple(x.shape)}")
+        x = x[:, :self.node_features]
         if x.shape[0] != ops.num_nodes:
             raise ValueError(f"x has {x.shape[0]} rows but the graph has {ops.num_nodes} nodes")
         if self.edge_features and (edge_attr is None or edge_attr.dim() != 2
