@@ -1,4 +1,4 @@
-"""The committed state of the pile-up-200 recipe resumes under the committed recipe: a recipe
+"""The committed state of each pile-up-200 recipe resumes under the committed recipe: a recipe
 edit that changes a stage's config (not its budget) would silently restart that stage's
 training from step 0 on the next stretch, which this test turns into a failure."""
 
@@ -14,7 +14,7 @@ from trkx.pipeline.state import restore_state, run_folder, state_folder
 from trkx.pipeline.steps import plan_steps
 from trkx.training.fit import _same_run
 
-RECIPE = Path(__file__).resolve().parents[1] / "configs" / "pu200.yaml"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def training_config(argv: tuple[str, ...]) -> dict:
@@ -26,8 +26,10 @@ def training_config(argv: tuple[str, ...]) -> dict:
     return apply_overrides(config, [*sets, f"checkpoint={checkpoint}"])
 
 
-def test_every_stored_stage_resumes_under_the_recipe(tmp_path: Path) -> None:
-    pipeline = load_pipeline_config(RECIPE)
+@pytest.mark.parametrize("name", ["pu200", "pu200_cells"])
+def test_every_stored_stage_resumes_under_the_recipe(tmp_path: Path, name: str) -> None:
+    recipe = CONFIGS / f"{name}.yaml"
+    pipeline = load_pipeline_config(recipe)
     assert state_folder(pipeline) is not None
     workdir = tmp_path / "work"
     restored = restore_state(pipeline, workdir)
@@ -38,6 +40,6 @@ def test_every_stored_stage_resumes_under_the_recipe(tmp_path: Path) -> None:
         stage = step.name.removeprefix("train-")
         saved = (run_folder(workdir, stage) / "config.json").read_text()
         if not _same_run(saved, training_config(step.argv)):
-            pytest.fail(f"{RECIPE}: the {stage} stage's config differs from the one that wrote "
-                        f"state/pu200/{stage}: the next `trkx run` would restart it from step 0 "
+            pytest.fail(f"{recipe}: the {stage} stage's config differs from the one that wrote "
+                        f"state/{name}/{stage}: the next `trkx run` would restart it from step 0 "
                         "(revert the edit, or save the restarted run's state with --save-state)")

@@ -35,6 +35,19 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+def _inputs(workdir: Path) -> str:
+    """What the models read of each hit, from the embedding checkpoint's config."""
+    from trkx.checkpoint import load_checkpoint
+
+    embedding = load_checkpoint(workdir / "checkpoints" / "embedding.pt", "embedding")
+    if not (embedding.config.get("data") or {}).get("use_cells"):
+        return "Hits only: the models read (r, phi, z) of each hit, no cells."
+    width = int(embedding.constructor["in_features"])
+    return (f"With cells: the embedding and the filter read the leading {width} hit features, "
+            "(r, phi, z) then the cluster shape (trkx.data.features: extents and directions"
+            + (", cell count and charge" if width > 9 else "") + "); events need cells files.")
+
+
 def _cpu() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -114,8 +127,8 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         f"Simulated by `trkx simulate` (the run's first steps): {events.get('train_events')} "
         f"training, {events.get('val_events')} validation and {events.get('test_events')} test "
         f"events at pile-up {events.get('pileup')}, seed {events.get('seed')}, primary-vertex "
-        f"sigma_z {events.get('vertex_sigma_z')} mm (cycled over the events). Hits only: the "
-        "models read (r, phi, z) of each hit, no cells. Every cut is chosen on the validation "
+        f"sigma_z {events.get('vertex_sigma_z')} mm (cycled over the events). "
+        f"{_inputs(workdir)} Every cut is chosen on the validation "
         "events. Training seeds: `trainer.seed` of each stage config (stored in the checkpoints "
         "and in the stage YAMLs here).", "",
         "## Stages", "", *_stage_rows(workdir, curves), "",
