@@ -80,8 +80,7 @@ def quick_graph(particles: int = 300) -> dict:
     from trkx.data.events import event_record
     from trkx.embedding.graph import build_edges
     from trkx.embedding.labels import label_edges
-    data = harness.DATA
-    record = event_record(str(data / "sample_event" / "event000000001"), load_detector(),
+    record = event_record(str(harness.DATA / "sample_event" / "event000000001"), load_detector(),
                           use_cells=False, signal_pt_min=1.0)
     pid = record.particle_id.numpy()
     chosen = np.random.default_rng(0).choice(np.unique(pid[pid != 0]), particles, replace=False)
@@ -101,7 +100,6 @@ def quick_graph(particles: int = 300) -> dict:
     return {"name": f"quick: {particles} particles of sample event 1, xyz radius graph",
             "pos": sub.pos.float(), "x": sub.x.float(), "edge_index": sub.edge_index.long(),
             "y": y.float(), "signal": signal_edges.bool()}
-
 
 
 def plot(result: dict, path: Path) -> None:
@@ -297,8 +295,7 @@ def measure_traffic(graph_file: Path, world_sizes: list[int], width: int, work: 
             algorithm, partitioner, _ = key.split("|")
             table.setdefault(algorithm, {}).setdefault(partitioner, {})[str(P)] = {
                 "total_bytes": sum(per_rank), "max_rank_bytes": max(per_rank)}
-        print(f"  traffic P={P}: {len(configs)} configs in {time.perf_counter() - t0:.1f} s",
-              flush=True)
+        print(f"  traffic P={P}: {time.perf_counter() - t0:.1f} s", flush=True)
     return table
 
 
@@ -326,15 +323,17 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else a / b
 
 
+def median(times: list[float]) -> float | None:
+    return statistics.median(times) if times else None
+
+
 def main() -> int:
     parser = harness.parser(__doc__, events="filter-stage event records", n_events=8, plot=True,
                             quick="a small graph from the sample event; checks the script runs")
-    parser.add_argument("--multi-event", type=int, default=8,
-                        help="events side by side in the graph of the traffic and balance "
-                             "figures (default 8; 1: one)")
-    parser.add_argument("--step-events", type=int, default=1,
-                        help="events side by side in the graph of the memory, step-time and "
-                             "overlap figures (default 1: one event; each step trains on it)")
+    parser.add_argument("--multi-event", type=int, default=8, help="events side by side in "
+                        "the graph of the traffic and balance figures (default 8; 1: one)")
+    parser.add_argument("--step-events", type=int, default=1, help="events side by side in the "
+                        "graph of the memory, step-time and overlap figures (default 1)")
     parser.add_argument("--width", type=int, default=128, help="feature columns per exchange")
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[4, 8],
                         help="processes for the measured traffic (default 4 8)")
@@ -343,13 +342,11 @@ def main() -> int:
     parser.add_argument("--hidden", type=int, default=64, help="model width (memory/time)")
     parser.add_argument("--iters", type=int, default=4, help="model iterations (memory/time)")
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--hang-timeout", type=float, default=60.0,
-                        help="distributed.timeout_s of the hang measurement (default: the "
-                             "shipped default)")
+    parser.add_argument("--hang-timeout", type=float, default=60.0, help="distributed."
+                        "timeout_s of the hang measurement (default: the shipped default)")
     parser.add_argument("--skip-steps", action="store_true", help="no memory / step-time runs")
-    parser.add_argument("--memory-only", action="store_true",
-                        help="only the per-rank memory under trkx's allocator (no traffic, "
-                             "balance, step time, hang, C-library-default memory)")
+    parser.add_argument("--memory-only", action="store_true", help="only the per-rank memory "
+                        "under trkx's allocator (no traffic, balance, step time, hang, ...)")
     parser.add_argument("--replot", type=Path, metavar="JSON",
                         help="only draw --plot from a JSON this script wrote")
     args = harness.parse(parser)
@@ -405,13 +402,8 @@ def main() -> int:
                      traffic["oblivious-1d"][DEFAULT][str(P)]["total_bytes"])
 
     model = {"hidden": args.hidden, "n_graph_iters": args.iters, "n_mlp_layers": 1}
-    single = four = None
-    one_proc: list[float] = []
-    two_proc: list[float] = []
-    overlap_on: list[float] = []
-    overlap_off: list[float] = []
-    glibc_1x2: list[float] = []
-    single_glibc = four_glibc = None
+    single = four = single_glibc = four_glibc = None
+    one_proc, two_proc, overlap_on, overlap_off, glibc_1x2 = [], [], [], [], []
     SN, SE = step_graph["x"].shape[0], step_graph["edge_index"].shape[1]
     if not args.skip_steps:
         step_file = work / "step_graph.pt"
@@ -420,8 +412,7 @@ def main() -> int:
                                              step_graph["pos"], SN) for P in (2, 4)}},
                    step_file)
         print(f"steps on {step_graph['name']}: {SN} hits, {SE} edges", flush=True)
-        print(f"memory: InteractionGNN {model}, sparse-1d + {DEFAULT}, the allocator of trkx "
-              "commands, then the C library's defaults", flush=True)
+        print(f"memory: InteractionGNN {model}, trkx's allocator, then glibc's", flush=True)
         single = measure_steps(step_file, 1, 1, model, args.steps, work)
         four = measure_steps(step_file, 4, 1, model, args.steps, work)
         if not args.memory_only:
@@ -429,8 +420,7 @@ def main() -> int:
                                          allocator="off")
             four_glibc = measure_steps(step_file, 4, 1, model, args.steps, work,
                                        allocator="off")
-        print("step time: 2 processes x 1 thread vs 1 process x 2 threads; overlap on/off",
-              flush=True)
+        print("step time: 2 processes x 1 thread vs 1 x 2; overlap on/off", flush=True)
         for _ in range(0 if args.memory_only else 2):
             for world, threads, times in ((1, 2, one_proc), (2, 1, two_proc)):
                 times.append(measure_steps(step_file, world, threads, model, args.steps,
@@ -444,8 +434,7 @@ def main() -> int:
               flush=True)
     hang = None
     if not args.memory_only:
-        print(f"hang: SIGSTOP one of 2 ranks, distributed.timeout_s={args.hang_timeout:g}",
-              flush=True)
+        print(f"hang: SIGSTOP 1 of 2 ranks, timeout_s={args.hang_timeout:g}", flush=True)
         hang = measure_hang(step_graph, args.hang_timeout, work)
 
     def imbalance(P: int) -> float | None:
@@ -463,17 +452,12 @@ def main() -> int:
         "edge_imbalance_p64": imbalance(64),
         "peak_memory_ratio_p4": None if single is None else ratio(
             max(four["peak_rss_mib"]), single["peak_rss_mib"][0]),
-        "step_time_ratio_2proc": ratio(statistics.median(two_proc) if two_proc else None,
-                                       statistics.median(one_proc) if one_proc else None),
-        "overlap_step_time_ratio": ratio(
-            statistics.median(overlap_on) if overlap_on else None,
-            statistics.median(overlap_off) if overlap_off else None),
+        "step_time_ratio_2proc": ratio(median(two_proc), median(one_proc)),
+        "overlap_step_time_ratio": ratio(median(overlap_on), median(overlap_off)),
         "step_graph": {"name": step_graph["name"], "nodes": SN, "edges": SE},
         "peak_memory_ratio_p4_glibc_default": None if single_glibc is None else ratio(
             max(four_glibc["peak_rss_mib"]), single_glibc["peak_rss_mib"][0]),
-        "step_time_ratio_allocator": ratio(
-            statistics.median(one_proc) if one_proc else None,
-            statistics.median(glibc_1x2) if glibc_1x2 else None),
+        "step_time_ratio_allocator": ratio(median(one_proc), median(glibc_1x2)),
         "hang_detect_seconds": hang, "hang_timeout_s": args.hang_timeout,
         "balance": balance, "bytes": traffic,
         "memory": {"single": single, "p4": four, "single_glibc_default": single_glibc,
@@ -482,12 +466,9 @@ def main() -> int:
                        "p2_overlap_on": overlap_on, "p2_overlap_off": overlap_off,
                        "one_proc_two_threads_glibc_default": glibc_1x2},
     }
-    for key in ("sparse1d_over_oblivious_p4", "sparse1d_over_oblivious_p8",
-                "measured_bytes_equal_analytic", "edge_imbalance_p4", "edge_imbalance_p8",
-                "edge_imbalance_p64", "peak_memory_ratio_p4",
-                "peak_memory_ratio_p4_glibc_default", "step_time_ratio_2proc",
-                "step_time_ratio_allocator", "overlap_step_time_ratio", "hang_detect_seconds"):
-        print(f"{key}: {result[key]}")
+    for key, value in result.items():             # the headline figures
+        if not isinstance(value, dict):
+            print(f"{key}: {value}")
     harness.write_json(args.json, result)
     if args.plot and not args.memory_only:
         plot(result, args.plot)

@@ -31,8 +31,6 @@ building the record (``load``), each stage (``embedding``, ``graph``, ``filter``
 - ``peak_memory_gb``: the process's peak resident memory after the 2-thread simulated pass;
 - throughput mode: ``trkx infer --workers N`` for N = 1, 2 (events/s, subprocess);
 - ``help_seconds``: wall time of ``python -m trkx --help`` (median of 3).
-
-Timings are wall-clock on a shared machine: compare figures of one run side by side.
 """
 
 from __future__ import annotations
@@ -275,12 +273,9 @@ def throughput(args, workers: int, scratch: Path) -> float:
 
 
 def help_seconds() -> float:
-    seconds: dict[str, list[float]] = {}
-    for _ in range(3):
-        with harness.timed(seconds, "help"):
-            subprocess.run([sys.executable, "-m", "trkx", "--help"], check=True, cwd=REPO,
-                           stdout=subprocess.DEVNULL)
-    return harness.medians(seconds)["help"]
+    return statistics.median(harness.best_of(lambda: subprocess.run(
+        [sys.executable, "-m", "trkx", "--help"], check=True, cwd=REPO,
+        stdout=subprocess.DEVNULL))[1] for _ in range(3))
 
 
 def main() -> None:
@@ -300,8 +295,7 @@ def main() -> None:
 
     fast = TrainedPipeline.load(args.config, args.checkpoints)
     reference = TrainedPipeline.load(args.config, args.checkpoints, ["inference.precision=fp32"])
-    reference.embedding_options = dataclasses.replace(reference.embedding_options,
-                                                      backend="kdtree")
+    reference.embedding_options = dataclasses.replace(reference.embedding_options, backend="kdtree")
     simulated = event_prefixes(args.events)[: args.n_events]
     real = event_prefixes(args.real_events)[: args.n_events] if args.real_events.is_dir() \
         else []
@@ -317,9 +311,8 @@ def main() -> None:
             torch.set_num_threads(threads)
             rates = {**matmul_rates(), "memory_bandwidth": memory_bandwidth()}
             figures["machine"][str(threads)] = rates
-            print(f"[{threads} threads] fp32 GEMM {rates['gemm_fp32'] / 1e9:.0f} GFLOP/s, "
-                  f"tall-skinny {rates['tall_skinny_fp32'] / 1e9:.0f}, bf16 GEMM "
-                  f"{rates['gemm_bf16'] / 1e9:.0f}, memory {rates['memory_bandwidth'] / 1e9:.1f} GB/s")
+            print(f"[{threads} threads] G/s: " + ", ".join(f"{k} {v / 1e9:.1f}"
+                                                          for k, v in rates.items()))
             part = {"simulated": summarize_pass(fast, run_pass(
                 fast, simulated, True, scratch, recall=threads == args.threads[0]), rates)}
             if threads == args.threads[0]:
@@ -331,20 +324,9 @@ def main() -> None:
                 part["real"] = summarize_pass(fast, run_pass(fast, real, False, scratch),
                                               rates)
             figures["threads"][str(threads)] = part
-            for name, result in part.items():
-                print(f"[{threads} threads] {name}: {result['hits']:,.0f} hits, "
-                      f"{result['graph_edges']:,.0f} -> {result['filter_edges']:,.0f} edges; "
-                      "median s: " + ", ".join(f"{s} {v:.3f}" for s, v in
-                                               result["stage_seconds"].items())
-                      + "; GFLOP/s, GB/s, roofline fraction: " + ", ".join(
-                          f"{s} {v['gflop_per_s']:.0f} {v['gb_per_s']:.1f} "
-                          f"{v['roofline_fraction']:.2f}"
-                          for s, v in result["stage_roofline"].items())
-                      + "; FLOP rate / fp32 GEMM: " + ", ".join(
-                          f"{s} {v:.2f}" for s, v in result["flop_rate_fraction"].items())
-                      + (f"; efficiency {result['physics']['efficiency']:.4f}, fake "
-                         f"{result['physics']['fake_rate']:.4f}" if "physics" in result
-                         else ""))
+            for name, result in part.items():        # the rest: in the JSON
+                print(f"[{threads} threads] {name}: median s " + ", ".join(
+                    f"{s} {v:.3f}" for s, v in result["stage_seconds"].items()), flush=True)
         figures["throughput_events_per_second"] = {
             str(n): throughput(args, n, scratch) for n in args.workers}
     first = figures["threads"][str(args.threads[0])]

@@ -4,17 +4,11 @@
         [--vertex-sigma-z 50] [--events 8] [--seed 0]
         [--checkpoints DIR --config PIPELINE.yaml]
 
-Two real events of the later release of the TrackML data (luminous region sigma_z ~ 50 mm),
-each beside simulated twins (``--events`` pile-up-200 events of the built-in generator at
-``--vertex-sigma-z``, shared by both comparisons):
-
-* ``event21001``: the full real event 21001 in its pixel projection (only its pixel hits with
-  recovered truth carry truth; volumes 7, 8, 9) beside whole simulated events projected the same
-  way (their pixel hits); hits per layer and cluster shapes use every hit of both;
-* ``sample``: the real sample event (a ~5% subsample of a real event: particles drawn at random
-  with all their hits, plus noise) beside each simulated event cut down the same way
-  (:func:`event_distributions.subsample`: the sample's particle count and noise share; its
-  noise share is therefore not compared).
+Two real events of the later TrackML release (sigma_z ~ 50 mm), each beside simulated twins
+(``--events`` pile-up-200 events at ``--vertex-sigma-z``): ``event21001`` in its pixel
+projection (volumes 7, 8, 9; truth only on pixel hits) beside simulated events projected the
+same way, and ``sample`` (a ~5% particle subsample of a real event, plus noise) beside each
+simulated event cut down the same way (:func:`event_distributions.subsample`).
 
 Every distribution of :mod:`event_distributions` (its docstring lists them) is histogrammed on
 its fixed bins and compared by its total variation distance (TVD);
@@ -25,30 +19,16 @@ clusters; the yardstick for a single real event). ``layer_count_max_rel_diff`` i
 largest ``|N_sim - N_real| / N_real`` over the (volume, layer) hit counts of event 21001
 (``N_sim``: mean over the simulated events).
 
-With ``--checkpoints DIR --config PIPELINE.yaml`` the trained models run whole
-(:meth:`trkx.pipeline.inference.TrainedPipeline.run`, all hits, cells when they use them) on
-event 21001 and each twin, truth projected the same way on both (only the pixel hits with
-truth carry a particle, the rest count as noise for the edge labels; signal: pT >= the models'
-signal pT, >= 3 such hits; tracks projected onto the truth hits before double-majority
-matching), and on the sample event and its subsampled twins (full truth); the measured hit
-position stands in for the true crossing in the truth-graph order. The JSON gets the per-stage
-signal-edge efficiency (cumulative, :func:`physics_analysis.stage_edges`) and the track
-efficiency of both and their absolute gaps real - simulated (:func:`model_gaps`).
-``--quick``: two simulated events, under a minute on 2 cores without models.
+With ``--checkpoints DIR --config PIPELINE.yaml`` the trained models run whole on event 21001,
+the sample event and their twins (truth projected the same way on both; :func:`model_gaps`):
+per-stage signal-edge efficiency (:func:`physics_analysis.stage_edges`), track efficiency and
+their gaps real - simulated. ``--quick``: two simulated events, under a minute on 2 cores.
 
-``cell_shape_tvd`` is the per-volume table of the cluster-shape hit features
-(:data:`event_distributions.SHAPE_FEATURES`: extents, direction angles and cell count, the
-cluster-shape inputs of the models): ``{comparison: {volume: {feature: TVD}}}`` between a real
-event and all hits of the same kind in the whole simulated events (a hit's shape does not depend
-on the subsampling), with ``cell_shape_tvd_floor`` (finite real statistics) and
-``cell_shape_entries`` beside it. The comparisons:
-
-* ``sample/particle_hits``, ``event21001/particle_hits``: the hits of particles (truth
-  ``particle_id != 0``; noise left out on both sides): every volume of the sample event, the
-  pixel volumes 7, 8, 9 of event 21001 (only they carry truth);
-* ``sample/all_hits``, ``event21001/all_hits``: every hit with cells, noise included on both
-  sides, all nine volumes.
-
+``cell_shape_tvd``: ``{comparison: {volume: {feature: TVD}}}`` of the cluster-shape features
+(:data:`event_distributions.SHAPE_FEATURES`) between a real event and the same kind of hits of
+the whole simulated events, with ``cell_shape_tvd_floor`` and ``cell_shape_entries``; the
+comparisons ``{sample,event21001}/particle_hits`` (truth ``particle_id != 0``; event 21001:
+volumes 7, 8, 9) and ``{sample,event21001}/all_hits`` (every hit with cells, all volumes).
 ``--shapes-only`` computes just this table (seconds):
 
     python benchmarks/sim_vs_real.py --shapes-only --quick --json shapes.json
@@ -365,9 +345,8 @@ def parse_args(argv: list[str] | None):
                             quick="two simulated events (under a minute without models)")
     parser.add_argument("--events", type=int, default=8, metavar="N",
                         help="simulated pile-up-200 twins (default 8; 2 with --quick)")
-    parser.add_argument("--vertex-sigma-z", type=float, default=50.0, metavar="MM",
-                        help="luminous region of the twins (default 50, the real events' "
-                             "release)")
+    parser.add_argument("--vertex-sigma-z", type=float, default=50.0, metavar="MM", help="lumi"
+                        "nous region of the twins (default 50, the real events' release)")
     parser.add_argument("--shapes-only", action="store_true",
                         help="only the per-volume cluster-shape TVD table (seconds)")
     parser.add_argument("--checkpoints", type=Path, metavar="DIR", help="trained models (with "
@@ -379,8 +358,7 @@ def parse_args(argv: list[str] | None):
     if args.events < 1:
         parser.error(f"--events must be >= 1, got {args.events}")
     if not (np.isfinite(args.vertex_sigma_z) and args.vertex_sigma_z > 0):
-        parser.error(f"--vertex-sigma-z must be a positive length in mm, got "
-                     f"{args.vertex_sigma_z}")
+        parser.error(f"--vertex-sigma-z must be a positive length in mm: {args.vertex_sigma_z}")
     if (args.checkpoints is None) != (args.config is None):
         parser.error("--checkpoints and --config go together")
     for part in (REAL_EVENT, SAMPLE_EVENT):
@@ -433,9 +411,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{'' if spread is None else f'{spread:6.3f}':>6s}  "
               f"{m['real']:.4g} / {m['sim']:.4g}")
     print_shape_tables(out)
-    print(f"max TVD {out['max_tvd']:.3f} ({worst}); hits per layer of event 21001: largest "
-          f"relative difference {out['layer_count_max_rel_diff']:+.3f}, total "
-          f"{out['total_hits_rel_diff']:+.3f}")
+    print(f"max TVD {out['max_tvd']:.3f} ({worst}); hits per layer of event 21001: "
+          f"{out['layer_count_max_rel_diff']:+.3f} (total {out['total_hits_rel_diff']:+.3f})")
     return 0
 
 
