@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from tests.tracks_events import noise_free_simulated_record
+from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
 from trkx.tracks.building import TrackBuilder, dissolve_short, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.findable import findable_particles, findable_share
@@ -54,16 +54,7 @@ def test_forward_length_keeps_a_short_forward_track_that_one_length_dissolves():
 def test_length_scan_from_one_evaluation_equals_building_at_each_length():
     """Break every long particle after its third hit: the figures the tuner scores from the
     unshortened tracks must equal those of building and evaluating at each length pair."""
-    record = noise_free_simulated_record(seed=5, mu=4.0)
-    edges = record.track_edges
-    pid = record.particle_id[edges[0]]
-    keep = torch.ones(edges.shape[1], dtype=torch.bool)
-    for particle in torch.unique(pid):
-        own = torch.nonzero(pid == particle).flatten()
-        if own.numel() >= 8:
-            keep[own[2]] = False
-    record.edge_index = edges[:, keep]
-    record.scores = torch.ones(record.edge_index.shape[1])
+    record = broken_after_third_hit(noise_free_simulated_record(seed=5, mu=4.0))
     builder = TrackBuilder(forward_eta=1.0, stitch=False)
     tuned = tune_cut([record], builder, fake_target=1.0, cuts=(0.5,), lengths=(3, 4, 6),
                      forward_lengths=(3, 5))

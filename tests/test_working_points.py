@@ -14,7 +14,7 @@ from trkx.tracks.building import TrackBuilder, dissolve_short
 from trkx.tracks.tuning import builder_options, tune_cut
 from trkx.working_point import cut_for_edges_per_hit, cut_for_efficiency
 
-from .tracks_events import noise_free_simulated_record
+from .tracks_events import broken_after_third_hit, noise_free_simulated_record
 
 
 def test_cut_keeps_exactly_the_target_share_of_signal_edges():
@@ -108,16 +108,7 @@ def test_track_builder_cut_is_chosen_above_the_fake_edges():
 def test_short_candidates_are_dissolved_and_the_length_is_tuned():
     """Cutting every true track into a long piece and a 3-hit fragment: the fragments are fake
     tracks (they hold under half their particle's hits); min_length 4 dissolves exactly them."""
-    record = noise_free_simulated_record(seed=5, mu=4.0)
-    edges = record.track_edges
-    pid = record.particle_id[edges[0]]
-    keep = torch.ones(edges.shape[1], dtype=torch.bool)
-    for particle in torch.unique(pid):
-        own = torch.nonzero(pid == particle).flatten()
-        if own.numel() >= 8:            # >= 9 hits: break the chain after its third hit
-            keep[own[2]] = False
-    record.edge_index = edges[:, keep]
-    record.scores = torch.ones(record.edge_index.shape[1])
+    record = broken_after_third_hit(noise_free_simulated_record(seed=5, mu=4.0))
     labels = TrackBuilder(method="components", stitch=False).build(record)
     dissolved = dissolve_short(labels, 4)
     _, counts = np.unique(labels, return_counts=True)

@@ -26,6 +26,21 @@ def noise_free_simulated_record(seed: int = 1, mu: float = 2.0):
     return record
 
 
+def broken_after_third_hit(record):
+    """``record`` with the truth graph as its edges, scored 1, less the edge after the third
+    hit of every particle of >= 9 hits: each long track becomes a 3-hit fragment and the rest."""
+    edges = record.track_edges
+    pid = record.particle_id[edges[0]]
+    keep = torch.ones(edges.shape[1], dtype=torch.bool)
+    for particle in torch.unique(pid):
+        own = torch.nonzero(pid == particle).flatten()
+        if own.numel() >= 8:
+            keep[own[2]] = False
+    record.edge_index = edges[:, keep]
+    record.scores = torch.ones(record.edge_index.shape[1])
+    return record
+
+
 def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1) -> EventTruth:
     """Per-hit truth for hits 1..N of the given particles (nhits computed, weight 1 except
     noise 0 unless given)."""

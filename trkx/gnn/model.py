@@ -195,6 +195,19 @@ class InteractionGNN(nn.Module):
         return per_edge, per_node
 
 
+    def _node_projection(self, net: nn.Sequential, e: Tensor | None,
+                         ) -> tuple[nn.Linear, int, Tensor]:
+        """``(first, o, P)``: the first Linear of ``net``, its width o and the node-side
+        projection P = [W_S; W_D] [2o, H] of its source and destination blocks (after the
+        edge block's columns when ``e`` is given), so that ``(S P h, D P h)`` replaces
+        gathering ``[S h, D h]`` before the Linear."""
+        first, hidden = net[0], self.hidden
+        offset = 0 if e is None else e.shape[1]
+        weight = first.weight
+        projection = torch.cat([weight[:, offset:offset + hidden],
+                                weight[:, offset + hidden:offset + 2 * hidden]], dim=0)
+        return first, first.out_features, projection
+
     def _edge_mlp(self, net: nn.Sequential, e: Tensor | None, h: Tensor,
                   ops: GraphOps) -> Tensor:
         """``net([E, S H, D H])`` (``net([S H, D H])`` when ``e`` is None); ``E`` is the edge
@@ -202,18 +215,13 @@ class InteractionGNN(nn.Module):
         if not self.node_side_projection:
             h_src, h_dst = ops.gather(h)
             return net(torch.cat([h_src, h_dst] if e is None else [e, h_src, h_dst], dim=1))
-        first, hidden = net[0], self.hidden
-        offset = 0 if e is None else e.shape[1]
-        width = first.out_features
-        weight = first.weight
-        projection = torch.cat([weight[:, offset:offset + hidden],
-                                weight[:, offset + hidden:offset + 2 * hidden]], dim=0)
+        first, width, projection = self._node_projection(net, e)
         p_src, p_dst = ops.gather(F.linear(h, projection))  # [E, 2o]: (S P, D P)
         z = p_src[:, :width] + p_dst[:, width:]
         if e is None:
             z = z + first.bias
         else:
-            z = z + F.linear(e, weight[:, :offset], first.bias)
+            z = z + F.linear(e, first.weight[:, :e.shape[1]], first.bias)
         return net[1:](z)
 
     # ---- inference path: row blocks, in place (same arithmetic, same bits) -----------------
@@ -249,12 +257,7 @@ class InteractionGNN(nn.Module):
         result is bit-identical. With ``residual`` (the edge state ``E``), ``E += E'`` is done
         block by block in place."""
         src, dst = ops.endpoints()
-        first, hidden = net[0], self.hidden
-        offset = 0 if e is None else e.shape[1]
-        width = first.out_features
-        weight = first.weight
-        projection = torch.cat([weight[:, offset:offset + hidden],
-                                weight[:, offset + hidden:offset + 2 * hidden]], dim=0)
+        first, width, projection = self._node_projection(net, e)
         p = F.linear(h, projection)                                     # [N, 2o]
         p_src, p_dst = p[:, :width].contiguous(), p[:, width:].contiguous()
         rest = net[1:]
@@ -266,7 +269,7 @@ class InteractionGNN(nn.Module):
             if e is None:
                 z.add_(first.bias)
             else:
-                z.add_(F.linear(e[start:stop], weight[:, :offset], first.bias))
+                z.add_(F.linear(e[start:stop], first.weight[:, :e.shape[1]], first.bias))
             z = _mlp_in_place(rest, z)
             if out is None:
                 out = z.new_empty((src.shape[0], z.shape[1]))
