@@ -67,6 +67,6 @@ class FilterMLP(nn.Module):
 
 #: Rows per block of the inference path: cache-sized blocks must be a multiple of the BLAS row
 #: tile (6720 = 2^6 * 3 * 5 * 7 rows, 3.4 MB at width 128: 0.81 of the unblocked filter time at
-#: 1 thread, but slower at 2 threads on busy cores; trkx.gnn.model.INFERENCE_BLOCK_ROWS says
-#: why). Default: one block per chunk (in place).
-INFERENCE_BLOCK_ROWS = 1 << 40
+#: 1 thread, but slower at 2 threads on busy cores, faster on idle ones:
+#: trkx.gnn.model.INFERENCE_BLOCK_ROWS has the figures).
+INFERENCE_BLOCK_ROWS = 6720
