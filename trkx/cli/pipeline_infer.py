@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trkx import allocator
+from trkx.cli.model_sets import describe, model_groups
 from trkx.config import ConfigError
 from trkx.device import DEVICES
-from trkx.models import CELLS
 
 if TYPE_CHECKING:
     from trkx.pipeline.inference import TrainedPipeline
@@ -278,38 +278,6 @@ def evaluate_pixel_events(prefixes: list[str], results: list[EventResult], out: 
           f"{summary['duplicate_rate'] or 0.0:.3f} -> {out / 'pixel_truth.json'}")
 
 
-def has_cells(prefix: str) -> bool:
-    """Whether the event ``prefix`` comes with a cells file."""
-    from trkx.data.errors import EventFileNotFoundError
-    from trkx.data.io import find_part_file
-
-    try:
-        find_part_file(prefix, "cells")
-    except EventFileNotFoundError:
-        return False
-    return True
-
-
-def model_groups(args: argparse.Namespace, prefixes: list[str],
-                 ) -> list[tuple[str | None, Path, Path, list[str]]]:
-    """``(shipped set name or None, config, checkpoints, events)`` per set of models to run:
-    the given ``--config``/``--checkpoints`` on every event, or, without them, the shipped
-    cells set on the events with cells and the hits-only set on the others
-    (:func:`trkx.models.models_for`)."""
-    if args.config is not None:
-        return [(None, Path(args.config), args.checkpoints, prefixes)]
-    from trkx.models import models_for, shipped_models
-
-    chosen: dict[str, list[str]] = {}
-    for prefix in prefixes:
-        chosen.setdefault(models_for(has_cells(prefix)), []).append(prefix)
-    groups = []
-    for name, events in chosen.items():
-        shipped = shipped_models(name)
-        groups.append((name, shipped.config, shipped.checkpoints, events))
-    return groups
-
-
 def run(args: argparse.Namespace) -> int:
     missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
     if missing:
@@ -344,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
     prefixes = event_prefixes(args.events)[: args.n_events]
     if not prefixes:
         raise FileNotFoundError(f"{args.events}: no TrackML events (event*-hits.csv[.gz])")
-    groups = model_groups(args, prefixes)
+    groups = model_groups(args.config, args.checkpoints, prefixes)
     for _, config_path, checkpoints, _ in groups:        # every file fails before any event
         load_pipeline_config(config_path, args.overrides)
         check_checkpoints(checkpoint_paths(checkpoints))
@@ -383,9 +351,7 @@ def run(args: argparse.Namespace) -> int:
     cpu = process_cpu_seconds()
     settings = run_settings(device, config.inference.precision, config.inference.graph_ops)
     if models is not None:      # the shipped sets, chosen per event (with or without cells)
-        settings["models"] = ", ".join(f"{name} ({'cells' if name == CELLS else 'hits only'}"
-                                       f", {len(events)} event(s))"
-                                       for name, _, _, events in groups)
+        settings["models"] = describe(groups)
     text = json.dumps({**settings, "models_per_event": models, "cpu_seconds": cpu,
                        "events": timing, "mean_seconds": mean, "workers": workers,
                        "threads_per_worker": threads, "wall_seconds": wall,

@@ -1,0 +1,65 @@
+"""Which models ``trkx infer`` runs on which events.
+
+With ``--config``/``--checkpoints`` the given pipeline runs on every event. Without them the
+models shipped with trkx (:mod:`trkx.models`) are chosen per event: the set that reads the
+cluster shapes on an event with a cells file, the hits-only set on the others
+(:func:`trkx.models.models_for`). Events are grouped by set, in their listing order, so each set
+is loaded once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from trkx.models import CELLS
+
+
+class ModelGroup(NamedTuple):
+    """One set of models and the events it runs on (``name``: the shipped set, or None for
+    the pipeline given on the command line)."""
+
+    name: str | None
+    config: Path
+    checkpoints: Path
+    events: list[str]
+
+
+def has_cells(prefix: str) -> bool:
+    """Whether the event ``prefix`` comes with a cells file."""
+    from trkx.data.errors import EventFileNotFoundError
+    from trkx.data.io import find_part_file
+
+    try:
+        find_part_file(prefix, "cells")
+    except EventFileNotFoundError:
+        return False
+    return True
+
+
+def model_groups(config: Path | None, checkpoints: Path | None,
+                 prefixes: list[str]) -> list[ModelGroup]:
+    """The sets of models to run: ``config``/``checkpoints`` on every event when given, else
+    the shipped cells set on the events with cells and the hits-only set on the others."""
+    if config is not None and checkpoints is not None:
+        return [ModelGroup(None, config, checkpoints, prefixes)]
+    from trkx.models import models_for, shipped_models
+
+    chosen: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        chosen.setdefault(models_for(has_cells(prefix)), []).append(prefix)
+    groups = []
+    for name, events in chosen.items():
+        shipped = shipped_models(name)
+        groups.append(ModelGroup(name, shipped.config, shipped.checkpoints, events))
+    return groups
+
+
+def describe(groups: list[ModelGroup]) -> str | None:
+    """The summary line's and ``timing.json``'s ``models`` entry, e.g. ``pu200_cells (cells,
+    3 event(s)), pu200 (hits only, 1 event(s))``; None for a pipeline given on the command
+    line."""
+    if groups[0].name is None:
+        return None
+    return ", ".join(f"{g.name} ({'cells' if g.name == CELLS else 'hits only'}, "
+                     f"{len(g.events)} event(s))" for g in groups)
