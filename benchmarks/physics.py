@@ -132,7 +132,8 @@ def print_report(name: str, result: dict) -> None:
     for stage, m in result["stages"].items():
         print(f"  {stage:9s} efficiency {m['efficiency']:.4f} (of received "
               f"{m['efficiency_of_received']:.4f})  purity {m['purity']:.3f}  "
-              f"{m['edges_per_hit']:.2f} edges/hit  cut {m['cut']}")
+              f"{m['edges_per_hit']:.2f} edges/hit  cut {m['cut']}; signal pairs kept "
+              f"{m['signal_pairs']:.4f}, pixel barrel {m['pixel_barrel_signal_pairs']:.4f}")
     for stage, ub in result["upper_bound"].items():
         print(f"  upper bound ({stage} graph, truth scores): efficiency "
               f"{ub['efficiency']:.4f}, fake rate {ub['fake_rate']:.4f}")
@@ -186,6 +187,9 @@ def main() -> int:
         "stage_efficiency_cumulative": {s: m["efficiency"]
                                         for s, m in main_run["stages"].items()},
         "edges_per_hit": {s: m["edges_per_hit"] for s, m in main_run["stages"].items()},
+        "signal_pairs": {s: m["signal_pairs"] for s, m in main_run["stages"].items()},
+        "pixel_barrel_signal_pairs": {s: m["pixel_barrel_signal_pairs"]
+                                      for s, m in main_run["stages"].items()},
         "gnn_purity": main_run["stages"]["gnn"]["purity"],
         "upper_bound_efficiency": {s: ub["efficiency"]
                                    for s, ub in main_run["upper_bound"].items()},

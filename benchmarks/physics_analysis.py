@@ -4,7 +4,9 @@ Everything here works on event records in memory (the stage outputs of ``trkx ru
 
 - :func:`stage_edges`: per stage, signal-edge efficiency (cumulative and of the edges the
   stage received), purity (truth-graph edges among kept edges, docs/design.md) and edges per
-  hit, with the stage's cut (``scores >= cut``);
+  hit, with the stage's cut (``scores >= cut``); the share of the signal truth pairs (both
+  hits signal, one per unordered pair) kept, overall and with both hits in the pixel barrel
+  (issue 38's graph targets);
 - :func:`track_figures`: tracks built by the pipeline's builder, double-majority efficiency,
   fake and duplicate rates (binomial errors), TrackML score;
 - :func:`upper_bound`: the same with truth labels (``y``) as scores, i.e. what a perfect later
@@ -85,6 +87,7 @@ def stage_edges(stages: list[StageGraphs]) -> dict[str, dict]:
         kept = [np.intersect1d(kept_keys(r, stage.cut),
                                pair_keys(signal_truth_pairs(r), int(r.num_nodes)))
                 for r in stage.records]
+        barrel_kept, barrel_all = _pixel_barrel_pairs(stage.records, kept)
         received = pooled["n_signal_kept"]
         if previous is not None:
             before = sum(len(p) for p in previous)
@@ -97,9 +100,31 @@ def stage_edges(stages: list[StageGraphs]) -> dict[str, dict]:
             "efficiency_err": pooled["efficiency_err"], "efficiency_of_received": received,
             "purity": pooled["purity"], "purity_pid": pooled["purity_pid"],
             "edges_per_hit": pooled["n_kept"] / max(n_hits, 1),
-            "n_kept": pooled["n_kept"], "n_signal_truth_edges": pooled["n_signal_truth_edges"]}
+            "n_kept": pooled["n_kept"], "n_signal_truth_edges": pooled["n_signal_truth_edges"],
+            "signal_pairs": sum(len(k) for k in kept) / max(sum(
+                len(pair_keys(signal_truth_pairs(r), 1)) for r in stage.records), 1),
+            "pixel_barrel_signal_pairs": barrel_kept / max(barrel_all, 1),
+            "n_pixel_barrel_signal_pairs": barrel_all}
         previous = kept
     return report
+
+
+#: The pixel barrel's volume id (trkx.data.summary).
+PIXEL_BARREL = 8
+
+
+def _pixel_barrel_pairs(records: list[Data], kept: list[np.ndarray]) -> tuple[int, int]:
+    """``(kept, all)`` signal truth pairs with both hits in the pixel barrel, over the records
+    (``kept``: each record's kept signal pair keys, :func:`pair_keys`)."""
+    n_kept = n_all = 0
+    for record, keys in zip(records, kept):
+        n = int(record.num_nodes)
+        volume = as_numpy(record.volume_id).astype(np.int64)
+        pairs = signal_truth_pairs(record)
+        barrel = (volume[pairs[0]] == PIXEL_BARREL) & (volume[pairs[1]] == PIXEL_BARREL)
+        n_all += int(barrel.sum())
+        n_kept += int(np.isin(pair_keys(pairs[:, barrel], n), keys).sum())
+    return n_kept, n_all
 
 
 def _with_cut_scores(record: Data, cut: float | None) -> Data:
