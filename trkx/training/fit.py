@@ -168,6 +168,9 @@ def _fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[A
     module = build_module()
     if resume_from is None and options.init_from:
         _initialise(stage, network(module), options.init_from, log)
+    elif options.init_from:
+        log(f"{stage}: trainer.init_from {options.init_from} not used: the run resumes "
+            f"from {resume_from}")
     validation = val_loader is not None
     trainer = build_trainer(options, run, strategy=strategy, validation=validation)
     if trainer.is_global_zero:
