@@ -174,3 +174,20 @@ def test_init_from_is_taken_relative_to_the_recipe(tmp_path: Path) -> None:
     path = Path(init[0].split("=", 1)[1])
     assert path.is_absolute() and path.resolve() == REPO / "trkx" / "models" / "pu200" / "gnn.pt"
     assert path.is_file()
+
+
+def test_the_cells_recipe_checks_its_init_from_before_any_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """From any directory the cells recipe's dry run passes (its GNN's init_from is the shipped
+    hits-only GNN, relative to the recipe); an init_from naming no file is one line, exit 2,
+    before the first step."""
+    monkeypatch.chdir(tmp_path)
+    recipe = str(CONFIGS / "pu200_cells.yaml")
+    assert trkx_main(["run", recipe, "--workdir", str(tmp_path / "w"), "--dry-run"]) == 0
+    capsys.readouterr()
+    gnn = ["trainer.max_steps=10", "trainer.init_from=nowhere.pt"]
+    assert trkx_main(["run", recipe, "--workdir", str(tmp_path / "w"), "--dry-run",
+                      "--set", f"stages.gnn.overrides={gnn}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trainer.init_from" in err[0] and "nowhere.pt: no such" in err[0]
+    assert not (tmp_path / "w").exists()

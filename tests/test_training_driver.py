@@ -130,11 +130,11 @@ def test_init_from_starts_a_fresh_run_from_a_model(gnn_data, tmp_path: Path,
                  f"trainer.init_from={source}") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "trainer.init_from does not fit" in err[0]
-    missing = tmp_path / "nowhere.pt"        # refused with the config, before training
+    missing = tmp_path / "nowhere.pt"        # refused before the first step
     assert train(gnn_data, tmp_path / "none.pt", "trainer.max_steps=1",
                  f"trainer.init_from={missing}") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"init_from {missing}: no such model file" in err[0]
+    assert len(err) == 1 and f"trainer.init_from {missing}: no such model file" in err[0]
     assert not (tmp_path / "none.pt").exists()
 
 

@@ -44,6 +44,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def check_init_from(config: str, overrides: list[str]) -> None:
+    """A ``trainer.init_from`` model file named by a training step (the recipe's path, made
+    absolute by trkx.pipeline.steps) must exist before the first step runs, not when the
+    stage's turn comes."""
+    from trkx.config import ConfigError
+
+    key = "trainer.init_from="
+    for override in overrides:
+        path = override[len(key):] if override.startswith(key) else None
+        if path not in (None, "", "null") and not Path(path).is_file():
+            raise ConfigError(f"{config}: trainer.init_from {path}: no such model file")
+
+
 def validate_steps(steps, config) -> None:
     """Check the config of every stage step (file + overrides) and of the track steps."""
     from trkx import stage_tools
@@ -59,8 +72,9 @@ def validate_steps(steps, config) -> None:
         if step.argv[0] in ("train", "infer"):
             args = parser.parse_args(list(step.argv))
             if args.stage is not None:      # a stage command (trkx infer alone: below)
-                stage_tools.stage_config(args.config, stage_tools.overrides_of(args),
-                                         args.func.args[0])
+                overrides = stage_tools.overrides_of(args)
+                stage_tools.stage_config(args.config, overrides, args.func.args[0])
+                check_init_from(args.config, overrides)
     for stage, (path, overrides) in config.stage_configs().items():   # what trkx infer loads
         if stage != "tracks":
             stage_tools.stage_config(path, overrides, stage_module(stage))

@@ -93,6 +93,8 @@ def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None])
     """Load the network weights of the model file ``path`` (same stage, same constructor)."""
     from trkx.checkpoint import CheckpointError, load_checkpoint
 
+    if not Path(path).is_file():
+        raise CheckpointError(f"trainer.init_from {path}: no such model file")
     source = load_checkpoint(path, stage)
     try:
         network.load_state_dict(source.state_dict)

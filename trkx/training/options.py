@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 LOGGERS: tuple[str, ...] = ("csv", "none")
@@ -118,9 +117,6 @@ class TrainerOptions:
             raise ValueError(f"max_memory_gb must be > 0 or null, got {self.max_memory_gb}")
         if not 0.0 <= self.min_signal_efficiency <= 1.0:
             raise ValueError("min_signal_efficiency must lie in [0, 1]")
-        if self.init_from is not None and not Path(self.init_from).is_file():
-            # checked with the config, so that `trkx run` refuses it before its first step
-            raise ValueError(f"init_from {self.init_from}: no such model file")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
