@@ -84,10 +84,10 @@ def stage_edges(stages: list[StageGraphs]) -> dict[str, dict]:
         pooled = pool_edge_metrics([edge_metrics(_with_cut_scores(r, stage.cut),
                                                  stage.cut if stage.cut is not None else 0.5)
                                     for r in stage.records])
-        kept = [np.intersect1d(kept_keys(r, stage.cut),
-                               pair_keys(signal_truth_pairs(r), int(r.num_nodes)))
-                for r in stage.records]
-        barrel_kept, barrel_all = _pixel_barrel_pairs(stage.records, kept)
+        truth = [signal_truth_pairs(r) for r in stage.records]
+        kept = [np.intersect1d(kept_keys(r, stage.cut), pair_keys(t, int(r.num_nodes)))
+                for r, t in zip(stage.records, truth)]
+        barrel_kept, barrel_all = _pixel_barrel_pairs(stage.records, truth, kept)
         received = pooled["n_signal_kept"]
         if previous is not None:
             before = sum(len(p) for p in previous)
@@ -101,8 +101,7 @@ def stage_edges(stages: list[StageGraphs]) -> dict[str, dict]:
             "purity": pooled["purity"], "purity_pid": pooled["purity_pid"],
             "edges_per_hit": pooled["n_kept"] / max(n_hits, 1),
             "n_kept": pooled["n_kept"], "n_signal_truth_edges": pooled["n_signal_truth_edges"],
-            "signal_pairs": sum(len(k) for k in kept) / max(sum(
-                len(pair_keys(signal_truth_pairs(r), 1)) for r in stage.records), 1),
+            "signal_pairs": sum(len(k) for k in kept) / max(sum(t.shape[1] for t in truth), 1),
             "pixel_barrel_signal_pairs": barrel_kept / max(barrel_all, 1),
             "n_pixel_barrel_signal_pairs": barrel_all}
         previous = kept
@@ -113,14 +112,15 @@ def stage_edges(stages: list[StageGraphs]) -> dict[str, dict]:
 PIXEL_BARREL = 8
 
 
-def _pixel_barrel_pairs(records: list[Data], kept: list[np.ndarray]) -> tuple[int, int]:
+def _pixel_barrel_pairs(records: list[Data], truth: list[np.ndarray], kept: list[np.ndarray],
+                        ) -> tuple[int, int]:
     """``(kept, all)`` signal truth pairs with both hits in the pixel barrel, over the records
-    (``kept``: each record's kept signal pair keys, :func:`pair_keys`)."""
+    (``truth``: each record's :func:`signal_truth_pairs`; ``kept``: its kept signal pair keys,
+    :func:`pair_keys`)."""
     n_kept = n_all = 0
-    for record, keys in zip(records, kept):
+    for record, pairs, keys in zip(records, truth, kept):
         n = int(record.num_nodes)
         volume = as_numpy(record.volume_id).astype(np.int64)
-        pairs = signal_truth_pairs(record)
         barrel = (volume[pairs[0]] == PIXEL_BARREL) & (volume[pairs[1]] == PIXEL_BARREL)
         n_all += int(barrel.sum())
         n_kept += int(np.isin(pair_keys(pairs[:, barrel], n), keys).sum())
