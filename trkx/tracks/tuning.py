@@ -17,10 +17,16 @@ the unshortened evaluation: with ``keep_t = (n_t >= L(region_t))`` over the cand
     efficiency(L) = #{signal p : some matched t of p has keep_t} / #signal,
     fake_rate(L)  = #{t : keep_t, t unmatched} / #{t : keep_t}
 
-(exactly what building at ``L`` and evaluating gives). The GNN calls this at the end of
-training so its checkpoint carries the builder's working point (:meth:`TunedCut.working_point`;
-trkx.working_point has the edge-level rule); a checkpoint from before the forward length
-(no ``min_length_forward``) applies its ``min_length`` everywhere (:func:`builder_options`).
+(exactly what building at ``L`` and evaluating gives). The same holds for the short tracks the
+GNN is sure of (TrackBuilder.short_score ``sigma``): ``keep_t = (n_t >= L(region_t)) or
+(s_t >= sigma)``, with ``s_t`` the mean score of the track's edges, so the candidates
+``sigma`` in ``short_scores`` (None: off) are scored from the same evaluation.
+
+The GNN calls this at the end of training so its checkpoint carries the builder's working
+point (:meth:`TunedCut.working_point`; trkx.working_point has the edge-level rule); a
+checkpoint from before the forward length (no ``min_length_forward``) applies its
+``min_length`` everywhere, and one from before the short-track score builds without it
+(:func:`builder_options`).
 """
 
 from __future__ import annotations
@@ -32,15 +38,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trkx.tracks.building import TrackBuilder, tracks_frame
+from trkx.arrays import as_numpy
+from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event
 
 DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT_LENGTHS: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
+DEFAULT_SHORT_SCORES: tuple[float | None, ...] = (None, 0.9, 0.95, 0.97, 0.98, 0.99)
 # Null builder keys that may stay null when no working point sets them (older checkpoints,
 # or none given): TrackBuilder then applies min_length in every region.
-OPTIONAL: frozenset[str] = frozenset({"min_length_forward"})
+OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score"})
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class TunedCut:
     # (cut, central length, efficiency, fake rate) at equal lengths in both regions
     scan: tuple[tuple[float, int, float, float], ...]
     min_length_forward: int | None = None
+    short_score: float | None = None
 
     def working_point(self) -> dict[str, float]:
         """The GNN checkpoint's working-point entries of the track builder."""
@@ -61,12 +70,15 @@ class TunedCut:
                  "val_track_efficiency": self.efficiency, "val_fake_rate": self.fake_rate}
         if self.min_length_forward is not None:
             point["min_length_forward"] = self.min_length_forward
+        if self.short_score is not None:
+            point["short_score"] = self.short_score
         point["stitch"] = 1.0       # tuned on stitched tracks (TrackBuilder's default)
         return point
 
 
-def _track_table(evaluation) -> pd.DataFrame:
-    """Candidate tracks of one evaluation: length, |eta|, matched, signal particle found."""
+def _track_table(evaluation, mean_score: np.ndarray | None = None) -> pd.DataFrame:
+    """Candidate tracks of one evaluation: length, |eta|, matched, signal particle found, and
+    the mean score of their edges (``mean_score``: per track id; absent: 0)."""
     particles = evaluation.particles
     signal_ids = particles["particle_id"].to_numpy()[particles["signal"].to_numpy(bool)]
     tracks = evaluation.tracks
@@ -76,15 +88,19 @@ def _track_table(evaluation) -> pd.DataFrame:
                          "abs_eta": np.abs(tracks["eta"].to_numpy()),
                          "matched": matched,
                          "signal_pid": np.where(matched & np.isin(pid, signal_ids), pid, 0),
+                         "mean_score": (np.zeros(len(tracks)) if mean_score is None else
+                                        mean_score[tracks["track_id"].to_numpy(np.int64)]),
                          "event": evaluation.event_id})
 
 
 def length_figures(table: pd.DataFrame, n_signal: int, central: int, forward: int,
-                   forward_eta: float) -> tuple[float, float]:
+                   forward_eta: float, short_score: float | None = None) -> tuple[float, float]:
     """Efficiency and fake rate of the tracks of ``table`` kept at lengths (central, forward)
-    (the module docstring's formulas)."""
+    and ``short_score`` (the module docstring's formulas)."""
     need = np.where(table["abs_eta"].to_numpy() >= forward_eta, forward, central)
     keep = table["n_hits"].to_numpy() >= need
+    if short_score is not None:
+        keep |= table["mean_score"].to_numpy() >= short_score
     found = table.loc[keep & (table["signal_pid"].to_numpy() != 0), ["event", "signal_pid"]]
     n_found = len(found.drop_duplicates())
     n_kept = int(keep.sum())
@@ -97,9 +113,10 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
              metric_cuts: MetricCuts | None = None, fake_target: float = 0.05,
              cuts: Sequence[float] = DEFAULT_CUTS,
              lengths: Sequence[int] = DEFAULT_LENGTHS,
-             forward_lengths: Sequence[int] | None = None) -> TunedCut:
-    """The builder cut (``walk_cut`` or ``cc_cut``) and lengths of best efficiency at the fake
-    target.
+             forward_lengths: Sequence[int] | None = None,
+             short_scores: Sequence[float | None] = DEFAULT_SHORT_SCORES) -> TunedCut:
+    """The builder cut (``walk_cut`` or ``cc_cut``), lengths and ``short_score`` of best
+    efficiency at the fake target.
 
     ``records`` carry ``edge_index``, ``scores``, ``hit_id`` and truth; ``builder`` and
     ``metric_cuts`` default to ``TrackBuilder()`` and ``MetricCuts()``. ``forward_lengths``
@@ -113,31 +130,48 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
     forward_lengths = tuple(lengths) if forward_lengths is None else tuple(forward_lengths)
     truths = [truth_from_record(r) for r in records]
-    n_signal = 0
     scan, points = [], []
     for cut in cuts:
         unshortened = replace(builder, **{field: float(cut)}, min_length=1,
-                              min_length_forward=None)
-        evaluations = [evaluate_event(truth, tracks_frame(r.hit_id, unshortened.build(r),
-                                                          int(getattr(r, "event_id", -1))),
-                                      metric_cuts)
-                       for r, truth in zip(records, truths)]
-        n_signal = sum(int(e.particles["signal"].sum()) for e in evaluations)
-        table = pd.concat([_track_table(e).assign(event=i) for i, e in enumerate(evaluations)],
-                          ignore_index=True)
+                              min_length_forward=None, short_score=None)
+        tables, n_signal = [], 0
+        for i, (record, truth) in enumerate(zip(records, truths)):
+            labels = unshortened.build(record)
+            evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels,
+                                                            int(getattr(record, "event_id", -1))),
+                                        metric_cuts)
+            tables.append(_track_table(evaluation, _mean_scores(record, labels, cut))
+                          .assign(event=i))
+            n_signal += int(evaluation.particles["signal"].sum())
+        table = pd.concat(tables, ignore_index=True)
         for central in lengths:
             efficiency, fake = length_figures(table, n_signal, central, central, 0.0)
             scan.append((float(cut), int(central), efficiency, fake))
             for forward in forward_lengths or (None,):
-                eff, fk = (efficiency, fake) if forward is None else length_figures(
-                    table, n_signal, central, forward, builder.forward_eta)
-                points.append((float(cut), int(central), forward, eff, fk))
+                for sure in short_scores:
+                    eff, fk = (efficiency, fake) if forward is None and sure is None else \
+                        length_figures(table, n_signal, central,
+                                       central if forward is None else forward,
+                                       builder.forward_eta, sure)
+                    points.append((float(cut), int(central), forward, eff, fk, sure))
     meeting = [p for p in points if p[4] <= fake_target]
-    if meeting:
-        best = max(meeting, key=lambda p: (p[3], p[0], -p[1], -(p[2] or 0)))
+    if meeting:    # ties: higher cut, shorter lengths, stricter (or no) short-track score
+        best = max(meeting, key=lambda p: (p[3], p[0], -p[1], -(p[2] or 0),
+                                           2.0 if p[5] is None else p[5]))
     else:
         best = min(points, key=lambda p: (p[4], -p[3]))
-    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2])
+    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5])
+
+
+def _mean_scores(record, labels: np.ndarray, cut: float) -> np.ndarray:
+    """Per track id of ``labels`` (compact), the mean score of its edges with score >= cut."""
+    src, dst = (np.asarray(a, dtype=np.int64) for a in as_numpy(record.edge_index))
+    score = as_numpy(record.scores).astype(np.float64)
+    above = score >= cut
+    per_hit = track_mean_score(labels, src[above], dst[above], score[above])
+    out = np.zeros(int(labels.max()) + 1 if len(labels) else 0)
+    out[labels] = per_hit
+    return out
 
 
 def builder_options(options: Mapping[str, Any], working_point: Mapping[str, float] | None,
