@@ -90,19 +90,57 @@ def _resume_point(run: Path, config: Mapping[str, Any], resume: bool, log) -> Pa
 
 
 def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None]) -> None:
-    """Load the network weights of the model file ``path`` (same stage, same constructor)."""
+    """Load the network weights of the model file ``path`` (same stage, same constructor, or
+    one whose first layers read fewer input columns: :func:`widened_weights`)."""
     from trkx.checkpoint import CheckpointError, load_checkpoint
 
     if not Path(path).is_file():
         raise CheckpointError(f"trainer.init_from {path}: no such model file")
     source = load_checkpoint(path, stage)
     try:
-        network.load_state_dict(source.state_dict)
-    except RuntimeError as exc:
+        weights, widened = widened_weights(source.state_dict, network.state_dict())
+        network.load_state_dict(weights)
+    except (RuntimeError, ValueError) as exc:
         raise CheckpointError(f"{path}: trainer.init_from does not fit this {stage} network "
                               f"({str(exc).splitlines()[0]}); give a model of the same "
                               "constructor") from exc
     log(f"{stage}: starting from the weights of {path} (trainer.init_from)")
+    for key in widened:
+        log(f"{stage}: {key} reads {network.state_dict()[key].shape[1]} input columns, the "
+            f"model file's {source.state_dict[key].shape[1]}: the new ones start at weight 0")
+
+
+def widened_weights(source: Mapping[str, Any], target: Mapping[str, Any],
+                    ) -> tuple[dict[str, Any], list[str]]:
+    """``source`` fitted to ``target``'s shapes, and the keys that were widened.
+
+    A 2-D weight ``W`` [out, a] of the source whose target is [out, b] with ``b > a`` (a
+    Linear that reads more input columns, e.g. a GNN given the cluster shape besides the hit
+    position) becomes ``W' = [W | 0]``: for any input ``x = [x_a | x_new]``,
+    ``W' x = W x_a``, so the widened network computes what the source did and learns the new
+    columns from there. Every other key must match in shape; a missing, extra or otherwise
+    different key is a ValueError naming it.
+    """
+    import torch
+
+    if set(source) != set(target):
+        missing = sorted(set(target) - set(source)) or sorted(set(source) - set(target))
+        raise ValueError(f"the weights differ in their keys ({missing[0]})")
+    out, widened = {}, []
+    for key, weight in target.items():
+        have = source[key]
+        if tuple(have.shape) == tuple(weight.shape):
+            out[key] = have
+        elif have.dim() == 2 and weight.dim() == 2 and have.shape[0] == weight.shape[0] \
+                and have.shape[1] < weight.shape[1]:
+            grown = torch.zeros(tuple(weight.shape), dtype=have.dtype)
+            grown[:, :have.shape[1]] = have
+            out[key] = grown
+            widened.append(key)
+        else:
+            raise ValueError(f"{key} has shape {tuple(have.shape)} in the model file, "
+                             f"{tuple(weight.shape)} here")
+    return out, widened
 
 
 @contextlib.contextmanager

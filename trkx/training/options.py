@@ -67,7 +67,9 @@ class TrainerOptions:
         init_from: a model file of the same stage (``trkx train`` output) whose network
             weights start a fresh run instead of the seeded initialisation (fine-tuning, e.g.
             a GNN on a new graph); ignored when the run resumes from its ``last.ckpt``. The
-            network's constructor must match the file's.
+            network's constructor must match the file's, except first layers that read more
+            input columns (e.g. ``model.node_features`` 3 -> 9: the cluster shape besides
+            the position), whose new columns start at weight 0 (trkx.training.fit).
         deterministic: train with ``torch.use_deterministic_algorithms`` (warn-only), so that
             a seeded run repeats bit for bit on one machine with one thread count: CPU
             ``index_put_(accumulate=True)`` (the backward of ``x[index]``, e.g. the

@@ -1,0 +1,39 @@
+"""trainer.init_from into a network that reads more input columns (trkx.training.fit):
+the widened network computes what the model file's did, and other mismatches are refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trkx.gnn.local_ops import CsrGraphOps
+from trkx.gnn.model import InteractionGNN
+from trkx.training.fit import widened_weights
+
+
+def test_a_gnn_given_more_node_columns_starts_as_the_narrower_one() -> None:
+    torch.manual_seed(0)
+    narrow = InteractionGNN(3, hidden=16, n_graph_iters=2, edge_features=2).double()
+    wide = InteractionGNN(9, hidden=16, n_graph_iters=2, edge_features=2).double()
+    weights, widened = widened_weights(narrow.state_dict(), wide.state_dict())
+    wide.load_state_dict(weights)
+    assert widened == ["node_encoder.0.weight"]
+    x = torch.randn(30, 9, dtype=torch.float64)            # columns 4-9: anything
+    edges = torch.randint(0, 30, (2, 80))
+    edge_attr = torch.randn(80, 2, dtype=torch.float64)
+    ops = CsrGraphOps(edges, 30)
+    torch.testing.assert_close(wide(x, ops, edge_attr), narrow(x, ops, edge_attr))
+    # and the new columns do learn: their weights get a gradient
+    wide(x, ops, edge_attr).sum().backward()
+    assert wide.node_encoder[0].weight.grad[:, 3:].abs().sum() > 0
+
+
+def test_other_shape_changes_are_refused_with_the_key() -> None:
+    small = InteractionGNN(3, hidden=16, n_graph_iters=2).state_dict()
+    with pytest.raises(ValueError, match=r"has shape \(16, 3\) in the model file, \(24, 3\)"):
+        widened_weights(small, InteractionGNN(3, hidden=24, n_graph_iters=2).state_dict())
+    with pytest.raises(ValueError, match="differ in their keys"):
+        widened_weights(small, InteractionGNN(3, hidden=16, n_graph_iters=3).state_dict())
+    narrower = InteractionGNN(2, hidden=16, n_graph_iters=2).state_dict()
+    with pytest.raises(ValueError, match=r"node_encoder\.0\.weight"):  # fewer columns: no
+        widened_weights(small, narrower)
