@@ -39,7 +39,7 @@ least 3 hits (the fewest a track is matched with, MetricCuts.min_track_hits) but
 has ``s_t >= short_score``: the signal particles with few hits (forward, or produced late)
 have edges the GNN scores near 1, while the broken pieces of low-pT particles, which make most
 short fakes, do not (on the cells set's test events the short signal tracks' median ``s_t`` is
-0.985, the short fakes' 0.80-0.84; docs/levers.md).
+0.985, the short fakes' 0.80-0.87; docs/levers.md).
 
 Track ids are renumbered 0..T-1 in order of first appearance, so they are stable and compact.
 """
