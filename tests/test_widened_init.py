@@ -15,7 +15,8 @@ def test_a_gnn_given_more_node_columns_starts_as_the_narrower_one() -> None:
     torch.manual_seed(0)
     narrow = InteractionGNN(3, hidden=16, n_graph_iters=2, edge_features=2).double()
     wide = InteractionGNN(9, hidden=16, n_graph_iters=2, edge_features=2).double()
-    weights, widened = widened_weights(narrow.state_dict(), wide.state_dict())
+    weights, widened = widened_weights(narrow.state_dict(), wide.state_dict(),
+                                       wide.leading_input_weights)
     wide.load_state_dict(weights)
     assert widened == ["node_encoder.0.weight"]
     x = torch.randn(30, 9, dtype=torch.float64)            # columns 4-9: anything
@@ -34,6 +35,15 @@ def test_other_shape_changes_are_refused_with_the_key() -> None:
         widened_weights(small, InteractionGNN(3, hidden=24, n_graph_iters=2).state_dict())
     with pytest.raises(ValueError, match="differ in their keys"):
         widened_weights(small, InteractionGNN(3, hidden=16, n_graph_iters=3).state_dict())
+    widenable = InteractionGNN.leading_input_weights
     narrower = InteractionGNN(2, hidden=16, n_graph_iters=2).state_dict()
     with pytest.raises(ValueError, match=r"node_encoder\.0\.weight"):  # fewer columns: no
-        widened_weights(small, narrower)
+        widened_weights(small, narrower, widenable)
+    # the edge encoder reads [edge inputs, h_src, h_dst]: new edge inputs come FIRST, so
+    # appending zero columns would misread h; it is refused, naming the key
+    more_edges = InteractionGNN(3, hidden=16, n_graph_iters=2, edge_features=2).state_dict()
+    with pytest.raises(ValueError, match=r"edge_encoder\.0\.weight has shape \(16, 32\)"):
+        widened_weights(small, more_edges, widenable)
+    # and without the network's list nothing is widened
+    with pytest.raises(ValueError, match=r"node_encoder\.0\.weight"):
+        widened_weights(small, InteractionGNN(9, hidden=16, n_graph_iters=2).state_dict())

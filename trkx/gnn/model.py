@@ -93,6 +93,11 @@ class InteractionGNN(nn.Module):
             docstring).
     """
 
+    #: Weights that read the leading columns of an input (x[:, :node_features]): a model file
+    #: with fewer node features starts this network with the new columns at weight 0
+    #: (trainer.init_from, trkx.training.fit.widened_weights).
+    leading_input_weights: tuple[str, ...] = ("node_encoder.0.weight",)
+
     def __init__(self, node_features: int, hidden: int = 128, n_graph_iters: int = 8,
                  n_mlp_layers: int = 2, activation: str = "relu", layer_norm: bool = True,
                  checkpoint_iterations: bool = False, node_side_projection: bool = True,

@@ -19,7 +19,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,14 +91,15 @@ def _resume_point(run: Path, config: Mapping[str, Any], resume: bool, log) -> Pa
 
 def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None]) -> None:
     """Load the network weights of the model file ``path`` (same stage, same constructor, or
-    one whose first layers read fewer input columns: :func:`widened_weights`)."""
+    one whose input layers read fewer leading columns: :func:`widened_weights`)."""
     from trkx.checkpoint import CheckpointError, load_checkpoint
 
     if not Path(path).is_file():
         raise CheckpointError(f"trainer.init_from {path}: no such model file")
     source = load_checkpoint(path, stage)
     try:
-        weights, widened = widened_weights(source.state_dict, network.state_dict())
+        weights, widened = widened_weights(source.state_dict, network.state_dict(),
+                                           getattr(network, "leading_input_weights", ()))
         network.load_state_dict(weights)
     except (RuntimeError, ValueError) as exc:
         raise CheckpointError(f"{path}: trainer.init_from does not fit this {stage} network "
@@ -111,15 +112,17 @@ def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None])
 
 
 def widened_weights(source: Mapping[str, Any], target: Mapping[str, Any],
-                    ) -> tuple[dict[str, Any], list[str]]:
+                    widenable: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
     """``source`` fitted to ``target``'s shapes, and the keys that were widened.
 
-    A 2-D weight ``W`` [out, a] of the source whose target is [out, b] with ``b > a`` (a
-    Linear that reads more input columns, e.g. a GNN given the cluster shape besides the hit
-    position) becomes ``W' = [W | 0]``: for any input ``x = [x_a | x_new]``,
-    ``W' x = W x_a``, so the widened network computes what the source did and learns the new
-    columns from there. Every other key must match in shape; a missing, extra or otherwise
-    different key is a ValueError naming it.
+    A weight of ``widenable`` (the network's ``leading_input_weights``: Linears that read the
+    LEADING columns of the input, so new columns come last) ``W`` [out, a] whose target is
+    [out, b] with ``b > a`` (e.g. a GNN given the cluster shape besides the hit position)
+    becomes ``W' = [W | 0]``: for any input ``x = [x_a | x_new]``, ``W' x = W x_a``, so the
+    widened network computes what the source did and learns the new columns from there. Every
+    other key must match in shape (a layer whose inputs are concatenated in another order, such
+    as the GNN's edge encoder ``[edge inputs, h_src, h_dst]``, cannot be widened this way); a
+    missing, extra or otherwise different key is a ValueError naming it.
     """
     import torch
 
@@ -131,8 +134,8 @@ def widened_weights(source: Mapping[str, Any], target: Mapping[str, Any],
         have = source[key]
         if tuple(have.shape) == tuple(weight.shape):
             out[key] = have
-        elif have.dim() == 2 and weight.dim() == 2 and have.shape[0] == weight.shape[0] \
-                and have.shape[1] < weight.shape[1]:
+        elif key in widenable and have.dim() == 2 and weight.dim() == 2 \
+                and have.shape[0] == weight.shape[0] and have.shape[1] < weight.shape[1]:
             grown = torch.zeros(tuple(weight.shape), dtype=have.dtype)
             grown[:, :have.shape[1]] = have
             out[key] = grown
