@@ -11,6 +11,7 @@ from trkx.data.detector import load_detector
 from trkx.data.io import load_event
 from trkx.data.particle_id import decode_particle_id, encode_particle_id
 from trkx.data.simulate import generate_particles, simulate_event
+from trkx.data.simulate import particles as particles_module
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,26 @@ def test_generated_particles_have_unique_ids_and_scale_with_pileup():
     assert small["particle_id"].is_unique and large["particle_id"].is_unique
     assert set(np.abs(large["q"])) == {1}
     assert 3 * len(small) < len(large)
+
+
+def _eta(table: pd.DataFrame) -> np.ndarray:
+    return np.arcsinh(table["pz"].to_numpy() / np.hypot(table["px"], table["py"]).to_numpy())
+
+
+def test_generated_particles_stay_inside_the_challenge_acceptance(monkeypatch):
+    """Every particle within |eta| <= 4, as in the real tables; the redraws leave the event's
+    random stream alone, so every particle drawn inside the first time is unchanged."""
+    accepted = generate_particles(200.0, np.random.default_rng(11))
+    monkeypatch.setattr(particles_module, "ETA_MAX", np.inf)
+    unbounded = generate_particles(200.0, np.random.default_rng(11))
+    assert np.abs(_eta(accepted)).max() <= 4.0
+    beyond = np.abs(_eta(unbounded)) > 4.0
+    assert beyond.sum() > 50                  # what the acceptance removes at pile-up 200
+    assert len(accepted) == len(unbounded)    # drawn again, not dropped
+    inside = unbounded.loc[~beyond].set_index("particle_id")
+    pd.testing.assert_frame_equal(accepted.set_index("particle_id").loc[inside.index], inside)
+    redrawn = accepted.set_index("particle_id").loc[unbounded.loc[beyond, "particle_id"]]
+    assert (decode_particle_id(redrawn.index.to_numpy())["generation"] == 1).all()
 
 
 def test_cells_reproduce_the_hit_position_within_a_pitch(small_event):

@@ -14,7 +14,12 @@ Generator (distributions fitted to real TrackML tables, :mod:`.fitted_spectra`),
 * displaced (secondary) particles, ``displaced_per_prompt`` times as many: production point
   ``(log10 r, z)`` from the real 2-D histogram at uniform azimuth, momentum direction relative
   to it (``eta_p - eta_x``, ``phi_p - phi_x``) and ``log10 pT`` from their real tables; each
-  is attached to a random prompt particle as its descendant.
+  is attached to a random prompt particle as its descendant;
+* the challenge's acceptance, ``|eta| <= ETA_MAX = 4`` for every particle: the real tables hold
+  none beyond it, displaced ones included. The prompt table ends there; a displaced particle
+  drawn beyond it (its production point and ``eta_p - eta_x`` are drawn independently) draws
+  both again, from a generator spawned off the event's (``rng.spawn``, which leaves the event's
+  stream as it was), until it lies inside: rejection sampling of the real, accepted spectrum.
 
 Particle ids follow the bit layout of the real TrackML files (:mod:`trkx.data.particle_id`):
 primary vertex, primary particle, generation (0 = primary), index among the secondaries of
@@ -48,6 +53,8 @@ PARTICLE_TYPES = np.array([211, 321, 2212])
 TYPE_SHARES = np.array([0.79, 0.07, 0.14])
 MASSES = {211: 0.13957, 321: 0.49368, 2212: 0.93827, 11: 0.000511, 13: 0.10566}
 PION_MASS = MASSES[211]
+#: |eta| of the challenge's particles: 18 Kaggle particle tables hold no particle beyond 4.0.
+ETA_MAX = 4.0
 
 
 def generate_particles(mu: float, rng: np.random.Generator,
@@ -83,6 +90,7 @@ def generate_particles(mu: float, rng: np.random.Generator,
     r = 10 ** log_r
     phi_x = rng.uniform(-np.pi, np.pi, n_displaced)
     eta_p = np.arcsinh(z / r) + sample_quantiles(FIT["displaced_deta"], n_displaced, rng)
+    r, z, eta_p = _inside_acceptance(r, z, eta_p, rng)
     phi_p = phi_x + sample_quantiles(FIT["displaced_dphi"], n_displaced, rng)
     pt_d = 10 ** sample_quantiles(FIT["displaced_log_pt"], n_displaced, rng)
     parent = rng.integers(0, n_prompt, n_displaced)
@@ -101,6 +109,31 @@ def generate_particles(mu: float, rng: np.random.Generator,
     kind = rng.choice(PARTICLE_TYPES, size=len(table), p=TYPE_SHARES)
     table.insert(1, "particle_type", kind * table["q"].to_numpy())
     return table.drop_duplicates("particle_id").reset_index(drop=True)
+
+
+def _inside_acceptance(r: np.ndarray, z: np.ndarray, eta_p: np.ndarray,
+                       rng: np.random.Generator, max_rounds: int = 1000,
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Displaced production points ``(r, z)`` and pseudorapidities with every ``|eta_p| >
+    ETA_MAX`` drawn again (point and ``eta_p - eta_x`` together) until inside; ``rng`` only
+    spawns the generator of the redraws, so its own stream is untouched."""
+    outside = np.flatnonzero(np.abs(eta_p) > ETA_MAX)
+    if len(outside) == 0:
+        return r, z, eta_p
+    redraw = rng.spawn(1)[0]
+    r, z, eta_p = r.copy(), z.copy(), eta_p.copy()
+    for _ in range(max_rounds):
+        log_r, z_new = sample_histogram2d(np.asarray(FIT["displaced_position_hist"]),
+                                          LOG_R_BINS, Z_BINS, len(outside), redraw)
+        r_new = 10 ** log_r
+        eta_new = np.arcsinh(z_new / r_new) + sample_quantiles(FIT["displaced_deta"],
+                                                               len(outside), redraw)
+        r[outside], z[outside], eta_p[outside] = r_new, z_new, eta_new
+        outside = outside[np.abs(eta_new) > ETA_MAX]
+        if len(outside) == 0:
+            return r, z, eta_p
+    raise RuntimeError(f"{len(outside)} displaced particles still beyond |eta| = {ETA_MAX} "
+                       f"after {max_rounds} redraws: the fitted spectra cannot reach it")
 
 
 def particle_masses(particles: pd.DataFrame) -> np.ndarray:
