@@ -12,6 +12,8 @@ Runs (or resumes) ``trkx run CONFIG`` and then, on the held-apart simulated test
 - tracks: double-majority efficiency, fake rate (a track matching no particle at all),
   duplicate rate and TrackML score, with binomial errors;
 - where signal edges are lost, per stage (layer pairs, pT, first/last edge, overlap hits);
+- track efficiency by the production radius of the particle (prompt, r_v <= 1 mm, and
+  secondaries in bins of r_v), from the test events' particle tables;
 - the same models on the real sample event (``$TRKX_DATA/sample_event``, truth and cells);
 - plots: signal-edge efficiency per stage vs pT and eta.
 
@@ -40,6 +42,7 @@ from physics_analysis import (
     PT_BINS,
     edge_losses,
     efficiency_by,
+    efficiency_by_origin,
     pipeline_stages,
     stage_edges,
     track_figures,
@@ -64,6 +67,19 @@ def run_pipeline(config: Path, workdir: Path) -> float:
 def records(workdir: Path, stage: str, split: str = "test") -> list:
     return [load_record(p) for p in sorted(glob.glob(str(workdir / "graphs" / split / stage
                                                          / "*.pt")))]
+
+
+def production_radius(events: Path) -> dict[int, dict[int, float]]:
+    """``r_v`` (mm) of every particle of every event in ``events`` (its particles tables)."""
+    from trkx.data.io import event_id_from_prefix, find_part_file, read_part
+    from trkx.data.listing import event_prefixes
+
+    radius = {}
+    for prefix in event_prefixes(events):
+        table = read_part(find_part_file(prefix, "particles"), "particles")
+        radius[event_id_from_prefix(prefix)] = dict(zip(
+            table["particle_id"].astype(np.int64), np.hypot(table["vx"], table["vy"])))
+    return radius
 
 
 def real_sample(pipeline, sample_dir: Path) -> dict:
@@ -105,7 +121,7 @@ def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
     builder = pipeline.builder
     emb, fil, gnn = (records(workdir, s) for s in ("embedding", "filter", "gnn"))
     stages = pipeline_stages({"embedding": emb, "filter": fil, "gnn": gnn}, builder)
-    tracks, _ = track_figures(gnn, builder)
+    tracks, evaluations = track_figures(gnn, builder)
     out = {
         "stages": stage_edges(stages),
         "upper_bound": {"embedding": upper_bound(emb, builder),
@@ -114,6 +130,8 @@ def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
         "losses": edge_losses(stages),
         "efficiency_vs_pt": efficiency_by(stages, "pt", PT_BINS),
         "efficiency_vs_eta": efficiency_by(stages, "eta", ETA_BINS),
+        "efficiency_by_origin": efficiency_by_origin(
+            evaluations, production_radius(workdir / "data" / "test")),
         "builder": {"method": builder.method, "walk_cut": builder.walk_cut,
                     "cc_cut": builder.cc_cut, "min_length": builder.min_length},
     }
@@ -141,6 +159,13 @@ def print_report(name: str, result: dict) -> None:
     print(f"  tracks: efficiency {t['efficiency']:.4f} +- {t['efficiency_err']:.4f}, fake "
           f"{t['fake_rate']:.4f}, duplicate {t['duplicate_rate']:.4f}, TrackML score "
           f"{t['trackml_score']:.4f}  ({t['n_signal_particles']} signal particles)")
+    origin = result["efficiency_by_origin"]
+    bins = origin["bins_mm"]
+    print(f"  tracks by production radius: prompt {origin['prompt']['efficiency']:.4f} "
+          f"({origin['prompt']['signal_particles']}), displaced "
+          f"{origin['displaced']['efficiency']:.4f} ({origin['displaced']['signal_particles']}); "
+          + ", ".join(f"{lo:g}-{hi:g} mm {b['efficiency']:.3f} ({b['signal_particles']})"
+                      for lo, hi, b in zip(bins[:-1], bins[1:], origin["per_bin"])))
     for stage, categories in result["losses"].items():
         worst = categories["layer_pair"][:4]
         print(f"  lost at {stage}: " + ", ".join(
@@ -191,6 +216,8 @@ def main() -> int:
         "pixel_barrel_signal_pairs": {s: m["pixel_barrel_signal_pairs"]
                                       for s, m in main_run["stages"].items()},
         "gnn_purity": main_run["stages"]["gnn"]["purity"],
+        "efficiency_prompt": main_run["efficiency_by_origin"]["prompt"]["efficiency"],
+        "efficiency_displaced": main_run["efficiency_by_origin"]["displaced"]["efficiency"],
         "upper_bound_efficiency": {s: ub["efficiency"]
                                    for s, ub in main_run["upper_bound"].items()},
         "real_sample_efficiency": {name: (r["real_sample"]["tracks"]["efficiency"]

@@ -12,7 +12,10 @@ Everything here works on event records in memory (the stage outputs of ``trkx ru
 - :func:`upper_bound`: the same with truth labels (``y``) as scores, i.e. what a perfect later
   stage would reach on a given graph;
 - :func:`edge_losses`: where signal truth edges are lost (layer pairs, pT, first/last edge of
-  a particle, overlap double hits) and by which stage.
+  a particle, overlap double hits) and by which stage;
+- :func:`efficiency_by_origin`: track efficiency of the signal particles by the radius of their
+  production point, ``r_v = sqrt(vx^2 + vy^2)`` (prompt: ``r_v <= 1 mm``; the rest are
+  secondaries, made in the material or by decays).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
 
 PT_BINS = np.array([0.0, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, math.inf])
 ETA_BINS = np.linspace(-4.0, 4.0, 17)
+ORIGIN_BINS = np.array([0.0, 1.0, 10.0, 30.0, 100.0, 300.0, math.inf])   # r_v, mm
 
 
 def pair_keys(edges: np.ndarray, n: int) -> np.ndarray:
@@ -239,3 +243,33 @@ def efficiency_by(stages: list[StageGraphs], variable: str, bins: np.ndarray) ->
         with np.errstate(invalid="ignore", divide="ignore"):
             result[stage.name] = (kept_total / all_total).tolist()
     return result
+
+
+def efficiency_by_origin(evaluations: list, radius: dict[int, dict[int, float]],
+                         bins: np.ndarray = ORIGIN_BINS) -> dict:
+    """Track efficiency of the signal particles in bins of their production radius.
+
+    ``radius[event_id][particle_id]`` is ``r_v`` in mm (the particles table); per bin ``b``,
+    ``efficiency_b = #{signal p in b matched by a track} / #{signal p in b}``, with the binomial
+    error ``sqrt(e (1 - e) / n)``; ``prompt`` / ``displaced`` pool ``r_v <= 1 mm`` / the rest.
+    """
+    rows = []
+    for evaluation in evaluations:
+        table = evaluation.particles
+        signal = table[table["signal"].to_numpy(dtype=bool)]
+        of_event = radius[int(evaluation.event_id)]
+        r_v = np.array([of_event[int(pid)] for pid in signal["particle_id"]], dtype=np.float64)
+        rows.append((r_v, signal["n_matched_tracks"].to_numpy() > 0))
+    r_v = np.concatenate([r for r, _ in rows]) if rows else np.zeros(0)
+    found = np.concatenate([f for _, f in rows]) if rows else np.zeros(0, dtype=bool)
+
+    def share(mask: np.ndarray) -> dict:
+        n = int(mask.sum())
+        e = float(found[mask].mean()) if n else float("nan")
+        return {"efficiency": e, "efficiency_err": math.sqrt(e * (1 - e) / n) if n else
+                float("nan"), "signal_particles": n}
+
+    which = np.clip(np.digitize(r_v, bins, right=True) - 1, 0, len(bins) - 2)
+    return {"bins_mm": bins.tolist(),
+            "per_bin": [share(which == b) for b in range(len(bins) - 1)],
+            "prompt": share(r_v <= bins[1]), "displaced": share(r_v > bins[1])}
