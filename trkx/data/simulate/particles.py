@@ -13,13 +13,15 @@ Generator (distributions fitted to real TrackML tables, :mod:`.fitted_spectra`),
   charge +-1 with the real share;
 * displaced (secondary) particles, ``displaced_per_prompt`` times as many: production point
   ``(log10 r, z)`` from the real 2-D histogram at uniform azimuth, momentum direction relative
-  to it (``eta_p - eta_x``, ``phi_p - phi_x``) and ``log10 pT`` from their real tables; each
-  is attached to a random prompt particle as its descendant;
+  to it (``phi_p - phi_x``, and ``eta_p - eta_x`` from the real table of the point's
+  ``|eta_x|`` bin, :mod:`.spectra`) and ``log10 pT`` from their real tables; each is attached
+  to a random prompt particle as its descendant;
 * the challenge's acceptance, ``|eta| <= ETA_MAX = 4`` for every particle: the real tables hold
-  none beyond it, displaced ones included. The prompt table ends there; a displaced particle
-  drawn beyond it (its production point and ``eta_p - eta_x`` are drawn independently) draws
-  both again, from a generator spawned off the event's (``rng.spawn``, which leaves the event's
-  stream as it was), until it lies inside: rejection sampling of the real, accepted spectrum.
+  none beyond it, displaced ones included. The prompt table ends there, and the direction
+  tables per ``|eta_x|`` bin put few displaced particles beyond it; such a particle draws its
+  production point and direction again, from a generator spawned off the event's
+  (``rng.spawn``, which leaves the event's stream as it was), until it lies inside: rejection
+  sampling of the real, accepted spectrum.
 
 Particle ids follow the bit layout of the real TrackML files (:mod:`trkx.data.particle_id`):
 primary vertex, primary particle, generation (0 = primary), index among the secondaries of
@@ -44,6 +46,8 @@ from trkx.data.simulate.spectra import (
     LOG_R_BINS,
     QUANTILE_LEVELS,
     Z_BINS,
+    eta_x_bin,
+    sample_binned_quantiles,
     sample_histogram2d,
     sample_quantiles,
 )
@@ -89,7 +93,7 @@ def generate_particles(mu: float, rng: np.random.Generator,
                                   n_displaced, rng)
     r = 10 ** log_r
     phi_x = rng.uniform(-np.pi, np.pi, n_displaced)
-    eta_p = np.arcsinh(z / r) + sample_quantiles(FIT["displaced_deta"], n_displaced, rng)
+    eta_p = _displaced_eta(r, z, rng)
     r, z, eta_p = _inside_acceptance(r, z, eta_p, rng)
     phi_p = phi_x + sample_quantiles(FIT["displaced_dphi"], n_displaced, rng)
     pt_d = 10 ** sample_quantiles(FIT["displaced_log_pt"], n_displaced, rng)
@@ -111,11 +115,20 @@ def generate_particles(mu: float, rng: np.random.Generator,
     return table.drop_duplicates("particle_id").reset_index(drop=True)
 
 
+def _displaced_eta(r: np.ndarray, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``eta_p = eta_x + s d`` with ``eta_x = asinh(z / r)``, ``s = sign(eta_x)`` and ``d`` from
+    the real table of the ``|eta_x|`` bin."""
+    eta_x = np.arcsinh(z / r)
+    side = np.where(eta_x < 0, -1.0, 1.0)
+    return eta_x + side * sample_binned_quantiles(FIT["displaced_deta_by_eta_x"],
+                                                  eta_x_bin(eta_x), rng)
+
+
 def _inside_acceptance(r: np.ndarray, z: np.ndarray, eta_p: np.ndarray,
                        rng: np.random.Generator, max_rounds: int = 1000,
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Displaced production points ``(r, z)`` and pseudorapidities with every ``|eta_p| >
-    ETA_MAX`` drawn again (point and ``eta_p - eta_x`` together) until inside; ``rng`` only
+    ETA_MAX`` drawn again (point and direction together) until inside; ``rng`` only
     spawns the generator of the redraws, so its own stream is untouched."""
     outside = np.flatnonzero(np.abs(eta_p) > ETA_MAX)
     if len(outside) == 0:
@@ -126,8 +139,7 @@ def _inside_acceptance(r: np.ndarray, z: np.ndarray, eta_p: np.ndarray,
         log_r, z_new = sample_histogram2d(np.asarray(FIT["displaced_position_hist"]),
                                           LOG_R_BINS, Z_BINS, len(outside), redraw)
         r_new = 10 ** log_r
-        eta_new = np.arcsinh(z_new / r_new) + sample_quantiles(FIT["displaced_deta"],
-                                                               len(outside), redraw)
+        eta_new = _displaced_eta(r_new, z_new, redraw)
         r[outside], z[outside], eta_p[outside] = r_new, z_new, eta_new
         outside = outside[np.abs(eta_new) > ETA_MAX]
         if len(outside) == 0:
