@@ -22,7 +22,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
                 "--json {json}",
                 ("efficiency", "efficiency_err", "fake_rate", "duplicate_rate",
                  "trackml_score", "stage_efficiency", "stage_efficiency_cumulative",
-                 "edges_per_hit", "gnn_purity")),
+                 "edges_per_hit", "gnn_purity", "efficiency_prompt", "efficiency_displaced")),
     "real_events": ("python benchmarks/real_events.py --config {recipe} --checkpoints "
                     "{workdir}/checkpoints --sim-events {workdir}/data/test --n-sim 2 "
                     "--json {json}",
