@@ -12,6 +12,7 @@ from trkx.data.io import load_event
 from trkx.data.particle_id import decode_particle_id, encode_particle_id
 from trkx.data.simulate import generate_particles, simulate_event
 from trkx.data.simulate import particles as particles_module
+from trkx.data.truth import pseudorapidity
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def test_generated_particles_have_unique_ids_and_scale_with_pileup():
 
 
 def _eta(table: pd.DataFrame) -> np.ndarray:
-    return np.arcsinh(table["pz"].to_numpy() / np.hypot(table["px"], table["py"]).to_numpy())
+    return pseudorapidity(table["px"].to_numpy(), table["py"].to_numpy(), table["pz"].to_numpy())
 
 
 def test_generated_particles_stay_inside_the_challenge_acceptance(monkeypatch):
