@@ -1,0 +1,105 @@
+"""The helix fit of tracks: exact on ideal helices (prompt and displaced, both charges), within
+the issue's resolution on simulated truth, NaN for tracks it cannot fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trkx.data.simulate import generate_particles, simulate_event
+from trkx.data.simulate.helix import helix_radius, position_at, turn_sense
+from trkx.data.truth import hit_truth
+from trkx.tracks.helix_fit import fit_helices
+
+FIELD = 2.0
+
+
+def _ideal_tracks(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    pt = rng.uniform(0.5, 50.0, n)
+    charge = rng.choice([-1.0, 1.0], n)
+    phi0 = rng.uniform(-np.pi, np.pi, n)
+    cot = np.sinh(rng.uniform(-2.5, 2.5, n))
+    vertex = np.stack([rng.uniform(-80, 80, n), rng.uniform(-80, 80, n),
+                       rng.normal(0, 50, n)], axis=1)
+    radius, sense = helix_radius(pt, charge, FIELD), turn_sense(charge, FIELD)
+    path = np.array([30.0, 70, 115, 170, 260, 360, 500, 660, 820, 1020])
+    points = position_at(vertex[:, None, :], phi0[:, None], cot[:, None], radius[:, None],
+                         sense[:, None], path[None, :])
+    # the truth at the closest approach to the beam line, independently of the fit's algebra
+    cx, cy = vertex[:, 0] - sense * radius * np.sin(phi0), vertex[:, 1] + sense * radius * \
+        np.cos(phi0)
+    centre = np.hypot(cx, cy)
+    p0x, p0y = cx * (1 - radius / centre), cy * (1 - radius / centre)
+    tx, ty = -sense * (p0y - cy) / radius, sense * (p0x - cx) / radius
+    turn = np.arctan2(p0y - cy, p0x - cx) - np.arctan2(vertex[:, 1] - cy, vertex[:, 0] - cx)
+    turn = (turn + np.pi) % (2 * np.pi) - np.pi
+    truth = {"pt": pt, "charge": charge, "eta": np.arcsinh(cot), "phi": np.arctan2(ty, tx),
+             "d0": tx * p0y - ty * p0x, "z0": vertex[:, 2] + sense * radius * turn * cot}
+    return points, truth
+
+
+def test_ideal_helices_are_recovered_exactly():
+    points, truth = _ideal_tracks(300)
+    n_tracks, n_hits = points.shape[:2]
+    order = np.random.default_rng(1).permutation(n_tracks * n_hits)   # hits in any order
+    track = np.repeat(np.arange(n_tracks), n_hits)[order] * 7 + 3     # any ids
+    flat = points.reshape(-1, 3)[order]
+    fit = fit_helices(track, flat[:, 0], flat[:, 1], flat[:, 2], field=FIELD)
+    np.testing.assert_array_equal(fit.track_id, np.arange(n_tracks) * 7 + 3)
+    np.testing.assert_allclose(fit.pt, truth["pt"], rtol=1e-8)
+    np.testing.assert_array_equal(fit.charge, truth["charge"])
+    np.testing.assert_allclose(fit.eta, truth["eta"], atol=1e-8)
+    np.testing.assert_allclose(np.angle(np.exp(1j * (fit.phi - truth["phi"]))), 0, atol=1e-8)
+    np.testing.assert_allclose(fit.d0, truth["d0"], atol=1e-6)
+    assert np.abs(truth["d0"]).max() > 20      # displaced tracks are in the sample
+    np.testing.assert_allclose(fit.z0, truth["z0"], atol=1e-6)
+    assert fit.chi2_ndf.max() < 1e-10
+
+
+def test_a_flipped_field_flips_the_charge_only():
+    points, truth = _ideal_tracks(20, seed=3)
+    track = np.repeat(np.arange(20), points.shape[1])
+    flat = points.reshape(-1, 3)
+    fit = fit_helices(track, flat[:, 0], flat[:, 1], flat[:, 2], field=-FIELD)
+    np.testing.assert_array_equal(fit.charge, -truth["charge"])
+    np.testing.assert_allclose(fit.pt, truth["pt"], rtol=1e-8)
+
+
+def test_short_and_unassigned_tracks():
+    x = np.array([10.0, 20, 30, 40, 50, 60, 70])
+    y = np.array([0.0, 0.1, 0.3, 0.0, 0.1, 0.0, 0.0])
+    z = np.array([1.0, 2, 3, 4, 5, 6, 7])
+    fit = fit_helices(np.array([0, 0, 0, 1, 1, -1, -1]), x, y, z)
+    np.testing.assert_array_equal(fit.track_id, [0, 1])
+    assert np.isfinite(fit.pt[0]) and np.isnan(fit.pt[1]) and fit.charge[1] == 0
+    straight = fit_helices(np.zeros(5, np.int64), x[:5], np.zeros(5), z[:5])
+    assert straight.pt[0] > 1e3 and abs(straight.d0[0]) < 1e-3   # a straight line: huge pT
+
+
+@pytest.fixture(scope="module")
+def simulated_truth_fit():
+    rng = np.random.default_rng(11)
+    tables = simulate_event(generate_particles(30.0, rng), rng)
+    hits, particles = tables["hits"], tables["particles"]
+    per_hit = hit_truth(hits, tables["truth"], particles)
+    pid = per_hit["particle_id"].to_numpy()
+    real = pid != 0
+    fit = fit_helices(pid[real], *(hits[c].to_numpy()[real] for c in ("x", "y", "z")),
+                      hits["volume_id"].to_numpy()[real])
+    table = particles.set_index("particle_id").loc[fit.track_id]
+    return fit, table
+
+
+def test_simulated_signal_tracks_within_the_resolution_target(simulated_truth_fit):
+    fit, table = simulated_truth_fit
+    pt = np.hypot(table["px"], table["py"]).to_numpy()
+    eta = np.arcsinh(table["pz"].to_numpy() / pt)
+    signal = (pt >= 1.0) & (np.abs(eta) < 2.0) & (fit.n_hits >= 5)
+    assert signal.sum() >= 40
+    assert np.median(np.abs(fit.pt[signal] / pt[signal] - 1)) <= 0.05
+    assert np.mean(fit.charge[signal] == table["q"].to_numpy()[signal]) >= 0.98
+    assert np.median(np.abs(fit.eta[signal] - eta[signal])) <= 0.01
+    prompt = signal & (np.hypot(table["vx"], table["vy"]).to_numpy() < 1.0)
+    assert np.median(np.abs(fit.z0[prompt] - table["vz"].to_numpy()[prompt])) <= 1.0
+    assert np.median(np.abs(fit.d0[prompt])) <= 0.2

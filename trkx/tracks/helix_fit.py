@@ -1,0 +1,213 @@
+"""Track parameters from a helix fit of each track's hits: pT, eta, phi, d0, z0, charge, chi2.
+
+A charged particle in a uniform field ``B`` along z moves on a helix: a circle in the
+transverse plane and a straight line in ``(s, z)``, with ``s`` the transverse path length
+(trkx.data.simulate.helix). Every track is fitted in two steps, vectorised over all tracks at
+once (sums per track by ``np.bincount``, no Python loop per track):
+
+1. **Circle** ``(x - a)^2 + (y - b)^2 = R^2``: the algebraic (Kasa) fit, linear in
+   ``(D, E, F)`` of ``x^2 + y^2 + D x + E y + F = 0`` on coordinates centred on the track's
+   mean, then ``GAUSS_NEWTON_STEPS`` Gauss-Newton steps on the geometric residuals
+
+       e_i = sqrt((x_i - a)^2 + (y_i - b)^2) - R,
+
+   which remove the algebraic fit's bias on short arcs. ``R`` is capped at
+   :data:`MAX_RADIUS` (straight tracks).
+2. **Line** ``z = z0 + s cot(theta)``: least squares of the hits' ``z`` on their path length
+   ``s_i = h R wrap(alpha_i - alpha_0)`` from the point of closest approach to the beam line,
+   ``alpha`` the angle around the circle's centre and ``h`` the turning sense.
+
+From the two fits, with ``c = (a, b)``:
+
+    pT     = 0.299792458 |B| R / 1000                       [GeV, B in T, R in mm]
+    h      = sign of the turn from the track's innermost to its outermost hit (+1 anticlockwise)
+    charge = -h sign(B)                     (positive charges turn clockwise when B > 0)
+    p0     = c (1 - R / |c|)                                (closest approach to the beam line)
+    t      = h z_hat x (p0 - c) / R = (cos phi, sin phi)     (direction there)
+    d0     = t_x p0_y - t_y p0_x                          (the perigee convention's sign)
+    eta    = asinh(cot theta)
+
+The fit quality is ``chi2 / ndf`` with ``ndf = 2 n - 5``,
+
+    chi2 = sum_i (e_i / sigma_xy,i)^2 + ((z_i - z0 - s_i cot theta) / sigma_z,i)^2,
+
+and per-hit resolutions from the hit's detector volume (:func:`hit_resolutions`): the cell
+pitch / sqrt(12) of the TrackML modules, where an endcap's coarse direction is radial and
+enters the z residual as ``sigma_r |cot theta|``. Multiple scattering is not modelled, so a
+real low-pT track has chi2 / ndf above 1; the figure ranks tracks, it is no probability.
+Tracks with fewer than 3 hits get NaN parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+#: ``pT [GeV] = PT_PER_TESLA_MM * |B| [T] * R [mm]``.
+PT_PER_TESLA_MM = 0.299792458e-3
+#: The TrackML solenoid (fits to real truth give 1.98 T).
+FIELD_TESLA = 2.0
+#: Largest circle radius (mm): a straight track.
+MAX_RADIUS = 1.0e7
+GAUSS_NEWTON_STEPS = 3
+
+# volume -> (sigma of the precise transverse coordinate, sigma of the coarse one) in mm, from
+# the module pitches of detectors.csv (pitch / sqrt(12)); the coarse one is z in the barrels
+# (8, 13, 17) and r in the endcaps.
+_PITCH = {7: (0.050, 0.056), 8: (0.050, 0.056), 9: (0.050, 0.056),
+          12: (0.080, 1.2), 13: (0.080, 1.2), 14: (0.080, 1.2),
+          16: (0.12, 10.4), 17: (0.12, 10.4), 18: (0.12, 10.4)}
+BARREL_VOLUMES = (8, 13, 17)
+
+
+def hit_resolutions(volume_id: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per hit ``(sigma_xy, sigma_z, sigma_r)`` in mm from its volume (module docstring);
+    unknown volumes get the pixel values."""
+    volume_id = np.asarray(volume_id, dtype=np.int64)
+    fine = np.full(len(volume_id), _PITCH[8][0])
+    coarse = np.full(len(volume_id), _PITCH[8][1])
+    for volume, (u, v) in _PITCH.items():
+        rows = volume_id == volume
+        fine[rows], coarse[rows] = u, v
+    fine, coarse = fine / np.sqrt(12.0), coarse / np.sqrt(12.0)
+    barrel = np.isin(volume_id, BARREL_VOLUMES) | ~np.isin(volume_id, list(_PITCH))
+    sigma_z = np.where(barrel, coarse, 0.0)
+    sigma_r = np.where(barrel, 0.0, coarse)
+    return fine, sigma_z, sigma_r
+
+
+@dataclass(frozen=True, eq=False)
+class HelixFit:
+    """Per-track fit results (arrays of length T, the number of tracks) and per-hit residuals."""
+
+    track_id: np.ndarray      # the track ids, ascending
+    n_hits: np.ndarray
+    pt: np.ndarray            # GeV
+    eta: np.ndarray
+    phi: np.ndarray           # rad, direction at the closest approach
+    d0: np.ndarray            # mm, signed
+    z0: np.ndarray            # mm
+    charge: np.ndarray        # +1 / -1 (0 when not fitted)
+    chi2_ndf: np.ndarray
+    rms_xy: np.ndarray        # mm, RMS of the circle residuals
+    rms_z: np.ndarray         # mm, RMS of the line residuals
+    radius: np.ndarray        # mm
+
+    def frame(self) -> pd.DataFrame:
+        """One row per track: ``track_id, n_hits, pt, eta, phi, d0, z0, charge, chi2_ndf``."""
+        return pd.DataFrame({"track_id": self.track_id, "n_hits": self.n_hits, "pt": self.pt,
+                             "eta": self.eta, "phi": self.phi, "d0": self.d0, "z0": self.z0,
+                             "charge": self.charge, "chi2_ndf": self.chi2_ndf})
+
+
+def _sums(inverse: np.ndarray, n_tracks: int, *values: np.ndarray) -> list[np.ndarray]:
+    return [np.bincount(inverse, weights=v, minlength=n_tracks) for v in values]
+
+
+def _solve3(m: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Batched 3x3 solves ``m [T, 3, 3] x = rhs [T, 3]``; singular systems give NaN."""
+    out = np.full(rhs.shape, np.nan)
+    ok = np.abs(np.linalg.det(m)) > 1e-300
+    if ok.any():
+        out[ok] = np.linalg.solve(m[ok], rhs[ok][..., None])[..., 0]
+    return out
+
+
+def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
+                volume_id: np.ndarray | None = None, field: float = FIELD_TESLA) -> HelixFit:
+    """Fit every track of ``track_id`` (one id per hit; negative ids are not fitted) to the
+    hits at ``(x, y, z)`` mm; ``volume_id`` sets the hit resolutions of chi2 (None: pixel)."""
+    track_id = np.asarray(track_id, dtype=np.int64)
+    x, y, z = (np.asarray(a, dtype=np.float64) for a in (x, y, z))
+    used = track_id >= 0
+    ids, inverse_used = np.unique(track_id[used], return_inverse=True)
+    n_tracks = len(ids)
+    inverse = inverse_used.reshape(-1)
+    x, y, z = x[used], y[used], z[used]
+    volumes = (np.full(len(x), 8) if volume_id is None
+               else np.asarray(volume_id, dtype=np.int64)[used])
+    n = np.bincount(inverse, minlength=n_tracks).astype(np.float64)
+    fitted = n >= 3
+    nn = np.maximum(n, 1.0)
+
+    # 1. circle: algebraic fit on centred coordinates, then Gauss-Newton on the geometric one
+    mx, my = (s / nn for s in _sums(inverse, n_tracks, x, y))
+    u, v = x - mx[inverse], y - my[inverse]
+    w = u * u + v * v
+    suu, svv, suv, suw, svw, sw = _sums(inverse, n_tracks, u * u, v * v, u * v, u * w, v * w, w)
+    zero = np.zeros(n_tracks)
+    m = np.stack([np.stack([suu, suv, zero], -1), np.stack([suv, svv, zero], -1),
+                  np.stack([zero, zero, n], -1)], -2)
+    d, e, f = _solve3(m, -np.stack([suw, svw, sw], -1)).T
+    a, b = -0.5 * d, -0.5 * e
+    radius = np.sqrt(np.maximum(a * a + b * b - f, 0.0))
+    straight = ~np.isfinite(radius) | (radius > MAX_RADIUS) | ~np.isfinite(a + b)
+    if straight.any():   # far centre: perpendicular to the hits' principal direction
+        angle = 0.5 * np.arctan2(2 * suv, suu - svv)
+        a = np.where(straight, -np.sin(angle) * MAX_RADIUS, a)
+        b = np.where(straight, np.cos(angle) * MAX_RADIUS, b)
+        radius = np.where(straight, MAX_RADIUS, radius)
+    for _ in range(GAUSS_NEWTON_STEPS):
+        du, dv = u - a[inverse], v - b[inverse]
+        dist = np.maximum(np.hypot(du, dv), 1e-12)
+        res = dist - radius[inverse]
+        ju, jv = -du / dist, -dv / dist            # d res / d(a, b); d res / d R = -1
+        s_uu, s_uv, s_vv, s_u, s_v, r_u, r_v, r_1 = _sums(
+            inverse, n_tracks, ju * ju, ju * jv, jv * jv, ju, jv, ju * res, jv * res, res)
+        jtj = np.stack([np.stack([s_uu, s_uv, -s_u], -1), np.stack([s_uv, s_vv, -s_v], -1),
+                        np.stack([-s_u, -s_v, n], -1)], -2)
+        step = _solve3(jtj, -np.stack([r_u, r_v, -r_1], -1))
+        good = np.isfinite(step).all(axis=1) & fitted
+        a = np.where(good, a + np.nan_to_num(step[:, 0]), a)
+        b = np.where(good, b + np.nan_to_num(step[:, 1]), b)
+        radius = np.where(good, np.clip(radius + np.nan_to_num(step[:, 2]), 1e-6, MAX_RADIUS),
+                          radius)
+    a, b = a + mx, b + my
+    du, dv = x - a[inverse], y - b[inverse]
+    res_xy = np.hypot(du, dv) - radius[inverse]
+
+    # turning sense from the innermost to the outermost hit
+    r_hit = np.hypot(x, y)
+    order = np.lexsort((r_hit, inverse))
+    first = order[np.searchsorted(inverse[order], np.arange(n_tracks), side="left")
+                  .clip(0, max(len(order) - 1, 0))] if len(order) else np.zeros(0, np.int64)
+    last = order[(np.searchsorted(inverse[order], np.arange(n_tracks), side="right") - 1)
+                 .clip(0, max(len(order) - 1, 0))] if len(order) else np.zeros(0, np.int64)
+    cross = du[first] * dv[last] - dv[first] * du[last] if len(order) else zero
+    sense = np.where(cross >= 0, 1.0, -1.0)
+
+    # closest approach to the beam line and the direction there
+    centre = np.hypot(a, b)
+    scale = 1.0 - radius / np.maximum(centre, 1e-12)
+    p0x, p0y = a * scale, b * scale
+    tx, ty = -sense * (p0y - b) / radius, sense * (p0x - a) / radius
+    d0 = tx * p0y - ty * p0x
+    phi = np.arctan2(ty, tx)
+
+    # 2. line z = z0 + s cot(theta) on the path length from the closest approach
+    alpha0 = np.arctan2(p0y - b, p0x - a)
+    turn = np.arctan2(dv, du) - alpha0[inverse]
+    turn = (turn + np.pi) % (2 * np.pi) - np.pi
+    s = sense[inverse] * radius[inverse] * turn
+    ss, sz, s1, z1 = _sums(inverse, n_tracks, s * s, s * z, s, z)
+    denominator = n * ss - s1 * s1
+    flat = np.abs(denominator) <= 1e-12 * np.maximum(n * ss, 1e-300)
+    cot = np.where(flat, 0.0, (n * sz - s1 * z1) / np.where(flat, 1.0, denominator))
+    z0 = (z1 - cot * s1) / nn
+    res_z = z - z0[inverse] - cot[inverse] * s
+
+    sigma_xy, sigma_z, sigma_r = hit_resolutions(volumes)
+    sigma_zz = np.sqrt(sigma_z ** 2 + (sigma_r * cot[inverse]) ** 2 + 1e-6 ** 2)
+    chi2, sq_xy, sq_z = _sums(inverse, n_tracks, (res_xy / sigma_xy) ** 2 + (res_z / sigma_zz)
+                              ** 2, res_xy ** 2, res_z ** 2)
+    ndf = np.maximum(2 * n - 5, 1.0)
+    pt = PT_PER_TESLA_MM * abs(field) * radius
+    charge = -sense * np.sign(field if field != 0 else 1.0)
+    nan = np.where(fitted, 1.0, np.nan)
+    return HelixFit(track_id=ids, n_hits=n.astype(np.int64), pt=pt * nan,
+                    eta=np.arcsinh(cot) * nan, phi=phi * nan, d0=d0 * nan, z0=z0 * nan,
+                    charge=np.where(fitted, charge, 0.0).astype(np.int64),
+                    chi2_ndf=chi2 / ndf * nan, rms_xy=np.sqrt(sq_xy / nn) * nan,
+                    rms_z=np.sqrt(sq_z / nn) * nan, radius=radius * nan)
