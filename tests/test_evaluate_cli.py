@@ -91,9 +91,17 @@ def test_evaluate_round_trip(evaluated, capsys):
     assert [e["event_id"] for e in metrics["events"]] == [42]
     assert metrics["edges"]["events"]["overall"]["efficiency"] == 1.0
     assert set(metrics["binned"]) == {"efficiency_vs_pt", "efficiency_vs_eta",
-                                      "fake_rate_vs_eta", "duplicate_rate_vs_eta"}
+                                      "fake_rate_vs_eta", "duplicate_rate_vs_eta",
+                                      "efficiency_vs_production_radius"}
+    # the split by origin: every signal particle is prompt or secondary, all found here
+    assert overall["n_signal_prompt"] + overall["n_signal_secondary"] == \
+        overall["n_signal_particles"]
+    assert overall["n_signal_prompt"] > 0 and overall["efficiency_prompt"] == 1.0
+    by_radius = metrics["binned"]["efficiency_vs_production_radius"]
+    assert sum(by_radius["total"]) == overall["n_signal_particles"]
+    assert by_radius["total"][0] == overall["n_signal_prompt"]
     for name in ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta",
-                 "duplicate_rate_vs_eta", "track_length"):
+                 "duplicate_rate_vs_eta", "track_length", "efficiency_vs_production_radius"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(pd.read_csv(out / "tracks.csv")) == overall["n_tracks"]
 
@@ -180,7 +188,9 @@ def test_no_track_long_enough_prints_na_rates(tmp_path, capsys):
     assert "  fake rate        n/a" in out and "  duplicate rate   n/a" in out
     assert "  efficiency         0.00 +- 0.00 %" in out
     rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["42"], ["43"])]
-    assert [row[2:4] for row in rows] == [["n/a", "n/a"]] * 2       # per-event fake, dup
+    # per event: efficiency, prompt, secondary, fake, duplicate
+    assert [row[2] for row in rows] == ["0.0000"] * 2
+    assert [row[4:6] for row in rows] == [["n/a", "n/a"]] * 2
     overall = json.loads((tmp_path / "eval" / "metrics.json").read_text())["overall"]
     assert overall["n_tracks"] == 0 and overall["n_signal_particles"] > 0
     assert overall["efficiency"] == 0.0

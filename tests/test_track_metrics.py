@@ -11,7 +11,7 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import hand_truth
-from trkx.tracks.binned import binned_rate
+from trkx.tracks.binned import binned_rate, standard_rates
 from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
 from trkx.tracks.metrics import MetricCuts, evaluate_event, event_summary, overall_summary
 
@@ -68,6 +68,28 @@ def test_hand_made_event_metrics_and_score():
     assert figures["duplicate_rate"] == 0.0
     # Score: weights 1 on particle hits (18), credited A 10 + B 3.
     assert figures["trackml_score"] == pytest.approx(13 / 18)
+
+
+def test_efficiency_split_by_production_radius():
+    # A prompt (r_v 0.02 mm) found, B prompt (1 mm: still prompt) lost, C secondary (40 mm)
+    # found, D secondary (300 mm) lost; 4 hits each.
+    pid = [1] * 4 + [2] * 4 + [3] * 4 + [4] * 4
+    radius = [0.02] * 4 + [1.0] * 4 + [40.0] * 4 + [300.0] * 4
+    tracks = [1] * 4 + [20, 21, 22, 23] + [3] * 4 + [40, 41, 42, 43]
+    figures = summary(hand_truth(pid, production_radius=radius), tracks)
+    assert (figures["n_signal_prompt"], figures["n_signal_secondary"]) == (2, 2)
+    assert figures["efficiency_prompt"] == 0.5 and figures["efficiency_secondary"] == 0.5
+    only_c = summary(hand_truth(pid, production_radius=radius),
+                     list(range(10, 18)) + [3] * 4 + [40, 41, 42, 43])
+    assert (only_c["efficiency_prompt"], only_c["efficiency_secondary"]) == (0.0, 0.5)
+    particles = evaluate_event(hand_truth(pid, production_radius=radius),
+                               submission(tracks)).particles
+    rate = standard_rates(particles, evaluate_event(hand_truth(pid), submission(tracks)).tracks,
+                          1.0, None, 3)["efficiency_vs_production_radius"]
+    assert rate.total.tolist() == [2, 0, 0, 1, 0, 1]      # 1 mm is prompt: the first bin
+    assert rate.passed.tolist() == [1, 0, 0, 1, 0, 0]
+    # without production vertices there is no split
+    assert "efficiency_prompt" not in summary(hand_truth(pid), tracks)
 
 
 def test_cuts_select_signal_particles():

@@ -41,9 +41,10 @@ def broken_after_third_hit(record):
     return record
 
 
-def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1) -> EventTruth:
+def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1,
+               production_radius=None) -> EventTruth:
     """Per-hit truth for hits 1..N of the given particles (nhits computed, weight 1 except
-    noise 0 unless given)."""
+    noise 0 unless given; production radius unknown unless given)."""
     particle_id = np.asarray(particle_id, dtype=np.int64)
     n = len(particle_id)
     _, inverse, counts = np.unique(particle_id, return_inverse=True, return_counts=True)
@@ -57,4 +58,6 @@ def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1) -
         nhits=nhits.astype(np.int64),
         weight=np.asarray(weight if weight is not None else (particle_id != 0).astype(float)),
         hit_eta=np.asarray(eta if eta is not None else np.zeros(n), float),
+        production_radius=(None if production_radius is None
+                           else np.asarray(production_radius, float)),
     )

@@ -9,7 +9,12 @@ event record ``eventNNNNNNNNN*.pt`` (with per-hit truth), else the TrackML files
   plotted rates with Clopper-Pearson 68% intervals) and ``edges`` (edge efficiency/purity per
   stage, when records with edges are given);
 - ``particles.csv`` and ``tracks.csv``: the per-particle and per-track tables behind them;
-- PNG plots: efficiency vs pT and vs eta, fake rate vs eta, duplicate rate vs eta, track length.
+- PNG plots: efficiency vs pT, vs eta and vs production radius, fake rate vs eta, duplicate
+  rate vs eta, track length.
+
+Every efficiency is split into prompt particles (production radius <= 1 mm) and secondaries
+(``efficiency_prompt``, ``efficiency_secondary`` in ``metrics.json``, both printed), when the
+truth holds production vertices (TrackML particle files, records with ``production_radius``).
 
 Cuts and matching come from the ``metrics`` section of ``--config`` and ``--set``. Edge
 efficiency/purity of the evaluated records count the edges with ``score >= --edge-cut`` (default:
@@ -28,7 +33,7 @@ from pathlib import Path
 
 STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
 PLOTS = ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta", "duplicate_rate_vs_eta",
-         "track_length")
+         "track_length")     # and efficiency_vs_production_radius where the truth has vertices
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -131,14 +136,22 @@ def format_table(overall: dict, events: list[dict]) -> str:
     header = (f"events {overall['n_events']}, hits {overall['n_hits']:,d}, signal particles "
               f"{overall['n_signal_particles']:,d}, tracks {overall['n_tracks']:,d}")
     lines = [header,
-             f"  efficiency       {pct('efficiency')}",
-             f"  fake rate        {pct('fake_rate')}",
-             f"  duplicate rate   {pct('duplicate_rate')}",
-             f"  TrackML score    {overall['trackml_score']:.4f}"]
+             f"  efficiency       {pct('efficiency')}"]
+    if overall.get("efficiency_prompt") is not None:
+        lines += [f"    prompt         {pct('efficiency_prompt')}  "
+                  f"({overall['n_signal_prompt']:,d} particles, production radius <= 1 mm)",
+                  f"    secondary      {pct('efficiency_secondary')}  "
+                  f"({overall['n_signal_secondary']:,d})"]
+    lines += [f"  fake rate        {pct('fake_rate')}",
+              f"  duplicate rate   {pct('duplicate_rate')}",
+              f"  TrackML score    {overall['trackml_score']:.4f}"]
     if len(events) > 1:
-        lines.append(f"  {'event':>10s} {'eff':>7s} {'fake':>7s} {'dup':>7s} {'score':>7s}")
+        lines.append(f"  {'event':>10s} {'eff':>7s} {'prompt':>7s} {'second':>7s} {'fake':>7s} "
+                     f"{'dup':>7s} {'score':>7s}")
         for e in events:
             lines.append(f"  {e['event_id']:>10d} {_rate(e['efficiency'])} "
+                         f"{_rate(e.get('efficiency_prompt'))} "
+                         f"{_rate(e.get('efficiency_secondary'))} "
                          f"{_rate(e['fake_rate'])} {_rate(e['duplicate_rate'])} "
                          f"{_rate(e['trackml_score'])}")
     return "\n".join(lines)
@@ -244,6 +257,11 @@ def run(args: argparse.Namespace) -> int:
             note=f"matched tracks with >= {cuts.min_track_hits} hits\n{match}"),
         "track_length": track_length_figure(tracks, particles),
     }
+    if "efficiency_vs_production_radius" in rates:
+        figures["efficiency_vs_production_radius"] = rate_figure(
+            rates["efficiency_vs_production_radius"], "particle production radius [mm]",
+            "tracking efficiency", "Efficiency vs production radius", log_x=True,
+            note=f"signal: {signal}\nfirst bin: prompt (<= 1 mm)\n{match}")
     for name, figure in figures.items():
         atomic_write(out / f"{name}.png",
                      lambda tmp, f=figure: f.savefig(tmp, format="png", dpi=110))

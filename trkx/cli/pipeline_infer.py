@@ -246,6 +246,16 @@ def run_settings(device: Any, precision: str, graph_ops: str) -> dict[str, str |
             "graph_ops": graph_ops, "allocator": allocator.active()}
 
 
+def _origin_text(summary: dict) -> str:
+    """`` (prompt E of N, secondary E of N)`` when the summary splits by origin."""
+    if "efficiency_prompt" not in summary:
+        return ""
+    rate = lambda v: "n/a" if v is None or v != v else f"{v:.3f}"
+    return (f" (prompt {rate(summary['efficiency_prompt'])} of {summary['n_signal_prompt']}, "
+            f"secondary {rate(summary['efficiency_secondary'])} of "
+            f"{summary['n_signal_secondary']})")
+
+
 def evaluate_pixel_events(prefixes: list[str], results: list[EventResult], out: Path,
                           tracks_config: Path) -> None:
     """Events with truth for their pixel hits only (``-truth-pixel``, e.g. the real event
@@ -273,7 +283,7 @@ def evaluate_pixel_events(prefixes: list[str], results: list[EventResult], out: 
     err = summary.get("efficiency_err") or 0.0
     print(f"pixel truth ({len(pixel)} event(s), tracks projected onto the hits with truth): "
           f"efficiency {summary['efficiency']:.3f} +- {err:.3f} of "
-          f"{summary['n_signal_particles']} signal particles, fake rate "
+          f"{summary['n_signal_particles']} signal particles{_origin_text(summary)}, fake rate "
           f"{summary['fake_rate'] or 0.0:.3f}, duplicate rate "
           f"{summary['duplicate_rate'] or 0.0:.3f} -> {out / 'pixel_truth.json'}")
 

@@ -18,10 +18,15 @@ import numpy as np
 import pandas as pd
 from scipy.stats import beta
 
+from trkx.tracks.metrics import PROMPT_RADIUS
+
 ONE_SIGMA = 0.6827
 
 PT_BINS = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 100.0])  # GeV
 ETA_BINS = np.linspace(-4.0, 4.0, 17)
+# production radius (mm): the first bin holds the prompt particles (r_v <= PROMPT_RADIUS, all
+# counted in it), the others the secondaries out to the last strip layer
+RADIUS_BINS = np.array([0.01, 1.0, 10.0, 30.0, 100.0, 300.0, 1100.0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,14 +71,15 @@ def binned_rate(values: np.ndarray, passed: np.ndarray, edges: np.ndarray) -> Bi
 
 def standard_rates(particles: pd.DataFrame, tracks: pd.DataFrame, pt_min: float,
                    max_eta: float | None, min_hits: int) -> dict[str, BinnedRate]:
-    """Efficiency vs pT (no pT cut) and vs eta (signal), fake and duplicate rate vs eta."""
+    """Efficiency vs pT (no pT cut), vs eta and vs production radius (signal; when the table
+    has production radii), fake and duplicate rate vs eta."""
     found = particles["n_matched_tracks"].to_numpy() > 0
     pt, eta = particles["pt"].to_numpy(), particles["eta"].to_numpy()
     enough = particles["nhits"].to_numpy() >= min_hits
     in_eta = np.ones(len(eta), bool) if max_eta is None else np.abs(eta) <= max_eta
     signal = particles["signal"].to_numpy(bool)
     matched = tracks["matched"].to_numpy(bool)
-    return {
+    rates = {
         "efficiency_vs_pt": binned_rate(pt[enough & in_eta], found[enough & in_eta], PT_BINS),
         "efficiency_vs_eta": binned_rate(eta[signal], found[signal], ETA_BINS),
         "fake_rate_vs_eta": binned_rate(tracks["eta"].to_numpy(), ~matched, ETA_BINS),
@@ -81,3 +87,11 @@ def standard_rates(particles: pd.DataFrame, tracks: pd.DataFrame, pt_min: float,
                                              tracks["duplicate"].to_numpy(bool)[matched],
                                              ETA_BINS),
     }
+    radius = (particles["production_radius"].to_numpy(np.float64)
+              if "production_radius" in particles else np.full(len(particles), np.nan))
+    known = signal & np.isfinite(radius)
+    if known.any():
+        rates["efficiency_vs_production_radius"] = binned_rate(
+            np.where(radius[known] <= PROMPT_RADIUS, RADIUS_BINS[0], radius[known]),
+            found[known], RADIUS_BINS)
+    return rates

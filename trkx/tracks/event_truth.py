@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from trkx.arrays import as_numpy
-from trkx.data.record import HIT_TRUTH
+from trkx.data.record import HIT_TRUTH, PRODUCTION_RADIUS
 from trkx.data.truth import hit_truth
 
 _RECORD_FIELDS = HIT_TRUTH
@@ -33,6 +33,19 @@ class EventTruth:
     nhits: np.ndarray         # int64, hits of the hit's particle in this event
     weight: np.ndarray        # float64, TrackML hit weight
     hit_eta: np.ndarray       # float64, asinh(z / r) of the hit position
+    # float64, production radius of the hit's particle [mm]; NaN where the source has none
+    # (records written before the field)
+    production_radius: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.production_radius is None:
+            object.__setattr__(self, "production_radius", np.full(len(self.hit_id), np.nan))
+
+    def subset(self, mask: np.ndarray) -> EventTruth:
+        """The truth of the hits ``mask`` selects."""
+        return EventTruth(self.event_id, self.hit_id[mask], self.particle_id[mask],
+                          self.pt[mask], self.eta[mask], self.nhits[mask], self.weight[mask],
+                          self.hit_eta[mask], self.production_radius[mask])
 
     def frame(self) -> pd.DataFrame:
         """``hit_id, particle_id, weight``: the truth table :mod:`trkx.tracks.score` reads."""
@@ -70,6 +83,8 @@ def truth_from_record(record, label: str = "record") -> EventTruth:
         nhits=as_numpy(record.nhits).astype(np.int64),
         weight=as_numpy(record.weight).astype(np.float64),
         hit_eta=hit_eta,
+        production_radius=(None if getattr(record, PRODUCTION_RADIUS, None) is None else
+                           as_numpy(record.production_radius).astype(np.float64)),
     )
 
 
@@ -87,4 +102,5 @@ def truth_from_frames(event_id: int, hits: pd.DataFrame, particles: pd.DataFrame
         nhits=per_hit["nhits"].to_numpy(np.int64),
         weight=per_hit["weight"].to_numpy(np.float64),
         hit_eta=np.arcsinh(z / np.maximum(np.hypot(x, y), 1e-9)),
+        production_radius=np.hypot(per_hit["vx"], per_hit["vy"]).to_numpy(np.float64),
     )

@@ -8,6 +8,12 @@ With the matching of :mod:`trkx.tracks.matching` and the cuts of :class:`MetricC
 - fake rate = candidate tracks matching no particle / candidate tracks;
 - duplicate rate = matched candidate tracks beyond the first of their particle / matched ones.
 
+Every efficiency is also split by the particle's origin, its production radius
+``r_v = sqrt(vx^2 + vy^2)``: **prompt** particles have ``r_v <= PROMPT_RADIUS`` (1 mm: the
+beam spot and the decays of short-lived hadrons), **secondaries** the rest (K0s, Lambda and
+other decays in flight, photon conversions, hadronic interactions in the material). Sources
+without production vertices (records written before the field) give no split.
+
 Each rate ``p = k / n`` comes with its binomial standard error ``sqrt(p (1 - p) / n)``. The
 TrackML score (:func:`trkx.tracks.score.score_event`) uses every submitted track. Overall
 figures pool the particles and tracks of all events; the overall TrackML score is the mean of
@@ -27,6 +33,10 @@ from trkx.data.truth import SignalCuts
 from trkx.tracks.event_truth import EventTruth
 from trkx.tracks.matching import MATCHINGS, duplicate_flags, track_is_matched
 from trkx.tracks.score import match_tracks
+
+
+#: Largest production radius (mm) of a prompt particle; beyond it a particle is a secondary.
+PROMPT_RADIUS = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,8 @@ class EventEvaluation:
     """Per-particle and per-candidate-track tables of one event, and its TrackML score."""
 
     event_id: int
-    particles: pd.DataFrame   # particle_id, pt, eta, nhits, signal, n_matched_tracks
+    particles: pd.DataFrame   # particle_id, pt, eta, nhits, production_radius, signal,
+                              # n_matched_tracks
     tracks: pd.DataFrame      # track_id, n_hits, eta, particle_id, n_shared, matched, duplicate
     trackml_score: float
     n_hits: int
@@ -107,6 +118,7 @@ def evaluate_event(truth: EventTruth, submission: pd.DataFrame,
         "pt": truth.pt[rows],
         "eta": truth.eta[rows],
         "nhits": truth.nhits[rows],
+        "production_radius": truth.production_radius[rows],
         "signal": cuts.signal(truth.pt[rows], truth.eta[rows], truth.nhits[rows]),
         "n_matched_tracks": n_matched,
     })
@@ -147,6 +159,7 @@ def summarize(particles: pd.DataFrame, tracks: pd.DataFrame,
     scores = np.asarray(trackml_scores, dtype=np.float64)
     return {
         "efficiency": efficiency, "efficiency_err": efficiency_err,
+        **origin_figures(particles),
         "fake_rate": fake_rate, "fake_rate_err": fake_rate_err,
         "duplicate_rate": duplicate_rate, "duplicate_rate_err": duplicate_rate_err,
         "trackml_score": float(scores.mean()) if len(scores) else math.nan,
@@ -158,6 +171,26 @@ def summarize(particles: pd.DataFrame, tracks: pd.DataFrame,
         "n_duplicate_tracks": n_duplicate,
         "mean_track_hits": float(tracks["n_hits"].mean()) if n_tracks else math.nan,
     }
+
+
+def origin_figures(particles: pd.DataFrame) -> dict[str, float | int]:
+    """Efficiency of the prompt and the secondary signal particles (module docstring), with
+    errors and counts; empty when the table has no finite production radius."""
+    if "production_radius" not in particles:
+        return {}
+    radius = particles["production_radius"].to_numpy(np.float64)
+    signal = particles["signal"].to_numpy(bool) & np.isfinite(radius)
+    if not signal.any():
+        return {}
+    found = particles["n_matched_tracks"].to_numpy() > 0
+    out: dict[str, float | int] = {}
+    for name, population in (("prompt", radius <= PROMPT_RADIUS),
+                             ("secondary", radius > PROMPT_RADIUS)):
+        chosen = signal & population
+        rate, err = binomial(int((chosen & found).sum()), int(chosen.sum()))
+        out.update({f"efficiency_{name}": rate, f"efficiency_{name}_err": err,
+                    f"n_signal_{name}": int(chosen.sum())})
+    return out
 
 
 def event_summary(evaluation: EventEvaluation) -> dict[str, float | int]:

@@ -71,11 +71,7 @@ def projected_record(tables: dict[str, pd.DataFrame], use_cells: bool, signal_pt
 def project(truth, mask: np.ndarray):
     """The per-hit truth (:class:`trkx.tracks.event_truth.EventTruth`) of the hits ``mask``
     selects."""
-    from trkx.tracks.event_truth import EventTruth
-
-    return EventTruth(truth.event_id, truth.hit_id[mask], truth.particle_id[mask],
-                      truth.pt[mask], truth.eta[mask], truth.nhits[mask], truth.weight[mask],
-                      truth.hit_eta[mask])
+    return truth.subset(mask)
 
 
 def projected_evaluation(record: Data, mask: np.ndarray, labels: np.ndarray, event_id: int,
