@@ -41,6 +41,12 @@ have edges the GNN scores near 1, while the broken pieces of low-pT particles, w
 short fakes, do not (on the cells set's test events the short signal tracks' median ``s_t`` is
 0.985, the short fakes' 0.80-0.87; docs/levers.md).
 
+A candidate the quality score doubts goes too. With ``quality_cut`` and a ``quality`` model
+(both from the GNN's working point, tuned on validation events: trkx.tracks.quality), every
+remaining track of >= 3 hits with ``q_t < quality_cut`` is dissolved, ``q_t`` the model's
+probability that the track is a particle's, from its length, edge scores, junctions and helix
+fit (trkx.tracks.track_table). It needs hit positions and layers; without them it is skipped.
+
 Track ids are renumbered 0..T-1 in order of first appearance, so they are stable and compact.
 """
 
@@ -54,7 +60,9 @@ import pandas as pd
 from trkx.arrays import as_numpy
 from trkx.tracks.components import connected_component_tracks
 from trkx.tracks.graph import ORIENTATIONS, ScoredGraph, graph_from_record
+from trkx.tracks.quality import QualityModel
 from trkx.tracks.stitching import stitch_pieces
+from trkx.tracks.track_table import track_table
 from trkx.tracks.walkthrough import walkthrough_tracks
 
 METHODS = ("walkthrough", "components")
@@ -79,12 +87,17 @@ class TrackBuilder:
     stitch_curvature: float = 3e-4       # 1/mm, curvature change across the gap
     stitch_angle: float = 0.05           # rad, polar-angle change across the gap
     short_score: float | None = None     # a shorter track stays at mean edge score >= this
+    quality_cut: float | None = None     # tracks of quality q_t < this are dissolved
+    quality: QualityModel | None = None  # the GNN working point's quality model (not a config key)
 
     def __post_init__(self) -> None:
+        if self.quality is not None and not isinstance(self.quality, QualityModel):
+            raise ValueError("quality is not a config key: the track quality model comes from "
+                             "the GNN checkpoint's working point (set quality_cut)")
         if self.method not in METHODS:
             raise ValueError(f"track building method {self.method!r} is not one of "
                              f"{', '.join(METHODS)}")
-        for name in ("cc_cut", "walk_cut", "sibling_ratio", "short_score"):
+        for name in ("cc_cut", "walk_cut", "sibling_ratio", "short_score", "quality_cut"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value}")
@@ -122,8 +135,15 @@ class TrackBuilder:
             above = graph.score >= cut
             sure = track_mean_score(labels, graph.src[above], graph.dst[above],
                                     graph.score[above]) >= self.short_score
-        return compact_labels(dissolve_short(labels, self.min_length, self.min_length_forward,
-                                             self.forward_eta, hit_eta, sure))
+        labels = dissolve_short(labels, self.min_length, self.min_length_forward,
+                                self.forward_eta, hit_eta, sure)
+        if self.quality_cut is not None and self.quality is not None and pos is not None \
+                and graph.layer is not None:
+            cut = self.cc_cut if self.method == "components" else self.walk_cut
+            doubted = doubted_tracks(labels, pos, graph, cut, self.quality, self.quality_cut)
+            labels = labels.copy()
+            labels[doubted] = labels.max() + 1 + np.arange(int(doubted.sum()))
+        return compact_labels(labels)
 
     def build(self, record) -> np.ndarray:
         """Track id of every hit of an event record with ``edge_index`` and ``scores`` (edges
@@ -131,6 +151,17 @@ class TrackBuilder:
         cut = self.cc_cut if self.method == "components" else self.walk_cut
         return self.build_graph(graph_from_record(record, self.orientation, min_score=cut),
                                 getattr(record, "pos", None))
+
+
+def doubted_tracks(labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph, cut: float,
+                   quality: QualityModel, quality_cut: float) -> np.ndarray:
+    """Per hit: its track has >= 3 hits and quality ``q_t < quality_cut`` (module docstring)."""
+    above = graph.score >= cut
+    table = track_table(labels, pos, graph.layer // 1000, graph.layer % 1000, graph.src[above],
+                        graph.dst[above], graph.score[above])
+    doubted_ids = table["track_id"].to_numpy()[
+        (table["n_hits"].to_numpy() >= 3) & (quality.score(table) < quality_cut)]
+    return np.isin(labels, doubted_ids)
 
 
 def track_mean_score(labels: np.ndarray, src: np.ndarray, dst: np.ndarray,

@@ -106,6 +106,13 @@ def _sums(inverse: np.ndarray, n_tracks: int, *values: np.ndarray) -> list[np.nd
     return [np.bincount(inverse, weights=v, minlength=n_tracks) for v in values]
 
 
+def _rss(inverse: np.ndarray, n_tracks: int, u: np.ndarray, v: np.ndarray, a: np.ndarray,
+         b: np.ndarray, radius: np.ndarray) -> np.ndarray:
+    """Per track, the sum of squared geometric residuals to the circle ``(a, b, radius)``."""
+    res = np.hypot(u - a[inverse], v - b[inverse]) - radius[inverse]
+    return np.bincount(inverse, weights=res * res, minlength=n_tracks)
+
+
 def _solve3(m: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """Batched 3x3 solves ``m [T, 3, 3] x = rhs [T, 3]``; singular systems give NaN."""
     out = np.full(rhs.shape, np.nan)
@@ -143,12 +150,17 @@ def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarra
     d, e, f = _solve3(m, -np.stack([suw, svw, sw], -1)).T
     a, b = -0.5 * d, -0.5 * e
     radius = np.sqrt(np.maximum(a * a + b * b - f, 0.0))
-    straight = ~np.isfinite(radius) | (radius > MAX_RADIUS) | ~np.isfinite(a + b)
-    if straight.any():   # far centre: perpendicular to the hits' principal direction
-        angle = 0.5 * np.arctan2(2 * suv, suu - svv)
-        a = np.where(straight, -np.sin(angle) * MAX_RADIUS, a)
-        b = np.where(straight, np.cos(angle) * MAX_RADIUS, b)
-        radius = np.where(straight, MAX_RADIUS, radius)
+    # a nearly straight track leaves the algebraic system (close to) singular: start instead
+    # from a far centre perpendicular to the hits' principal direction when that fits better
+    angle = 0.5 * np.arctan2(2 * suv, suu - svv)
+    far_a, far_b = -np.sin(angle) * MAX_RADIUS, np.cos(angle) * MAX_RADIUS
+    usable = np.isfinite(a) & np.isfinite(b) & np.isfinite(radius) & (radius <= MAX_RADIUS)
+    a, b = np.where(usable, a, far_a), np.where(usable, b, far_b)
+    radius = np.where(usable, radius, MAX_RADIUS)
+    straight = _rss(inverse, n_tracks, u, v, far_a, far_b, np.full(n_tracks, MAX_RADIUS)) < \
+        _rss(inverse, n_tracks, u, v, a, b, radius)
+    a, b = np.where(straight, far_a, a), np.where(straight, far_b, b)
+    radius = np.where(straight, MAX_RADIUS, radius)
     for _ in range(GAUSS_NEWTON_STEPS):
         du, dv = u - a[inverse], v - b[inverse]
         dist = np.maximum(np.hypot(du, dv), 1e-12)
@@ -159,11 +171,14 @@ def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarra
         jtj = np.stack([np.stack([s_uu, s_uv, -s_u], -1), np.stack([s_uv, s_vv, -s_v], -1),
                         np.stack([-s_u, -s_v, n], -1)], -2)
         step = _solve3(jtj, -np.stack([r_u, r_v, -r_1], -1))
-        good = np.isfinite(step).all(axis=1) & fitted
-        a = np.where(good, a + np.nan_to_num(step[:, 0]), a)
-        b = np.where(good, b + np.nan_to_num(step[:, 1]), b)
-        radius = np.where(good, np.clip(radius + np.nan_to_num(step[:, 2]), 1e-6, MAX_RADIUS),
-                          radius)
+        step = np.nan_to_num(step, nan=np.inf)
+        new_radius = radius + step[:, 2]
+        # a step towards an ever larger circle (a straight track) is not taken
+        good = np.isfinite(step).all(axis=1) & fitted & (new_radius > 0) & \
+            (new_radius <= MAX_RADIUS)
+        a = np.where(good, a + np.where(good, step[:, 0], 0.0), a)
+        b = np.where(good, b + np.where(good, step[:, 1], 0.0), b)
+        radius = np.where(good, new_radius, radius)
     a, b = a + mx, b + my
     du, dv = x - a[inverse], y - b[inverse]
     res_xy = np.hypot(du, dv) - radius[inverse]

@@ -22,6 +22,13 @@ GNN is sure of (TrackBuilder.short_score ``sigma``): ``keep_t = (n_t >= L(region
 (s_t >= sigma)``, with ``s_t`` the mean score of the track's edges, so the candidates
 ``sigma`` in ``short_scores`` (None: off) are scored from the same evaluation.
 
+The same holds for the track quality cut (TrackBuilder.quality_cut ``kappa``): at each cut
+``c`` the quality model (trkx.tracks.quality) is fitted to the candidate tracks of the
+validation events built at ``c`` (label: matched), and ``keep_t`` above also needs
+``q_t >= kappa`` for the candidates ``kappa`` in ``quality_cuts`` (None: no quality cut).
+Records without hit positions or layers, or events without a fake (or a matched) track, leave
+the quality out.
+
 The GNN calls this at the end of training so its checkpoint carries the builder's working
 point (:meth:`TunedCut.working_point`; trkx.working_point has the edge-level rule); a
 checkpoint from before the forward length (no ``min_length_forward``) applies its
@@ -41,14 +48,19 @@ import pandas as pd
 from trkx.arrays import as_numpy
 from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
+from trkx.tracks.graph import graph_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event
+from trkx.tracks.quality import QualityModel, fit_quality
+from trkx.tracks.track_table import track_table
 
 DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT_LENGTHS: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
 DEFAULT_SHORT_SCORES: tuple[float | None, ...] = (None, 0.9, 0.95, 0.97, 0.98, 0.99)
+DEFAULT_QUALITY_CUTS: tuple[float | None, ...] = (None, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
+                                                  0.7, 0.8)
 # Null builder keys that may stay null when no working point sets them (older checkpoints,
 # or none given): TrackBuilder then applies min_length in every region.
-OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score"})
+OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "quality_cut"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,8 @@ class TunedCut:
     scan: tuple[tuple[float, int, float, float], ...]
     min_length_forward: int | None = None
     short_score: float | None = None
+    quality_cut: float | None = None
+    quality: QualityModel | None = None
 
     def working_point(self) -> dict[str, float]:
         """The GNN checkpoint's working-point entries of the track builder."""
@@ -72,35 +86,44 @@ class TunedCut:
             point["min_length_forward"] = self.min_length_forward
         if self.short_score is not None:
             point["short_score"] = self.short_score
+        if self.quality_cut is not None and self.quality is not None:
+            point["quality_cut"] = self.quality_cut
+            point.update(self.quality.working_point())
         point["stitch"] = 1.0       # tuned on stitched tracks (TrackBuilder's default)
         return point
 
 
 def _track_table(evaluation, mean_score: np.ndarray | None = None) -> pd.DataFrame:
-    """Candidate tracks of one evaluation: length, |eta|, matched, signal particle found, and
-    the mean score of their edges (``mean_score``: per track id; absent: 0)."""
+    """Candidate tracks of one evaluation: length, |eta|, matched, signal particle found, the
+    mean score of their edges (``mean_score``: per track id; absent: 0) and their quality
+    (1 until a quality model scores them)."""
     particles = evaluation.particles
     signal_ids = particles["particle_id"].to_numpy()[particles["signal"].to_numpy(bool)]
     tracks = evaluation.tracks
     matched = tracks["matched"].to_numpy(bool)
     pid = tracks["particle_id"].to_numpy()
-    return pd.DataFrame({"n_hits": tracks["n_hits"].to_numpy(),
+    return pd.DataFrame({"track_id": tracks["track_id"].to_numpy(np.int64),
+                         "n_hits": tracks["n_hits"].to_numpy(),
                          "abs_eta": np.abs(tracks["eta"].to_numpy()),
                          "matched": matched,
                          "signal_pid": np.where(matched & np.isin(pid, signal_ids), pid, 0),
                          "mean_score": (np.zeros(len(tracks)) if mean_score is None else
                                         mean_score[tracks["track_id"].to_numpy(np.int64)]),
+                         "quality": 1.0,
                          "event": evaluation.event_id})
 
 
 def length_figures(table: pd.DataFrame, n_signal: int, central: int, forward: int,
-                   forward_eta: float, short_score: float | None = None) -> tuple[float, float]:
-    """Efficiency and fake rate of the tracks of ``table`` kept at lengths (central, forward)
-    and ``short_score`` (the module docstring's formulas)."""
+                   forward_eta: float, short_score: float | None = None,
+                   quality_cut: float | None = None) -> tuple[float, float]:
+    """Efficiency and fake rate of the tracks of ``table`` kept at lengths (central, forward),
+    ``short_score`` and ``quality_cut`` (the module docstring's formulas)."""
     need = np.where(table["abs_eta"].to_numpy() >= forward_eta, forward, central)
     keep = table["n_hits"].to_numpy() >= need
     if short_score is not None:
         keep |= table["mean_score"].to_numpy() >= short_score
+    if quality_cut is not None:
+        keep &= table["quality"].to_numpy() >= quality_cut
     found = table.loc[keep & (table["signal_pid"].to_numpy() != 0), ["event", "signal_pid"]]
     n_found = len(found.drop_duplicates())
     n_kept = int(keep.sum())
@@ -114,9 +137,10 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
              cuts: Sequence[float] = DEFAULT_CUTS,
              lengths: Sequence[int] = DEFAULT_LENGTHS,
              forward_lengths: Sequence[int] | None = None,
-             short_scores: Sequence[float | None] = DEFAULT_SHORT_SCORES) -> TunedCut:
-    """The builder cut (``walk_cut`` or ``cc_cut``), lengths and ``short_score`` of best
-    efficiency at the fake target.
+             short_scores: Sequence[float | None] = DEFAULT_SHORT_SCORES,
+             quality_cuts: Sequence[float | None] = DEFAULT_QUALITY_CUTS) -> TunedCut:
+    """The builder cut (``walk_cut`` or ``cc_cut``), lengths, ``short_score`` and
+    ``quality_cut`` (with its model) of best efficiency at the fake target.
 
     ``records`` carry ``edge_index``, ``scores``, ``hit_id`` and truth; ``builder`` and
     ``metric_cuts`` default to ``TrackBuilder()`` and ``MetricCuts()``. ``forward_lengths``
@@ -130,11 +154,11 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
     forward_lengths = tuple(lengths) if forward_lengths is None else tuple(forward_lengths)
     truths = [truth_from_record(r) for r in records]
-    scan, points = [], []
+    scan, points, models = [], [], {}
     for cut in cuts:
         unshortened = replace(builder, **{field: float(cut)}, min_length=1,
-                              min_length_forward=None, short_score=None)
-        tables, n_signal = [], 0
+                              min_length_forward=None, short_score=None, quality_cut=None)
+        tables, features, n_signal = [], [], 0
         for i, (record, truth) in enumerate(zip(records, truths)):
             labels = unshortened.build(record)
             evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels,
@@ -142,25 +166,51 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
                                         metric_cuts)
             tables.append(_track_table(evaluation, _mean_scores(record, labels, cut))
                           .assign(event=i))
+            features.append(_features(record, labels, cut, builder.orientation,
+                                      tables[-1]["track_id"].to_numpy()))
             n_signal += int(evaluation.particles["signal"].sum())
         table = pd.concat(tables, ignore_index=True)
+        model = None
+        if all(f is not None for f in features) and 0 < table["matched"].mean() < 1:
+            pooled = pd.concat(features, ignore_index=True)
+            model = fit_quality(pooled, table["matched"].to_numpy(bool))
+            table["quality"] = model.score(pooled)
+        models[float(cut)] = model
         for central in lengths:
             efficiency, fake = length_figures(table, n_signal, central, central, 0.0)
             scan.append((float(cut), int(central), efficiency, fake))
             for forward in forward_lengths or (None,):
                 for sure in short_scores:
-                    eff, fk = (efficiency, fake) if forward is None and sure is None else \
-                        length_figures(table, n_signal, central,
-                                       central if forward is None else forward,
-                                       builder.forward_eta, sure)
-                    points.append((float(cut), int(central), forward, eff, fk, sure))
+                    for kappa in quality_cuts if model is not None else (None,):
+                        eff, fk = (efficiency, fake) if (forward, sure, kappa) == (
+                            None, None, None) else length_figures(
+                                table, n_signal, central,
+                                central if forward is None else forward,
+                                builder.forward_eta, sure, kappa)
+                        points.append((float(cut), int(central), forward, eff, fk, sure, kappa))
     meeting = [p for p in points if p[4] <= fake_target]
-    if meeting:    # ties: higher cut, shorter lengths, stricter (or no) short-track score
-        best = max(meeting, key=lambda p: (p[3], p[0], -p[1], -(p[2] or 0),
+    if meeting:    # ties: higher cut, looser (or no) quality cut, shorter lengths, stricter
+        # (or no) short-track score
+        best = max(meeting, key=lambda p: (p[3], p[0], -(0.0 if p[6] is None else p[6] + 1e-9),
+                                           -p[1], -(p[2] or 0),
                                            2.0 if p[5] is None else p[5]))
     else:
         best = min(points, key=lambda p: (p[4], -p[3]))
-    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5])
+    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
+                    models[best[0]] if best[6] is not None else None)
+
+
+def _features(record, labels: np.ndarray, cut: float, orientation: str,
+              track_ids: np.ndarray) -> pd.DataFrame | None:
+    """The track-table rows (trkx.tracks.track_table) of ``track_ids`` built at ``cut``; None
+    when the record has no hit positions or layers."""
+    if getattr(record, "pos", None) is None or getattr(record, "volume_id", None) is None or \
+            getattr(record, "layer_id", None) is None:
+        return None
+    graph = graph_from_record(record, orientation, min_score=cut)
+    table = track_table(labels, as_numpy(record.pos), graph.layer // 1000, graph.layer % 1000,
+                        graph.src, graph.dst, graph.score).set_index("track_id")
+    return table.loc[track_ids].reset_index()
 
 
 def _mean_scores(record, labels: np.ndarray, cut: float) -> np.ndarray:
@@ -186,7 +236,8 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     from the tuner that introduced both) builds stitched tracks, an older one builds as it was
     tuned, without (so shipped models keep their tracks); no working point: stitched. A key of
     :data:`OPTIONAL` or ``stitch`` absent from ``options`` (a tracks config written before it)
-    is taken from the working point the same way.
+    is taken from the working point the same way. A ``quality_cut`` comes with the working
+    point's track quality model (``quality``; an error when it holds none).
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
     out = dict(options)
@@ -207,4 +258,13 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
             raise ValueError(f"{label}: {key} is null: {where}; or set a value")
         number = working_point[key]
         out[key] = round(number) if "int" in str(types.get(key)) else float(number)
+    if out["quality_cut"] is not None:   # the cut needs the model the tuner fitted with it
+        model = QualityModel.from_working_point(working_point or {})
+        if model is None:
+            raise ValueError(f"{label}: quality_cut is set but "
+                             + ("the GNN checkpoint's working point has no track quality "
+                                "model" if working_point is not None else
+                                "no GNN checkpoint (--checkpoint) gives the quality model")
+                             + "; set quality_cut: null")
+        out["quality"] = model
     return out

@@ -1,0 +1,113 @@
+"""Track quality: the logistic regression, its working-point round trip, the builder's cut, and
+the tuner's figures equal to building with the chosen point."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
+from trkx.tracks.building import TrackBuilder, tracks_frame
+from trkx.tracks.event_truth import truth_from_record
+from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.quality import FEATURES, QualityModel, fit_quality
+from trkx.tracks.track_table import track_table
+from trkx.tracks.tuning import builder_options, tune_cut
+
+
+def _synthetic_tables(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Real tracks are long with high scores; fakes short with lower ones (overlapping)."""
+    rng = np.random.default_rng(seed)
+    real = rng.random(n) < 0.8
+    n_hits = np.where(real, rng.integers(6, 15, n), rng.integers(3, 8, n))
+    table = pd.DataFrame({
+        "n_hits": n_hits, "n_layers": n_hits - rng.integers(0, 2, n), "layer_repeats": 0,
+        "mean_score": np.where(real, rng.uniform(0.85, 1.0, n), rng.uniform(0.6, 0.95, n)),
+        "min_score": rng.uniform(0.5, 1.0, n), "leaving": rng.uniform(0, 0.2, n),
+        "pt": rng.uniform(0.5, 5, n), "eta": rng.uniform(-3, 3, n),
+        "chi2_ndf": rng.uniform(0.5, 5, n), "rms_xy": rng.uniform(0.01, 0.1, n),
+        "rms_z": rng.uniform(0.1, 1, n)})
+    table["layer_repeats"] = table["n_hits"] - table["n_layers"]
+    return table, real
+
+
+def test_the_fitted_score_separates_and_survives_the_working_point():
+    table, real = _synthetic_tables(3000, seed=0)
+    model = fit_quality(table, real)
+    test, test_real = _synthetic_tables(2000, seed=1)
+    q = model.score(test)
+    assert q.shape == (2000,) and ((q > 0) & (q < 1)).all()
+    # area under the ROC curve on independent tracks
+    order = np.argsort(q)
+    ranks = np.empty(len(q))
+    ranks[order] = np.arange(1, len(q) + 1)
+    n_pos, n_neg = test_real.sum(), (~test_real).sum()
+    auc = (ranks[test_real].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    assert auc > 0.9
+    assert model.weights[FEATURES.index("n_hits")] > 0          # longer: more likely real
+    assert model.weights[FEATURES.index("logit_mean_score")] > 0
+    point = model.working_point()
+    again = QualityModel.from_working_point({"walk_cut": 0.5, **point})
+    np.testing.assert_array_equal(again.score(test), q)
+    assert QualityModel.from_working_point({"walk_cut": 0.5}) is None
+    del point["quality_w_n_hits"]
+    with pytest.raises(ValueError, match="lacks quality_w_n_hits"):
+        QualityModel.from_working_point(point)
+    with pytest.raises(ValueError, match="both matched and fake"):
+        fit_quality(table, np.ones(len(table), bool))
+
+
+def _figures(record, builder: TrackBuilder) -> dict:
+    labels = builder.build(record)
+    return overall_summary([evaluate_event(truth_from_record(record),
+                                           tracks_frame(record.hit_id, labels, 7),
+                                           MetricCuts())])
+
+
+def test_the_tuned_quality_cut_builds_the_tuned_figures():
+    """Every long track broken after its third hit: at length 3 the 3-hit fragments are fakes.
+    The quality model learns them; the tuner's figures at its chosen point are exactly those of
+    building with that point, taken from the working point as trkx infer takes it."""
+    record = broken_after_third_hit(noise_free_simulated_record(seed=5, mu=4.0))
+    builder = TrackBuilder(method="components", stitch=False)
+    plain = tune_cut([record], builder, fake_target=1.0, cuts=(0.5,), lengths=(3,),
+                     forward_lengths=(), short_scores=(None,), quality_cuts=(None,))
+    assert plain.fake_rate > 0.2 and plain.quality_cut is None
+    tuned = tune_cut([record], builder, fake_target=0.05, cuts=(0.5,), lengths=(3,),
+                     forward_lengths=(), short_scores=(None,), quality_cuts=(None, 0.3, 0.5))
+    assert tuned.quality_cut in (0.3, 0.5) and tuned.quality is not None
+    assert tuned.fake_rate <= 0.05 and tuned.efficiency >= plain.efficiency - 0.02
+    point = tuned.working_point()
+    options = builder_options({"method": "components", "cc_cut": 0.5, "min_length": None,
+                               "stitch": False}, point)
+    assert options["quality_cut"] == tuned.quality_cut
+    built = _figures(record, TrackBuilder(**options))
+    assert built["efficiency"] == pytest.approx(tuned.efficiency)
+    assert built["fake_rate"] == pytest.approx(tuned.fake_rate)
+    # without the model, a quality cut is refused with the key named
+    with pytest.raises(ValueError, match="quality_cut is set but the GNN checkpoint's working "
+                                         "point has no track quality model"):
+        builder_options({"method": "components", "quality_cut": 0.5, "min_length": 3},
+                        {"walk_cut": 0.5})
+    with pytest.raises(ValueError, match="quality is not a config key"):
+        TrackBuilder(quality={"bias": 1.0})
+
+
+def test_the_track_table_counts_layers_edges_and_junctions():
+    # two straight tracks of 4 hits along x and y; one junction edge between them
+    r = np.array([30.0, 70, 110, 150] * 2)
+    phi = np.array([0.0] * 4 + [np.pi / 2] * 4)
+    pos = np.stack([r, phi, r * 0.5], axis=1)
+    volume = np.full(8, 8)
+    layer = np.array([2, 4, 4, 6, 2, 4, 6, 8])         # track 0 has two hits on layer 4
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    src = np.array([0, 1, 2, 4, 5, 6, 1])
+    dst = np.array([1, 2, 3, 5, 6, 7, 6])
+    score = np.array([0.9, 0.8, 0.7, 1.0, 1.0, 1.0, 0.6])
+    table = track_table(labels, pos, volume, layer, src, dst, score)
+    assert table["n_layers"].tolist() == [3, 4] and table["layer_repeats"].tolist() == [1, 0]
+    assert table["mean_score"].tolist() == pytest.approx([0.8, 1.0])
+    assert table["min_score"].tolist() == pytest.approx([0.7, 1.0])
+    assert table["leaving"].tolist() == pytest.approx([0.25, 0.25])
+    assert table["rms_xy"].max() < 1e-3 and table["pt"].min() > 100    # straight lines

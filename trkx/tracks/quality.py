@@ -1,0 +1,121 @@
+"""Track quality: the probability that a candidate track is a real particle's, from its figures.
+
+A built track ``t`` is described by the inputs ``f_t`` of :data:`FEATURES`, read off its row of
+the track table (trkx.tracks.track_table): length and layers, the GNN scores of its edges
+(``logit`` of the mean and the lowest), the edges that leave it for another track (junctions),
+and its helix fit (``log`` of chi2 / ndf and of the residual RMS, ``log pT``, ``|eta|``). Its
+quality is a logistic regression,
+
+    q_t = sigmoid(b + sum_k w_k (f_tk - m_k) / s_k),
+
+fitted to the candidate tracks of validation events (label: the track is matched to a
+particle) by iteratively reweighted least squares with an L2 penalty ``l2 |w|^2 / 2`` on the
+standardised inputs (``m, s``: their mean and standard deviation): deterministic, no seed.
+The helix fit's ``d0`` and ``z0`` are left out on purpose, so the score does not learn that a
+track starts at the beam line (secondaries do not).
+
+The model is ``2 F + 1`` numbers, kept in the GNN checkpoint's working point beside the
+builder's other tuned values (:meth:`QualityModel.working_point`, keys ``quality_*``); the
+builder dissolves the candidate tracks with ``q_t < quality_cut`` (TrackBuilder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+FEATURES: tuple[str, ...] = ("n_hits", "n_layers", "layer_repeats", "logit_mean_score",
+                             "logit_min_score", "leaving", "log_pt", "abs_eta", "log_chi2_ndf",
+                             "log_rms_xy", "log_rms_z")
+PREFIX = "quality_"
+_EPS = 1e-4
+
+
+def quality_inputs(table: pd.DataFrame) -> np.ndarray:
+    """The ``[T, F]`` inputs of :data:`FEATURES` from a track table (finite everywhere)."""
+    def logit(p: pd.Series) -> np.ndarray:
+        p = np.clip(p.to_numpy(np.float64), _EPS, 1 - _EPS)
+        return np.log(p / (1 - p))
+
+    def log(name: str, floor: float) -> np.ndarray:
+        return np.log(np.maximum(table[name].to_numpy(np.float64), floor))
+
+    columns = {"n_hits": table["n_hits"].to_numpy(np.float64),
+               "n_layers": table["n_layers"].to_numpy(np.float64),
+               "layer_repeats": table["layer_repeats"].to_numpy(np.float64),
+               "logit_mean_score": logit(table["mean_score"]),
+               "logit_min_score": logit(table["min_score"]),
+               "leaving": table["leaving"].to_numpy(np.float64),
+               "log_pt": np.clip(log("pt", 0.01), np.log(0.01), np.log(1e3)),
+               "abs_eta": np.abs(table["eta"].to_numpy(np.float64)),
+               "log_chi2_ndf": log("chi2_ndf", 1e-3),
+               "log_rms_xy": log("rms_xy", 1e-4),
+               "log_rms_z": log("rms_z", 1e-3)}
+    return np.nan_to_num(np.stack([columns[name] for name in FEATURES], axis=1))
+
+
+@dataclass(frozen=True)
+class QualityModel:
+    """``q = sigmoid(bias + weights . (f - mean) / scale)`` over :data:`FEATURES`."""
+
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+
+    def score(self, table: pd.DataFrame) -> np.ndarray:
+        """``q_t`` of every row of a track table."""
+        z = (quality_inputs(table) - np.asarray(self.mean)) / np.asarray(self.scale)
+        return 1.0 / (1.0 + np.exp(-(self.bias + z @ np.asarray(self.weights))))
+
+    def working_point(self) -> dict[str, float]:
+        """The model as working-point entries (``quality_bias``, ``quality_w_<feature>``,
+        ``quality_mean_<feature>``, ``quality_scale_<feature>``)."""
+        out = {f"{PREFIX}bias": float(self.bias)}
+        for name, m, s, w in zip(FEATURES, self.mean, self.scale, self.weights):
+            out.update({f"{PREFIX}w_{name}": float(w), f"{PREFIX}mean_{name}": float(m),
+                        f"{PREFIX}scale_{name}": float(s)})
+        return out
+
+    @classmethod
+    def from_working_point(cls, point: Mapping[str, float]) -> QualityModel | None:
+        """The model kept in a working point, or None when it holds none."""
+        if f"{PREFIX}bias" not in point:
+            return None
+        missing = [f"{PREFIX}{kind}_{name}" for name in FEATURES for kind in ("w", "mean",
+                                                                              "scale")
+                   if f"{PREFIX}{kind}_{name}" not in point]
+        if missing:
+            raise ValueError(f"the working point's track quality model lacks {missing[0]}")
+        take = lambda kind: tuple(float(point[f"{PREFIX}{kind}_{n}"]) for n in FEATURES)
+        return cls(take("mean"), take("scale"), take("w"), float(point[f"{PREFIX}bias"]))
+
+
+def fit_quality(table: pd.DataFrame, matched: np.ndarray, l2: float = 1.0,
+                iterations: int = 25) -> QualityModel:
+    """The logistic regression of ``matched`` on the track table's inputs (module docstring),
+    by Newton's method (IRLS) from zero weights."""
+    inputs = quality_inputs(table)
+    y = np.asarray(matched, dtype=np.float64)
+    if len(y) == 0 or y.min() == y.max():
+        raise ValueError("fitting the track quality needs both matched and fake tracks")
+    mean = inputs.mean(axis=0)
+    scale = inputs.std(axis=0)
+    scale = np.where(scale > 1e-9, scale, 1.0)
+    z = np.hstack([np.ones((len(y), 1)), (inputs - mean) / scale])
+    beta = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], l2)
+    penalty[0] = 0.0                       # the bias is not penalised
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(z @ beta)))
+        gradient = z.T @ (p - y) + penalty * beta
+        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return QualityModel(tuple(mean.tolist()), tuple(scale.tolist()), tuple(beta[1:].tolist()),
+                        float(beta[0]))

@@ -1,0 +1,62 @@
+"""Per-track table of a built event: the helix parameters and the figures a quality cut reads.
+
+For tracks ``t`` (one id per hit, ``labels``) on the scored graph ``G`` restricted to the edges
+the builder followed (``s_ij >= cut``):
+
+- ``n_hits``, ``n_layers`` = distinct (volume, layer) of its hits, and
+  ``layer_repeats = n_hits - n_layers`` (overlapping modules, or a second particle's hits);
+- ``mean_score`` ``s_t`` (trkx.tracks.building.track_mean_score) and ``min_score`` over the
+  edges of ``G`` inside ``t`` (1 when none);
+- ``leaving`` = edges of ``G`` with one end in ``t`` and the other in another track, per hit
+  of ``t``: a junction where the walk chose between two particles;
+- the helix fit of its hits (trkx.tracks.helix_fit): ``pt, eta, phi, d0, z0, charge,
+  chi2_ndf``, and the residual RMS ``rms_xy``, ``rms_z`` (mm).
+
+Hits at ``pos = (r, phi, z)``. Vectorised over tracks (``np.bincount``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from trkx.tracks.helix_fit import fit_helices
+
+
+def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
+                layer_id: np.ndarray, src: np.ndarray, dst: np.ndarray, score: np.ndarray,
+                ) -> pd.DataFrame:
+    """One row per track id of ``labels`` (ascending), the module docstring's columns;
+    ``(src, dst, score)`` are the graph edges above the builder's cut."""
+    labels = np.asarray(labels, dtype=np.int64)
+    pos = np.asarray(pos, dtype=np.float64)
+    x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
+    volume_id = np.asarray(volume_id, dtype=np.int64)
+    fit = fit_helices(labels, x, y, pos[:, 2], volume_id)
+    ids = fit.track_id
+    inverse = np.searchsorted(ids, labels)
+    n_tracks = len(ids)
+
+    layer_key = volume_id * 1000 + np.asarray(layer_id, dtype=np.int64)
+    pairs = np.unique(np.stack([inverse, layer_key], axis=1), axis=0)
+    n_layers = np.bincount(pairs[:, 0], minlength=n_tracks)
+
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    score = np.asarray(score, dtype=np.float64)
+    inside = inverse[src] == inverse[dst]
+    owner = inverse[src[inside]]
+    n_edges = np.bincount(owner, minlength=n_tracks)
+    mean_score = np.bincount(owner, weights=score[inside], minlength=n_tracks) / np.maximum(
+        n_edges, 1)
+    min_score = np.ones(n_tracks)
+    np.minimum.at(min_score, owner, score[inside])
+    leaving = (np.bincount(inverse[src[~inside]], minlength=n_tracks)
+               + np.bincount(inverse[dst[~inside]], minlength=n_tracks))
+    return pd.DataFrame({
+        "track_id": ids, "n_hits": fit.n_hits, "n_layers": n_layers,
+        "layer_repeats": fit.n_hits - n_layers, "n_edges": n_edges,
+        "mean_score": mean_score, "min_score": min_score,
+        "leaving": leaving / np.maximum(fit.n_hits, 1),
+        "pt": fit.pt, "eta": fit.eta, "phi": fit.phi, "d0": fit.d0, "z0": fit.z0,
+        "charge": fit.charge, "chi2_ndf": fit.chi2_ndf, "rms_xy": fit.rms_xy,
+        "rms_z": fit.rms_z})
