@@ -51,8 +51,9 @@ def evaluated(tmp_path_factory):
 def test_build_tracks_writes_one_submission_per_event(evaluated):
     root, record = evaluated
     files = sorted((root / "tracks").iterdir())
-    assert [f.name for f in files] == ["event000000042-tracks.csv"]   # no temp files left
-    table = pd.read_csv(files[0])
+    assert [f.name for f in files] == ["event000000042-parameters.csv",
+                                       "event000000042-tracks.csv"]   # no temp files left
+    table = pd.read_csv(files[1])
     assert list(table.columns) == ["event_id", "hit_id", "track_id"]
     assert (table["event_id"] == 42).all()
     assert np.array_equal(table["hit_id"].to_numpy(), record.hit_id.numpy())
@@ -104,6 +105,14 @@ def test_evaluate_round_trip(evaluated, capsys):
                  "duplicate_rate_vs_eta", "track_length", "efficiency_vs_production_radius"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(pd.read_csv(out / "tracks.csv")) == overall["n_tracks"]
+    # each candidate track's fitted parameters, against the truth of its particle
+    fitted = pd.read_csv(root / "tracks" / "event000000042-parameters.csv")
+    assert len(fitted) == overall["n_tracks"] and fitted["quality"].isna().all()
+    resolution = metrics["resolution"]
+    rows = pd.read_csv(out / "parameters.csv")                 # matched signal tracks
+    assert len(rows) == overall["n_matched_signal_particles"]
+    assert resolution["n_tracks"] == int((rows["eta"].abs() < 2).sum())
+    assert (out / "pt_resolution.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_evaluate_reports_bad_input(tmp_path, evaluated, capsys):
@@ -235,7 +244,8 @@ def test_reused_out_folder_holds_and_evaluates_only_the_new_events(tmp_path, cap
     capsys.readouterr()
     assert main(["build-tracks", "--events", str(records), "--out", str(out), *config]) == 0
     assert f"{out}: removed 1 file(s) of an earlier run" in capsys.readouterr().out
-    assert sorted(p.name for p in out.iterdir()) == ["event000000042-tracks.csv", "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["event000000042-parameters.csv",
+                                                     "event000000042-tracks.csv", "notes.txt"]
     assert main(["evaluate", "--tracks", str(out), "--events", str(records),
                  "--out", str(tmp_path / "eval")]) == 0
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())

@@ -85,6 +85,12 @@ def test_the_tuned_quality_cut_builds_the_tuned_figures():
     built = _figures(record, TrackBuilder(**options))
     assert built["efficiency"] == pytest.approx(tuned.efficiency)
     assert built["fake_rate"] == pytest.approx(tuned.fake_rate)
+    # a budget of efficiency: the fewest fakes among the points that lose at most that much
+    budget = tune_cut([record], builder, fake_target=1.0, cuts=(0.5,), lengths=(3,),
+                      forward_lengths=(), short_scores=(None,), quality_cuts=(None, 0.3, 0.5),
+                      quality_budget=0.0)
+    assert budget.efficiency >= plain.efficiency and budget.fake_rate < plain.fake_rate
+    assert budget.quality_cut is not None
     # without the model, a quality cut is refused with the key named
     with pytest.raises(ValueError, match="quality_cut is set but the GNN checkpoint's working "
                                          "point has no track quality model"):

@@ -80,6 +80,21 @@ def read_tracks(path: Path, event_id: int) -> pd.DataFrame:
     return table[["hit_id", "track_id"]]
 
 
+def read_parameters(path: Path) -> pd.DataFrame:
+    """A track-parameters file (trkx.tracks.parameters), its columns checked."""
+    from trkx.tracks.parameters import COLUMNS
+
+    try:
+        table = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise TrackMLFormatError(f"{path}: not a readable CSV file ({exc})") from exc
+    missing = [c for c in COLUMNS if c not in table.columns]
+    if missing:
+        raise TrackMLFormatError(f"{path}: missing column {missing[0]!r} (a track-parameters "
+                                 f"file has {', '.join(COLUMNS)})")
+    return table
+
+
 def find_event_source(folder: Path, event_id: int) -> Path:
     """The record ``event{id}*.pt``, else the TrackML prefix ``event{id}``, in ``folder``."""
     if not folder.is_dir():
@@ -98,4 +113,4 @@ def find_event_source(folder: Path, event_id: int) -> Path:
 
 
 __all__ = ["ConfigError", "atomic_write", "config_section", "find_event_source",
-           "read_tracks", "track_files", "tracks_file_name"]
+           "read_parameters", "read_tracks", "track_files", "tracks_file_name"]

@@ -5,7 +5,8 @@ Reads every event record (``*.pt``, written by the edge-classifier stage, with `
 ``builder`` section of ``--config``, then ``--set builder.KEY=VALUE``; keys left null take the
 working point of the GNN ``--checkpoint``), and writes one TrackML
 submission file ``eventNNNNNNNNN-tracks.csv`` (``event_id,hit_id,track_id``) per event, each
-atomically.
+atomically, and beside it ``eventNNNNNNNNN-parameters.csv`` (each track's helix fit and quality:
+trkx.tracks.parameters) when the record has hit positions and layers.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from trkx.data.record import load_record
     from trkx.stage_tools import remove_stale
     from trkx.tracks.building import tracks_frame
+    from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name, track_parameters
 
     with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
         builder = track_builder(args.config, args.overrides, args.checkpoint)
@@ -74,8 +76,14 @@ def run(args: argparse.Namespace) -> int:
         table = tracks_frame(record.hit_id, labels, event_id)
         written.append(atomic_write(args.out / tracks_file_name(event_id),
                                     lambda tmp, t=table: t.to_csv(tmp, index=False)))
+        if all(getattr(record, key, None) is not None for key in ("pos", "volume_id",
+                                                                  "layer_id")):
+            fitted = track_parameters(record, labels, builder)
+            written.append(atomic_write(args.out / parameters_file_name(event_id),
+                                        lambda tmp, t=fitted: t.to_csv(tmp, index=False)))
         n_tracks += int(labels.max()) + 1 if len(labels) else 0
     remove_stale(args.out, written, TRACKS_FILE)
+    remove_stale(args.out, written, PARAMETERS_FILE)
     print(f"{len(records)} event(s), {n_tracks:,d} tracks ({builder.method}) written to "
           f"{args.out} in {time.perf_counter() - start:.2f} s")
     return 0

@@ -9,6 +9,11 @@ event record ``eventNNNNNNNNN*.pt`` (with per-hit truth), else the TrackML files
   plotted rates with Clopper-Pearson 68% intervals) and ``edges`` (edge efficiency/purity per
   stage, when records with edges are given);
 - ``particles.csv`` and ``tracks.csv``: the per-particle and per-track tables behind them;
+- when the tracks folder holds ``eventNNNNNNNNN-parameters.csv`` (``trkx infer`` writes them):
+  ``resolution`` in ``metrics.json`` (fitted pT and eta against the matched signal particles;
+  phi, d0, z0 and charge of the prompt ones when ``--events`` are TrackML files with their
+  particle table: trkx.tracks.resolution), ``parameters.csv`` (fitted and true values per
+  matched signal track) and the ``pt_resolution`` plot;
 - PNG plots: efficiency vs pT, vs eta and vs production radius, fake rate vs eta, duplicate
   rate vs eta, track length.
 
@@ -75,7 +80,8 @@ def _json_safe(value):
 
 
 def load_truth(source: Path, event_id: int):
-    """``(EventTruth, record or None)`` from a record file or a TrackML prefix."""
+    """``(EventTruth, record or None, particles table or None)`` from a record file or a
+    TrackML prefix."""
     from trkx.data.io import load_event
     from trkx.data.record import load_record
     from trkx.tracks.event_truth import truth_from_frames, truth_from_record
@@ -87,9 +93,9 @@ def load_truth(source: Path, event_id: int):
         except ValueError as exc:
             from trkx.data.errors import TrackMLFormatError
             raise TrackMLFormatError(str(exc)) from exc
-        return truth, record
+        return truth, record, None
     hits, particles, truth = load_event(source, ["hits", "particles", "truth"], detector=None)
-    return truth_from_frames(event_id, hits, particles, truth), None
+    return truth_from_frames(event_id, hits, particles, truth), None, particles
 
 
 def stage_edge_metrics(name: str, folder: Path, cut: float) -> dict:
@@ -176,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         atomic_write,
         config_section,
         find_event_source,
+        read_parameters,
         read_tracks,
         track_builder,
         track_files,
@@ -191,7 +198,13 @@ def run(args: argparse.Namespace) -> int:
         event_summary,
         overall_summary,
     )
-    from trkx.tracks.plots import rate_figure, track_length_figure
+    from trkx.tracks.parameters import parameters_file_name
+    from trkx.tracks.plots import rate_figure, resolution_figure, track_length_figure
+    from trkx.tracks.resolution import (
+        format_resolution,
+        matched_parameters,
+        resolution_summary,
+    )
 
     with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
         cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
@@ -200,14 +213,19 @@ def run(args: argparse.Namespace) -> int:
     edge_cut = args.edge_cut if args.edge_cut is not None else (
         builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut)
     start = time.perf_counter()
-    evaluations, record_edges = [], []
+    evaluations, record_edges, matched = [], [], []
     for event_id, path in tqdm(sorted(track_files(args.tracks).items()), desc="evaluate",
                                unit="event"):
-        truth, record = load_truth(find_event_source(args.events, event_id), event_id)
+        truth, record, particle_table = load_truth(find_event_source(args.events, event_id),
+                                                   event_id)
         try:
             evaluations.append(evaluate_event(truth, read_tracks(path, event_id), cuts))
         except TrackMLFormatError as exc:
             raise TrackMLFormatError(f"{path}: {exc}") from exc
+        fitted = path.parent / parameters_file_name(event_id)
+        if fitted.is_file():
+            matched.append(matched_parameters(evaluations[-1], read_parameters(fitted),
+                                              particle_table).assign(event_id=event_id))
         if record is not None:
             metrics = edge_metrics(record, edge_cut)
             if metrics is not None:
@@ -231,10 +249,17 @@ def run(args: argparse.Namespace) -> int:
     report = {"cuts": cuts_dict(cuts), "overall": overall, "events": events,
               "binned": {name: rate.to_dict() for name, rate in rates.items()},
               "edges": edges}
+    resolution = None
+    if matched:
+        fitted_rows = pd.concat(matched, ignore_index=True)
+        resolution = resolution_summary(fitted_rows)
+        report["resolution"] = resolution
     text = json.dumps(_json_safe(report), indent=2)
     atomic_write(out / "metrics.json", lambda tmp: tmp.write_text(text))
     atomic_write(out / "particles.csv", lambda tmp: particles.to_csv(tmp, index=False))
     atomic_write(out / "tracks.csv", lambda tmp: tracks.to_csv(tmp, index=False))
+    if resolution is not None:
+        atomic_write(out / "parameters.csv", lambda tmp: fitted_rows.to_csv(tmp, index=False))
 
     signal = f"pT >= {cuts.pt_min:g} GeV, >= {cuts.min_hits} hits" + (
         f", |eta| <= {cuts.max_eta:g}" if cuts.max_eta is not None else "")
@@ -262,10 +287,14 @@ def run(args: argparse.Namespace) -> int:
             rates["efficiency_vs_production_radius"], "particle production radius [mm]",
             "tracking efficiency", "Efficiency vs production radius", log_x=True,
             note=f"signal: {signal}\nfirst bin: prompt (<= 1 mm)\n{match}")
+    if resolution is not None:
+        figures["pt_resolution"] = resolution_figure(fitted_rows)
     for name, figure in figures.items():
         atomic_write(out / f"{name}.png",
                      lambda tmp, f=figure: f.savefig(tmp, format="png", dpi=110))
     print(format_table(_json_safe(overall), _json_safe(events)))
+    if resolution is not None:
+        print(format_resolution(resolution))
     for name, stage in edges.items():
         pooled = stage["overall"]
         if pooled:

@@ -6,7 +6,9 @@ cluster shapes (``pu200_cells``, where shipped), on the others the hits-only set
 summary line and ``timing.json`` (``models``, ``models_per_event``) say which ran.
 
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
-trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event and
+trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` per event (the
+challenge's ``event_id,hit_id,track_id``), beside it ``eventNNNNNNNNN-parameters.csv`` (each
+track's helix parameters, fit quality and quality score: trkx.tracks.parameters), and
 ``timing.json`` (seconds per stage per event, the throughput of the run, the device, precision
 and GNN kernel used, the memory allocator, the process's user and system CPU seconds) in
 ``--out``;
@@ -138,6 +140,7 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     from trkx.data.io import find_part_file
     from trkx.data.record import save_record
     from trkx.tracks.building import tracks_frame
+    from trkx.tracks.parameters import parameters_file_name
 
     try:
         find_part_file(prefix, "truth")
@@ -152,9 +155,14 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     stage_graphs, labels, seconds = pipeline.run(record, edge_labels=out.graphs is not None)
     event_id = int(record.event_id)
     start = time.perf_counter()
+    parameters = pipeline.track_parameters(stage_graphs["gnn"], labels)
+    seconds["parameters"] = time.perf_counter() - start
+    start = time.perf_counter()
     table = tracks_frame(record.hit_id, labels, event_id)
     path = atomic_write(out.tracks / tracks_file_name(event_id),
                         lambda tmp: table.to_csv(tmp, index=False))
+    atomic_write(out.tracks / parameters_file_name(event_id),
+                 lambda tmp: parameters.to_csv(tmp, index=False))
     seconds["write"] = time.perf_counter() - start
     if out.graphs is not None:
         for stage, graph in stage_graphs.items():
@@ -316,6 +324,7 @@ def run(args: argparse.Namespace) -> int:
     from trkx.pipeline.inference import checkpoint_paths
     from trkx.stage_tools import remove_stale
     from trkx.threads import choose_threads
+    from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name
 
     if not args.events.is_dir():
         raise FileNotFoundError(f"{args.events}: no such events folder")
@@ -350,12 +359,15 @@ def run(args: argparse.Namespace) -> int:
     models = {str(by_prefix[p].event_id): name for name, _, _, events in groups
               for p in events} if groups[0][0] is not None else None
     remove_stale(args.out, [r.path for r in results], TRACKS_FILE)
+    remove_stale(args.out, [r.path.parent / parameters_file_name(r.event_id) for r in results],
+                 PARAMETERS_FILE)
     if args.graphs is not None:
         for stage in STAGES:
             remove_stale(args.graphs / stage, [out.graph_path(stage, r.event_id)
                                                for r in results])
     timing = {str(r.event_id): r.seconds for r in results}
-    stages = ["load", "embedding", "graph", "filter", "gnn", "tracks", "write", "total"]
+    stages = ["load", "embedding", "graph", "filter", "gnn", "tracks", "parameters", "write",
+              "total"]
     mean = {s: sum(t[s] for t in timing.values()) / len(timing) for s in stages}
     rate = len(results) / wall if wall > 0 else float("inf")
     cpu = process_cpu_seconds()

@@ -52,6 +52,10 @@ class GNNModule(pl.LightningModule):
             point is chosen).
         lr_warmup_steps: linear warm-up steps of the cosine schedule.
         fake_rate_target: track fake rate the builder's cut must respect on validation.
+        quality_budget: with a value, the track quality cut is the one of lowest fake rate
+            among the points that lose at most this much efficiency on validation against
+            the best point without one (trkx.tracks.tuning); None: tuned under
+            ``fake_rate_target`` like the other keys.
         tune_tracks: choose the track builder's cut on validation events (working_point).
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
             step budget; fix it for a run that resumes under growing budgets).
@@ -64,7 +68,7 @@ class GNNModule(pl.LightningModule):
                  edge_cut: float = 0.5, lr_warmup_steps: int = 50,
                  fake_rate_target: float = 0.05, tune_tracks: bool = True,
                  lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
-                 signal_pt_cap: float = 10.0) -> None:
+                 signal_pt_cap: float = 10.0, quality_budget: float | None = None) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -91,6 +95,9 @@ class GNNModule(pl.LightningModule):
         self.edge_cut = edge_cut
         self.lr_warmup_steps = lr_warmup_steps
         self.fake_rate_target = fake_rate_target
+        if quality_budget is not None and not 0.0 <= quality_budget < 1.0:
+            raise ValueError(f"quality_budget must lie in [0, 1), got {quality_budget}")
+        self.quality_budget = quality_budget
         self.tune_tracks = tune_tracks
         check_horizon(lr_horizon_steps)
         self.lr_horizon_steps = lr_horizon_steps
@@ -163,7 +170,8 @@ class GNNModule(pl.LightningModule):
 
         if not self._val_events:
             return {"edge_cut": float(self.edge_cut)}
-        tuned = tune_cut(self._val_events, fake_target=self.fake_rate_target)
+        tuned = tune_cut(self._val_events, fake_target=self.fake_rate_target,
+                         quality_budget=self.quality_budget)
         return tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
 
     def on_validation_epoch_end(self) -> None:

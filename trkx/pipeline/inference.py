@@ -267,6 +267,13 @@ class TrainedPipeline:
         lap("tracks")
         return graphs, labels, seconds
 
+    def track_parameters(self, graph: Data, labels: np.ndarray) -> pd.DataFrame:
+        """Each track's helix parameters, chi2 / ndf and quality score
+        (trkx.tracks.parameters), from the GNN graph and the track ids :meth:`run` returned."""
+        from trkx.tracks.parameters import track_parameters
+
+        return track_parameters(graph, labels, self.builder)
+
     def reconstruct(self, prefix: str | os.PathLike) -> pd.DataFrame:
         """Tracks of one TrackML event (``dir/eventNNNNNNNNN``; truth is never read): the
         submission frame ``event_id, hit_id, track_id``, one row per hit of the event."""

@@ -34,7 +34,6 @@ from trkx.tracks.event_truth import EventTruth
 from trkx.tracks.matching import MATCHINGS, duplicate_flags, track_is_matched
 from trkx.tracks.score import match_tracks
 
-
 #: Largest production radius (mm) of a prompt particle; beyond it a particle is a secondary.
 PROMPT_RADIUS = 1.0
 

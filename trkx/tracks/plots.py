@@ -75,3 +75,32 @@ def track_length_figure(tracks: pd.DataFrame, particles: pd.DataFrame) -> Figure
     axes.legend(fontsize=8)
     axes.grid(True, alpha=0.3)
     return figure
+
+
+def resolution_figure(rows: pd.DataFrame) -> Figure:
+    """Fitted pT over true pT of matched signal tracks (trkx.tracks.resolution): the median
+    and the 16-84% band of ``pT_fit / pT_true - 1`` in bins of true pT, |eta| < 2 and above."""
+    figure = Figure(figsize=(6.4, 4.4), layout="constrained")
+    axes = figure.add_subplot(1, 1, 1)
+    edges = np.array([1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 100.0])
+    centre = np.sqrt(edges[:-1] * edges[1:])
+    for label, central in (("|eta| < 2", True), ("|eta| >= 2", False)):
+        part = rows[(np.abs(rows["eta"].to_numpy()) < 2.0) == central]
+        ratio = (part["pt_fit"] / part["pt"] - 1).to_numpy(np.float64)
+        which = np.digitize(part["pt"].to_numpy(np.float64), edges) - 1
+        stats = [np.nanpercentile(ratio[which == b], [16, 50, 84]) if (which == b).sum() >= 5
+                 else [np.nan] * 3 for b in range(len(centre))]
+        low, mid, high = np.asarray(stats, dtype=np.float64).T
+        shown = np.isfinite(mid)
+        axes.errorbar((centre * (1.0 if central else 1.05))[shown], mid[shown],
+                      yerr=[(mid - low)[shown], (high - mid)[shown]],
+                      fmt="o", markersize=4, capsize=2, label=f"{label} (bins of >= 5)")
+    axes.axhline(0.0, color="0.5", linewidth=0.8)
+    axes.set_xscale("log")
+    axes.set_xlim(edges[0], edges[-1])
+    axes.set_xlabel(r"particle $p_T$ [GeV]")
+    axes.set_ylabel(r"$p_T^{fit} / p_T^{true} - 1$ (median, 16-84%)")
+    axes.set_title(r"Track $p_T$ resolution (matched signal tracks)")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    return figure

@@ -138,14 +138,18 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
              lengths: Sequence[int] = DEFAULT_LENGTHS,
              forward_lengths: Sequence[int] | None = None,
              short_scores: Sequence[float | None] = DEFAULT_SHORT_SCORES,
-             quality_cuts: Sequence[float | None] = DEFAULT_QUALITY_CUTS) -> TunedCut:
+             quality_cuts: Sequence[float | None] = DEFAULT_QUALITY_CUTS,
+             quality_budget: float | None = None) -> TunedCut:
     """The builder cut (``walk_cut`` or ``cc_cut``), lengths, ``short_score`` and
     ``quality_cut`` (with its model) of best efficiency at the fake target.
 
     ``records`` carry ``edge_index``, ``scores``, ``hit_id`` and truth; ``builder`` and
     ``metric_cuts`` default to ``TrackBuilder()`` and ``MetricCuts()``. ``forward_lengths``
     (default: ``lengths``; ``()``: one length everywhere) are the forward region's candidates
-    (tracks with ``|eta_t| >= builder.forward_eta``).
+    (tracks with ``|eta_t| >= builder.forward_eta``). With ``quality_budget`` the points
+    without a quality cut are chosen among first; then, among all points whose efficiency is
+    at least that point's less ``quality_budget``, the one of lowest fake rate (ties: best
+    efficiency) is taken.
     """
     builder = builder if builder is not None else TrackBuilder()
     metric_cuts = metric_cuts if metric_cuts is not None else MetricCuts()
@@ -188,6 +192,19 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
                                 central if forward is None else forward,
                                 builder.forward_eta, sure, kappa)
                         points.append((float(cut), int(central), forward, eff, fk, sure, kappa))
+    best = _best_point([p for p in points if p[6] is None or quality_budget is None],
+                       fake_target)
+    if quality_budget is not None:
+        within = [p for p in points if p[3] >= best[3] - quality_budget - 1e-12]
+        best = min(within, key=lambda p: (p[4], -p[3], -p[0], p[1], p[2] or 0,
+                                          -(2.0 if p[5] is None else p[5])))
+    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
+                    models[best[0]] if best[6] is not None else None)
+
+
+def _best_point(points: list[tuple], fake_target: float) -> tuple:
+    """``(cut, central, forward, efficiency, fake, short_score, quality_cut)`` of best
+    efficiency at the fake target, or of the lowest fake rate when none meets it."""
     meeting = [p for p in points if p[4] <= fake_target]
     if meeting:    # ties: higher cut, looser (or no) quality cut, shorter lengths, stricter
         # (or no) short-track score
@@ -196,8 +213,7 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
                                            2.0 if p[5] is None else p[5]))
     else:
         best = min(points, key=lambda p: (p[4], -p[3]))
-    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
-                    models[best[0]] if best[6] is not None else None)
+    return best
 
 
 def _features(record, labels: np.ndarray, cut: float, orientation: str,
