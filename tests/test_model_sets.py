@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trkx.cli.model_sets import describe, has_cells, model_groups
 from trkx.models import CELLS, DEFAULT, shipped_models
+from trkx.pipeline.model_sets import describe, has_cells, model_groups
 
 
 def event(folder: Path, event_id: int, cells: bool, gz: bool = False) -> str:

@@ -35,3 +35,23 @@ def test_load_applies_the_pipeline_precision_to_every_stage(tiny_run: tuple[Path
     pipeline = TrainedPipeline.load(config, workdir / "checkpoints",
                                     overrides=["inference.precision=bf16"])
     assert pipeline.precisions == {"embedding": "bf16", "filter": "bf16", "gnn": "bf16"}
+
+
+def test_the_shipped_models_are_chosen_per_event_not_loaded_whole(tmp_path: Path) -> None:
+    """TrainedPipeline.load() alone would pick one set for every event: it points to the
+    Reconstructor, which chooses per event as `trkx infer` does (both sets' byte-for-byte
+    check on event 21001: tests/test_shipped_models_real_event.py)."""
+    from trkx.config import ConfigError
+    from trkx.models import CELLS, DEFAULT
+    from trkx.pipeline.reconstruct import Reconstructor
+
+    with pytest.raises(ConfigError, match="Reconstructor"):
+        TrainedPipeline.load()
+    with pytest.raises(ConfigError, match="both a pipeline config and its checkpoints"):
+        Reconstructor(config="configs/pu200.yaml")(tmp_path / "event000000001")
+    for part in ("hits", "cells"):
+        (tmp_path / f"event000000001-{part}.csv").write_text("hit_id\n")
+    (tmp_path / "event000000002-hits.csv").write_text("hit_id\n")
+    reconstructor = Reconstructor()
+    assert reconstructor.models_for(tmp_path / "event000000001") == CELLS
+    assert reconstructor.models_for(tmp_path / "event000000002") == DEFAULT

@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trkx import allocator
-from trkx.cli.model_sets import describe, model_groups
 from trkx.config import ConfigError
 from trkx.device import DEVICES
+from trkx.pipeline.model_sets import describe, model_groups
 
 if TYPE_CHECKING:
     from trkx.pipeline.inference import TrainedPipeline
@@ -132,14 +132,13 @@ class EventResult:
 
 def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outputs,
                 ) -> EventResult:
-    """Read one event, run the pipeline, write ``eventNNNNNNNNN-tracks.csv`` atomically (and
-    the stage graphs when ``out.graphs`` is set)."""
+    """One event through the engine (trkx.pipeline.reconstruct); its tracks file and track
+    parameters written atomically (and the stage graphs when ``out.graphs`` is set)."""
     from trkx.cli._tracks_io import atomic_write, tracks_file_name
     from trkx.data.errors import EventFileNotFoundError
-    from trkx.data.events import event_record
     from trkx.data.io import find_part_file
     from trkx.data.record import save_record
-    from trkx.tracks.building import tracks_frame
+    from trkx.pipeline.reconstruct import reconstruct_event
     from trkx.tracks.parameters import parameters_file_name
 
     try:
@@ -147,29 +146,19 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
         has_truth = True
     except EventFileNotFoundError:
         has_truth = False
+    event = reconstruct_event(pipeline, detector, prefix, graphs_with_truth=out.graphs
+                              is not None)
     start = time.perf_counter()
-    # Inference never reads truth; the stage graphs carry edge labels for evaluation.
-    record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,
-                          with_truth=out.graphs is not None)
-    load_seconds = time.perf_counter() - start
-    stage_graphs, labels, seconds = pipeline.run(record, edge_labels=out.graphs is not None)
-    event_id = int(record.event_id)
-    start = time.perf_counter()
-    parameters = pipeline.track_parameters(stage_graphs["gnn"], labels)
-    seconds["parameters"] = time.perf_counter() - start
-    start = time.perf_counter()
-    table = tracks_frame(record.hit_id, labels, event_id)
-    path = atomic_write(out.tracks / tracks_file_name(event_id),
-                        lambda tmp: table.to_csv(tmp, index=False))
-    atomic_write(out.tracks / parameters_file_name(event_id),
-                 lambda tmp: parameters.to_csv(tmp, index=False))
-    seconds["write"] = time.perf_counter() - start
+    path = atomic_write(out.tracks / tracks_file_name(event.event_id),
+                        lambda tmp: event.tracks.to_csv(tmp, index=False))
+    atomic_write(out.tracks / parameters_file_name(event.event_id),
+                 lambda tmp: event.parameters.to_csv(tmp, index=False))
+    seconds = {**event.seconds, "write": time.perf_counter() - start}
     if out.graphs is not None:
-        for stage, graph in stage_graphs.items():
-            save_record(graph, out.graph_path(stage, event_id))
-    return EventResult(event_id, path, {"load": load_seconds, **seconds,
-                                        "total": load_seconds + sum(seconds.values()),
-                                        "n_hits": int(record.num_nodes)}, has_truth)
+        for stage, graph in event.graphs.items():
+            save_record(graph, out.graph_path(stage, event.event_id))
+    return EventResult(event.event_id, path, {**seconds, "total": sum(seconds.values()),
+                                              "n_hits": event.n_hits}, has_truth)
 
 
 #: A worker's pipeline, detector, start time and threads, or the error loading them raised.

@@ -10,9 +10,11 @@ the pipeline YAML's own ``inference`` section (precision, graph_ops) is applied 
 as an override of those sections (:meth:`trkx.pipeline.config.PipelineConfig.stage_configs`),
 so one setting decides the precision of all three learned stages.
 
-    pipeline = TrainedPipeline.load()    # the shipped pile-up-200 models (trkx.models)
     pipeline = TrainedPipeline.load("configs/quickstart.yaml", "runs/quickstart/checkpoints")
     tracks = pipeline.reconstruct("data/event000000001")  # event_id, hit_id, track_id
+
+The shipped models are two sets, chosen per event (cells or not): their Python face is
+:class:`trkx.pipeline.reconstruct.Reconstructor`, which makes ``trkx infer``'s tracks.
 
 Edge truth labels are attached only when asked (``edge_labels=True``, for per-stage figures):
 inference does not need them.
@@ -104,20 +106,17 @@ class TrainedPipeline:
              overrides: Sequence[str] = (),
              device: str | torch.device = "auto") -> TrainedPipeline:
         """The models of ``checkpoints`` (``embedding.pt``, ``filter.pt``, ``gnn.pt``) with the
-        settings of the pipeline YAML ``config`` (and ``--set``-style ``overrides``); with
-        neither, the models shipped with trkx (:func:`trkx.models.shipped_models`). The models
-        run on ``device``: ``auto`` (CUDA when available), ``cpu``, ``cuda`` or a
+        settings of the pipeline YAML ``config`` (and ``--set``-style ``overrides``); for the
+        shipped models, chosen per event, :class:`trkx.pipeline.reconstruct.Reconstructor`. The
+        models run on ``device``: ``auto`` (CUDA when available), ``cpu``, ``cuda`` or a
         ``torch.device`` (:mod:`trkx.device`; ``cuda`` without CUDA is a ConfigError)."""
         from trkx.pipeline.config import load_pipeline_config
 
-        if config is None and checkpoints is None:
-            from trkx.models import shipped_models
-
-            shipped = shipped_models()
-            config, checkpoints = shipped.config, shipped.checkpoints
-        elif config is None or checkpoints is None:
-            raise ConfigError("give both a pipeline config and its checkpoints, or neither "
-                              "(the shipped models)")
+        if config is None or checkpoints is None:
+            raise ConfigError("TrainedPipeline.load needs a pipeline config and its checkpoints; "
+                              "the shipped models are two sets chosen per event (cells or not): "
+                              "trkx.pipeline.reconstruct.Reconstructor() runs them as trkx "
+                              "infer does")
 
         target = resolve_device(device)       # before any loading: a bad device fails fast
         pipeline = load_pipeline_config(config, list(overrides))
@@ -276,15 +275,12 @@ class TrainedPipeline:
 
     def reconstruct(self, prefix: str | os.PathLike) -> pd.DataFrame:
         """Tracks of one TrackML event (``dir/eventNNNNNNNNN``; truth is never read): the
-        submission frame ``event_id, hit_id, track_id``, one row per hit of the event."""
+        submission frame ``event_id, hit_id, track_id``, one row per hit of the event
+        (trkx.pipeline.reconstruct, the engine of ``trkx infer``)."""
         from trkx.data.detector import load_detector
-        from trkx.data.events import event_record
-        from trkx.tracks.building import tracks_frame
+        from trkx.pipeline.reconstruct import reconstruct_event
 
-        record = event_record(str(prefix), load_detector(), self.use_cells, self.signal_pt_min,
-                              with_truth=False)
-        _, labels, _ = self.run(record)
-        return tracks_frame(record.hit_id, labels, int(record.event_id))
+        return reconstruct_event(self, load_detector(), prefix).tracks
 
 
 def to_device(record: Data, device: torch.device, fields: Sequence[str] | None,
