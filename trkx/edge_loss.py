@@ -3,7 +3,7 @@
 For candidate edges ``k`` with target ``t_k`` (1 for a true edge), signal flag ``sig_k`` and
 logit ``l_k``:
 
-    weight w_k = w_signal * min(pT_k / 1 GeV, c)^a   if sig_k,
+    weight w_k = w_signal * min(pT_k / 1 GeV, c)^a * (w_sec if r_k > 1 mm)   if sig_k,
                  w_true if t_k, else w_fake
     BCE_k      = -[t_k log sigmoid(l_k) + (1 - t_k) log(1 - sigmoid(l_k))]
     loss       = sum_k w_k BCE_k / sum_k w_k        (0 for a graph without edges)
@@ -16,6 +16,11 @@ spectrum: signal edges are ~1/pT-distributed in their turning rate dphi/dr while
 so without it the stiff tracks a physicist wants most are the rarest signal in training and an
 edge classifier learns that a straight edge is usually fake (docs/levers.md). With ``a = 1`` the
 weighted signal density per unit dphi/dr is flat up to ``pT = c``.
+
+The secondary factor ``w_sec`` (1: off) weighs the signal edges of secondary particles, those
+whose production radius ``r_k`` (of the edge's first hit's particle) exceeds 1 mm
+(trkx.tracks.metrics.PROMPT_RADIUS): they are 7% of the signal, so an unweighted loss learns
+the prompt topology (an edge that points back to the beam line) and loses them.
 """
 
 from __future__ import annotations
@@ -24,13 +29,18 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+#: mm; the prompt / secondary boundary of trkx.tracks.metrics (kept equal by a test)
+PROMPT_RADIUS = 1.0
+
 
 def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: float,
                  fake_weight: float, signal_pt: Tensor | None = None, pt_power: float = 0.0,
-                 pt_cap: float = 10.0) -> Tensor:
+                 pt_cap: float = 10.0, signal_radius: Tensor | None = None,
+                 secondary_weight: float = 1.0) -> Tensor:
     """Per-edge loss weight: ``signal_weight`` on signal edges (times ``min(pT, pt_cap)^pt_power``
-    when ``pt_power > 0``; ``signal_pt`` [E] in GeV), ``true_weight`` on other true edges
-    (``y``), ``fake_weight`` on the others (float32 [E])."""
+    when ``pt_power > 0``; ``signal_pt`` [E] in GeV; times ``secondary_weight`` where
+    ``signal_radius`` [E], the production radius in mm, exceeds 1 mm), ``true_weight`` on other
+    true edges (``y``), ``fake_weight`` on the others (float32 [E])."""
     weights = torch.full(y.shape, fake_weight, dtype=torch.float32, device=y.device)
     weights[y.bool()] = true_weight
     signal = signal.bool()
@@ -40,6 +50,11 @@ def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: f
             raise ValueError("a pT-weighted signal loss needs the signal edges' pT")
         pt = signal_pt[signal].float().clamp(max=pt_cap)
         weights[signal] = signal_weight * pt.pow(pt_power)
+    if secondary_weight != 1.0:
+        if signal_radius is None:
+            raise ValueError("a secondary weight needs the edges' production radius")
+        secondary = signal & (signal_radius.float() > PROMPT_RADIUS)
+        weights[secondary] = weights[secondary] * secondary_weight
     return weights
 
 

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.data.record import PT
+from trkx.data.record import PRODUCTION_RADIUS, PT
 from trkx.edge_loss import edge_weights, weighted_bce
 from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics
@@ -48,6 +48,8 @@ class GNNModule(pl.LightningModule):
             (pT in GeV, of the edge's first hit; 0: no pT factor; trkx.edge_loss). The
             validation metrics keep the plain class weights, so runs stay comparable.
         signal_pt_cap: the pT (GeV) above which the factor stops growing.
+        secondary_weight: factor on the weight of secondary particles' signal edges
+            (production radius > 1 mm; trkx.edge_loss); 1: off.
         edge_cut: score above which an edge is kept, for the metrics (until a working
             point is chosen).
         lr_warmup_steps: linear warm-up steps of the cosine schedule.
@@ -68,7 +70,8 @@ class GNNModule(pl.LightningModule):
                  edge_cut: float = 0.5, lr_warmup_steps: int = 50,
                  fake_rate_target: float = 0.05, tune_tracks: bool = True,
                  lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
-                 signal_pt_cap: float = 10.0, quality_budget: float | None = None) -> None:
+                 signal_pt_cap: float = 10.0, quality_budget: float | None = None,
+                 secondary_weight: float = 1.0) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -92,6 +95,9 @@ class GNNModule(pl.LightningModule):
         self.fake_weight = fake_weight
         self.signal_pt_power = signal_pt_power
         self.signal_pt_cap = signal_pt_cap
+        if secondary_weight <= 0:
+            raise ValueError(f"secondary_weight must be > 0, got {secondary_weight}")
+        self.secondary_weight = secondary_weight
         self.edge_cut = edge_cut
         self.lr_warmup_steps = lr_warmup_steps
         self.fake_rate_target = fake_rate_target
@@ -120,15 +126,23 @@ class GNNModule(pl.LightningModule):
         return float(self._weights(data).sum())
 
     def _weights(self, data: Data) -> Tensor:
-        """The loss weights (with the pT factor when ``signal_pt_power > 0``)."""
-        if self.signal_pt_power <= 0:
+        """The loss weights (with the pT factor when ``signal_pt_power > 0``, the secondary
+        factor when ``secondary_weight != 1``)."""
+        if self.signal_pt_power <= 0 and self.secondary_weight == 1.0:
             return self._class_weights(data)
-        if getattr(data, PT, None) is None or "edge_index" not in data:
-            raise ValueError("module.signal_pt_power needs the hits' truth pt and the edge_index"
-                             " in each training graph (records with truth, not a graph block)")
+        for key, name in ((PT, "signal_pt_power"), (PRODUCTION_RADIUS, "secondary_weight")):
+            used = self.signal_pt_power > 0 if key == PT else self.secondary_weight != 1.0
+            if used and (getattr(data, key, None) is None or "edge_index" not in data):
+                raise ValueError(f"module.{name} needs the hits' truth {key} and the edge_index"
+                                 " in each training graph (records with truth, not a graph "
+                                 "block)")
+        first = data.edge_index[0]
+        radius = data[PRODUCTION_RADIUS][first] if self.secondary_weight != 1.0 else None
         return edge_weights(data.y, data.signal, self.signal_weight, self.true_weight,
-                            self.fake_weight, data[PT][data.edge_index[0]],
-                            self.signal_pt_power, self.signal_pt_cap)
+                            self.fake_weight,
+                            data[PT][first] if self.signal_pt_power > 0 else None,
+                            self.signal_pt_power, self.signal_pt_cap, radius,
+                            self.secondary_weight)
 
     def _class_weights(self, data: Data) -> Tensor:
         """The weights of the validation metrics: signal / other true / fake only."""

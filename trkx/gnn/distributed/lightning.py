@@ -115,6 +115,10 @@ class GraphParallelStrategy(DDPStrategy):
         if getattr(self.lightning_module, "signal_pt_power", 0.0) > 0:
             raise ValueError("GraphParallelStrategy: module.signal_pt_power weighs edges by "
                              "their hits' pT, which a rank's block does not carry: set it to 0")
+        if getattr(self.lightning_module, "secondary_weight", 1.0) != 1.0:
+            raise ValueError("GraphParallelStrategy: module.secondary_weight weighs edges by "
+                             "their particles' production radius, which a rank's block does not "
+                             "carry: set it to 1")
         super().setup(trainer)
 
     @property

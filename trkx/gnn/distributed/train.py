@@ -96,7 +96,8 @@ def check_config(config: dict[str, Any], label: str) -> None:
     that cannot act on graph-parallel blocks: ``module.graph_ops`` must be ``csr`` or ``auto``
     (both run the CSR incidence kernels per block), ``module.tune_tracks`` must be false (the
     track builder needs whole events; tune it single-process), ``module.signal_pt_power`` must
-    be 0 (a block has no hit pT), and no ``sampling`` section."""
+    be 0 and ``module.secondary_weight`` 1 (a block has no hit pT or production radius), and no
+    ``sampling`` section."""
     check_section(dict(config.get("distributed") or {}), label)
     module = dict(config.get("module") or {})
     graph_ops = module.get("graph_ops", "auto")
@@ -111,6 +112,10 @@ def check_config(config: dict[str, Any], label: str) -> None:
         raise ConfigError(f"{label}: module.signal_pt_power > 0 with a 'distributed' section: "
                           "the pT weights need each edge's hit pT, which a block does not "
                           "carry; set 0")
+    if float(module.get("secondary_weight", 1.0) or 1.0) != 1.0:
+        raise ConfigError(f"{label}: module.secondary_weight with a 'distributed' section: the "
+                          "secondary weights need each edge's production radius, which a block "
+                          "does not carry; set 1")
     if config.get("sampling") is not None:
         raise ConfigError(f"{label}: 'sampling' and 'distributed' sections together: sampled "
                           "subgraphs train data-parallel, whole graphs graph-parallel; keep one")

@@ -1,0 +1,70 @@
+"""The secondary weight of the edge loss: signal edges of particles produced beyond 1 mm weigh
+``secondary_weight`` times more, with each edge's production radius carried through the
+minibatch sampler; the graph-parallel path, which does not carry it, refuses it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trkx.edge_loss import PROMPT_RADIUS as LOSS_PROMPT_RADIUS
+from trkx.edge_loss import edge_weights, weighted_bce
+from trkx.gnn.model import InteractionGNN
+from trkx.gnn.module import GNNModule
+from trkx.gnn.sampling.sampler import sample_subgraphs
+from trkx.tracks.metrics import PROMPT_RADIUS
+
+from .test_sampling import random_graph
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_secondary_signal_edges_weigh_more() -> None:
+    assert LOSS_PROMPT_RADIUS == PROMPT_RADIUS          # one boundary for loss and figures
+    y = torch.tensor([True, True, True, True, False])
+    signal = torch.tensor([True, True, True, False, False])
+    radius = torch.tensor([0.01, 1.0, 35.0, 80.0, 80.0])   # 1 mm is prompt
+    pt = torch.tensor([2.0, 2.0, 2.0, 2.0, 2.0])
+    weights = edge_weights(y, signal, 1.0, 0.5, 0.1, pt, 1.0, 10.0, radius, 5.0)
+    assert weights.tolist() == pytest.approx([2.0, 2.0, 10.0, 0.5, 0.1])
+    assert edge_weights(y, signal, 1.0, 0.5, 0.1, signal_radius=radius).tolist() == \
+        pytest.approx([1.0, 1.0, 1.0, 0.5, 0.1])          # weight 1: off
+    with pytest.raises(ValueError, match="production radius"):
+        edge_weights(y, signal, 1.0, 0.5, 0.1, secondary_weight=3.0)
+
+
+def test_sampled_minibatch_carries_the_production_radius() -> None:
+    data = random_graph(5, 300, 800)
+    generator = torch.Generator().manual_seed(2)
+    data.production_radius = torch.where(torch.rand(300, generator=generator) < 0.5,
+                                         torch.tensor(0.02), torch.tensor(60.0))
+    module = GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1),
+                       graph_ops="csr", signal_weight=1.0, true_weight=0.0, fake_weight=0.1,
+                       secondary_weight=4.0)
+    record = sample_subgraphs(data, [torch.tensor([3, 50, 77, 120, 200])], hops=2)[0]
+    mask = record.target_edge_mask
+    assert torch.equal(record.production_radius, data.production_radius[record.node_ids])
+    first = data.production_radius[data.edge_index[0, record.edge_ids]]
+    expected = edge_weights(record.y, record.signal, 1.0, 0.0, 0.1)
+    secondary = record.signal & (first > 1.0)
+    assert bool((secondary & mask).any()) and bool((record.signal & ~secondary & mask).any())
+    expected[secondary] *= 4.0
+    logits = module(record)
+    loss = module.training_step(record, 0)
+    assert torch.allclose(loss, weighted_bce(logits[mask], record.y[mask], expected[mask]))
+
+
+def test_the_secondary_weight_needs_the_radius_and_a_single_process() -> None:
+    from trkx.config import ConfigError
+    from trkx.gnn.distributed.train import check_config
+
+    module = GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1),
+                       graph_ops="csr", secondary_weight=3.0)
+    with pytest.raises(ValueError, match="secondary_weight"):
+        module.training_step(random_graph(2, 100, 300), 0)
+    with pytest.raises(ValueError, match="secondary_weight must be > 0"):
+        GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1),
+                  secondary_weight=0.0)
+    with pytest.raises(ConfigError, match="secondary_weight"):
+        check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
+                                 "secondary_weight": 2.0}}, "gnn.yaml")
