@@ -176,7 +176,7 @@ def test_notebook_runs_headless_on_the_evaluate_output(evaluated, monkeypatch):
                for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(images) == 5
+    assert len(images) == 7        # with efficiency vs production radius and pT resolution
 
 
 def test_no_track_long_enough_prints_na_rates(tmp_path, capsys):
