@@ -55,7 +55,9 @@ def graph_record(prefix: Path, phi_range: tuple[float, float], fakes_per_true: f
     signal_hit = full.signal_hit[keep].numpy()
     y, y_pid, signal = edge_truth(edges.numpy(), particle_id, track_edges.numpy(), signal_hit, n)
     record = Data(x=full.x[keep], pos=full.pos[keep], hit_id=full.hit_id[keep],
-                  particle_id=full.particle_id[keep], track_edges=track_edges, edge_index=edges,
+                  particle_id=full.particle_id[keep],
+                  production_radius=full.production_radius[keep], track_edges=track_edges,
+                  edge_index=edges,
                   y=torch.from_numpy(y), y_pid=torch.from_numpy(y_pid),
                   signal=torch.from_numpy(signal))
     record.num_nodes = n

@@ -7,12 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trkx.edge_loss import PROMPT_RADIUS as LOSS_PROMPT_RADIUS
 from trkx.edge_loss import edge_weights, weighted_bce
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.module import GNNModule
 from trkx.gnn.sampling.sampler import sample_subgraphs
-from trkx.tracks.metrics import PROMPT_RADIUS
 
 from .test_sampling import random_graph
 
@@ -20,7 +18,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_secondary_signal_edges_weigh_more() -> None:
-    assert LOSS_PROMPT_RADIUS == PROMPT_RADIUS          # one boundary for loss and figures
     y = torch.tensor([True, True, True, True, False])
     signal = torch.tensor([True, True, True, False, False])
     radius = torch.tensor([0.01, 1.0, 35.0, 80.0, 80.0])   # 1 mm is prompt

@@ -80,6 +80,9 @@ def test_early_stopping_and_best_weights(gnn_data, tmp_path: Path) -> None:
     assert last_step(checkpoint) == 6
     stored = load_checkpoint(checkpoint, "gnn")
     assert stored.metrics["best_step"] == 3
+    # the validation splits the signal edges by origin (the records carry production radii)
+    assert 0.0 <= stored.metrics["val_efficiency_prompt"] <= 1.0
+    assert "val_efficiency_secondary" in stored.metrics
     best = torch.load(checkpoint.with_suffix(".run") / "best.ckpt", weights_only=True)
     for name, tensor in stored.state_dict.items():
         assert torch.equal(tensor, best["state_dict"][f"model.{name}"])

@@ -19,7 +19,7 @@ weighted signal density per unit dphi/dr is flat up to ``pT = c``.
 
 The secondary factor ``w_sec`` (1: off) weighs the signal edges of secondary particles, those
 whose production radius ``r_k`` (of the edge's first hit's particle) exceeds 1 mm
-(trkx.tracks.metrics.PROMPT_RADIUS): they are 7% of the signal, so an unweighted loss learns
+(trkx.data.truth.PROMPT_RADIUS): they are 7% of the signal, so an unweighted loss learns
 the prompt topology (an edge that points back to the beam line) and loses them.
 """
 
@@ -29,8 +29,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-#: mm; the prompt / secondary boundary of trkx.tracks.metrics (kept equal by a test)
-PROMPT_RADIUS = 1.0
+from trkx.data.truth import PROMPT_RADIUS
 
 
 def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: float,

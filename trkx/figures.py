@@ -9,6 +9,10 @@ hits of one particle) and signal flag sig_k, at cut c:
     purity_pid    = |K & y_pid| / |K|               any edge joining two hits of one particle
 
 A rate over an empty set is NaN (undefined), never 0.
+
+Split by origin, the efficiency counts the signal edges of prompt and of secondary particles
+apart (:func:`secondary_edges`: the production radius of the particle of the edge's first hit
+exceeds trkx.data.truth.PROMPT_RADIUS), for records that carry ``production_radius``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,37 @@ def edge_efficiency(kept: Tensor, signal: Tensor, n_signal: int | None = None) -
 def edge_purity(kept: Tensor, y: Tensor) -> float:
     """Truth-graph edges (``y``) among kept edges: ``|K & y| / |K|``."""
     return share((kept & y.bool().to(kept.device)).sum(), kept.sum())
+
+
+def secondary_edges(record, edges: Tensor | None = None) -> Tensor | None:
+    """Per edge of ``edges`` (default: the record's ``edge_index``), whether its first hit's
+    particle is a secondary; None when the record has no ``production_radius``."""
+    from trkx.data.truth import PROMPT_RADIUS
+
+    radius = getattr(record, "production_radius", None)
+    if radius is None:
+        return None
+    edges = record.edge_index if edges is None else edges
+    return radius.to(edges.device)[edges[0]] > PROMPT_RADIUS
+
+
+def origin_counts(kept: Tensor, signal: Tensor, secondary: Tensor) -> dict[str, int]:
+    """Kept and total signal edges of the prompt and of the secondary particles (for pooling
+    over events before the ratio)."""
+    signal = signal.bool().to(kept.device)
+    secondary = secondary.to(kept.device)
+    out = {}
+    for name, population in (("prompt", signal & ~secondary), ("secondary", signal & secondary)):
+        out[f"kept_{name}"] = int((kept & population).sum())
+        out[f"total_{name}"] = int(population.sum())
+    return out
+
+
+def origin_efficiencies(counts: list[dict[str, int]]) -> dict[str, float]:
+    """``efficiency_prompt`` and ``efficiency_secondary`` of pooled :func:`origin_counts`."""
+    return {f"efficiency_{name}": share(sum(c[f"kept_{name}"] for c in counts),
+                                        sum(c[f"total_{name}"] for c in counts))
+            for name in ("prompt", "secondary")}
 
 
 def all_kept(n_edges: int, device: torch.device | str = "cpu") -> Tensor:

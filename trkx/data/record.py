@@ -65,7 +65,7 @@ FIELDS: tuple[Field, ...] = (
     Field(WEIGHT, ("N",), torch.float32, "data", "truth: TrackML score weight of the hit"),
     Field(PRODUCTION_RADIUS, ("N",), torch.float32, "data",
           "truth: the particle's production radius sqrt(vx^2 + vy^2) [mm] (noise: 0); "
-          "prompt particles have <= 1 mm (trkx.tracks.metrics.PROMPT_RADIUS)"),
+          "prompt particles have <= 1 mm (trkx.data.truth.PROMPT_RADIUS)"),
     Field(SIGNAL_HIT, ("N",), torch.bool, "data",
           "truth: hit of a signal particle (trkx.data.truth.SignalCuts)"),
     Field(TRACK_EDGES, (2, "T"), torch.int64, "data",

@@ -21,6 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+#: Largest production radius (mm) of a prompt particle: beyond it a particle is a secondary
+#: (K0s and Lambda decays in flight, conversions, interactions in the material).
+PROMPT_RADIUS = 1.0
+
 
 @dataclass(frozen=True)
 class SignalCuts:

@@ -18,7 +18,7 @@ from torch_geometric.data import Data
 from trkx.arrays import as_numpy
 from trkx.data.record import EDGE_TRUTH_SOURCES
 from trkx.data.truth import edge_truth
-from trkx.figures import all_kept, edge_efficiency, edge_purity
+from trkx.figures import all_kept, edge_efficiency, edge_purity, secondary_edges
 
 
 def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -33,11 +33,18 @@ def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, .
     return tuple(torch.from_numpy(v).to(device) for v in (y, y_pid, signal))
 
 
-def signal_truth_edges(record: Data) -> int:
-    """Number of distinct truth-graph pairs whose two hits are signal."""
+def signal_truth_edges(record: Data, secondary: bool | None = None) -> int:
+    """Number of distinct truth-graph pairs whose two hits are signal (with ``secondary``:
+    only those of secondary particles (True) or of prompt ones (False), by the record's
+    ``production_radius``)."""
+    from trkx.data.truth import PROMPT_RADIUS
+
     edges = as_numpy(record.track_edges)
     signal_hit = as_numpy(record.signal_hit)
     keep = signal_hit[edges[0]] & signal_hit[edges[1]]
+    if secondary is not None:
+        far = as_numpy(record.production_radius)[edges[0]] > PROMPT_RADIUS
+        keep &= far if secondary else ~far
     lo = np.minimum(edges[0, keep], edges[1, keep])
     hi = np.maximum(edges[0, keep], edges[1, keep])
     return int(np.unique(lo * int(record.num_nodes) + hi).size)
@@ -50,8 +57,18 @@ def graph_metrics(record: Data, keep: torch.Tensor | None = None) -> dict[str, f
         y, y_pid, signal = y[keep], y_pid[keep], signal[keep]
     n_edges = int(y.numel())
     kept = all_kept(n_edges, y.device)
+    origin = {}
+    secondary = secondary_edges(record) if keep is None and getattr(
+        record, "edge_index", None) is not None else None
+    if secondary is not None:        # edge efficiency of the prompt and secondary particles
+        for name, far in (("prompt", False), ("secondary", True)):
+            chosen = secondary if far else ~secondary
+            origin[f"edge_efficiency_{name}"] = edge_efficiency(
+                kept, signal.bool() & chosen.to(signal.device),
+                signal_truth_edges(record, secondary=far))
     return {
         "edge_efficiency": edge_efficiency(kept, signal, signal_truth_edges(record)),
+        **origin,
         "purity": edge_purity(kept, y),
         "purity_pid": edge_purity(kept, y_pid),
         "edges_per_hit": n_edges / max(int(record.num_nodes), 1),

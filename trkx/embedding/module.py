@@ -122,6 +122,9 @@ class EmbeddingModule(pl.LightningModule):
         self.log("val_loss", self.event_loss(record), batch_size=1)
         for key in ("edge_efficiency", "purity", "edges_per_hit"):
             self.log(f"val_{key}", metrics[key], prog_bar=True, batch_size=1)
+        for key in ("edge_efficiency_prompt", "edge_efficiency_secondary"):
+            if key in metrics:       # records with production radii: the split by origin
+                self.log(f"val_{key}", metrics[key], batch_size=1)
 
     @torch.no_grad()
     def signal_pair_distances(self, record: Data) -> torch.Tensor:

@@ -25,7 +25,13 @@ import torch
 from torch_geometric.data import Data
 
 from trkx.edge_loss import edge_weights, weighted_bce
-from trkx.figures import edge_purity
+from trkx.figures import (
+    edge_purity,
+    kept_edges,
+    origin_counts,
+    origin_efficiencies,
+    secondary_edges,
+)
 from trkx.filter.features import edge_features
 from trkx.filter.inference import score_edges
 from trkx.filter.model import FilterMLP
@@ -135,6 +141,15 @@ class FilterModule(pl.LightningModule):
             value = sum(m[key] * w for m, w in zip(pooled, weights)) / sum(weights)
             self.log(f"val_{key}", value, prog_bar=key in ("signal_efficiency", "edges_per_hit"))
         self.log("val_score_cut", cut)
+        counts = []
+        for s, r in zip(scores, records):
+            secondary = secondary_edges(r)
+            if secondary is not None:
+                counts.append(origin_counts(kept_edges(s.to(r.signal.device), cut), r.signal,
+                                            secondary))
+        if counts:     # signal efficiency of the prompt and the secondary particles' edges
+            for key, value in origin_efficiencies(counts).items():
+                self.log(f"val_signal_{key}", value)
 
     def working_point(self) -> dict[str, float]:
         """The score cut chosen on the validation events (kept in the checkpoint)."""

@@ -23,6 +23,7 @@ from torch_geometric.data import Data
 
 from trkx.data.record import PRODUCTION_RADIUS, PT
 from trkx.edge_loss import edge_weights, weighted_bce
+from trkx.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
@@ -110,6 +111,7 @@ class GNNModule(pl.LightningModule):
         self._val_events: list[Data] = []
         self.chooser = KernelChooser(width=model.hidden)
         self._val_outputs: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
+        self._val_origin: list[dict[str, int]] = []
 
     def forward(self, data: Data) -> Tensor:
         """Edge logits [E] of one event graph."""
@@ -167,6 +169,10 @@ class GNNModule(pl.LightningModule):
                  batch_size=1, prog_bar=True)
         scores = torch.sigmoid(logits.float()).detach().cpu()
         self._val_outputs.append((scores, data.y.cpu(), data.signal.cpu(), weights.cpu()))
+        secondary = secondary_edges(data) if "edge_index" in data else None
+        if secondary is not None:     # whole events with truth: the split by origin
+            self._val_origin.append(origin_counts(kept_edges(scores, self.edge_cut),
+                                                  data.signal.cpu(), secondary.cpu()))
         if self.tune_tracks and has_truth(data):
             scored = data.clone().cpu()
             for key in ("graph_ops",):
@@ -177,6 +183,7 @@ class GNNModule(pl.LightningModule):
 
     def on_validation_epoch_start(self) -> None:
         self._val_events = []
+        self._val_origin = []
 
     def working_point(self) -> dict[str, float]:
         """The track builder's cut tuned on the last validation epoch (and the edge cut)."""
@@ -198,6 +205,10 @@ class GNNModule(pl.LightningModule):
             scores, y, signal, weights = gather(scores, y, signal, weights)
         metrics = edge_metrics(scores, y, signal, weights, self.edge_cut)
         self.log_dict(metrics.as_dict("val_"), prog_bar=True)
+        if self._val_origin:   # signal edges of prompt and secondary particles kept at the cut
+            self.log_dict({f"val_{k}": v for k, v in
+                           origin_efficiencies(self._val_origin).items()})
+            self._val_origin = []
 
     def configure_optimizers(self):
         if self.lr_step_size <= 0:

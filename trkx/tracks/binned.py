@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import beta
 
-from trkx.tracks.metrics import PROMPT_RADIUS
+from trkx.data.truth import PROMPT_RADIUS
 
 ONE_SIGMA = 0.6827
 

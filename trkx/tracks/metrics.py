@@ -29,13 +29,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from trkx.data.truth import SignalCuts
+from trkx.data.truth import PROMPT_RADIUS, SignalCuts
 from trkx.tracks.event_truth import EventTruth
 from trkx.tracks.matching import MATCHINGS, duplicate_flags, track_is_matched
 from trkx.tracks.score import match_tracks
-
-#: Largest production radius (mm) of a prompt particle; beyond it a particle is a secondary.
-PROMPT_RADIUS = 1.0
 
 
 @dataclass(frozen=True)

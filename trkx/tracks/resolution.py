@@ -6,7 +6,7 @@ For every matched candidate track of a signal particle, with its parameters (the
     pT:  r = pT_fit / pT_true - 1,   eta: eta_fit - eta_true,
 
 and, when the particle table is known (``px, py, vz, q``) and the particle is prompt
-(production radius <= trkx.tracks.metrics.PROMPT_RADIUS), where the perigee is the vertex:
+(production radius <= trkx.data.truth.PROMPT_RADIUS), where the perigee is the vertex:
 
     phi: wrap(phi_fit - atan2(py, px)),   d0: d0_fit,   z0: z0_fit - vz,   charge: q_fit = q.
 
@@ -22,7 +22,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from trkx.tracks.metrics import PROMPT_RADIUS, EventEvaluation
+from trkx.data.truth import PROMPT_RADIUS
+from trkx.tracks.metrics import EventEvaluation
 
 MAD_TO_SIGMA = 1.4826
 
