@@ -56,8 +56,9 @@ def test_workers_write_the_tracks_of_the_single_process_loop(
     assert infer(tiny_run, events, two, "--threads", "2", "--workers", "2") == 0
     names = sorted(p.name for p in one.glob("event*-tracks.csv"))
     assert len(names) == 4
-    assert sorted(p.name for p in two.iterdir()) == sorted([*names, "timing.json"])
-    for name in names:
+    fitted = [name.replace("-tracks.csv", "-parameters.csv") for name in names]
+    assert sorted(p.name for p in two.iterdir()) == sorted([*names, *fitted, "timing.json"])
+    for name in [*names, *fitted]:
         assert (one / name).read_bytes() == (two / name).read_bytes(), name
     for out, workers in ((one, 1), (two, 2)):
         timing = json.loads((out / "timing.json").read_text())

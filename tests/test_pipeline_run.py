@@ -73,7 +73,9 @@ def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
     tracks = pd.read_csv(workdir / "tracks" / "event000300000-tracks.csv")
     hits = pd.read_csv(workdir / "data" / "test" / "event000300000-hits.csv.gz")
     assert sorted(p.name for p in (workdir / "tracks").iterdir()) == \
-        ["event000300000-tracks.csv", "timing.json"]
+        ["event000300000-parameters.csv", "event000300000-tracks.csv", "timing.json"]
+    fitted = pd.read_csv(workdir / "tracks" / "event000300000-parameters.csv")
+    assert set(fitted["track_id"]) <= set(tracks["track_id"]) and (fitted["n_hits"] >= 3).all()
     assert sorted(tracks["hit_id"]) == sorted(hits["hit_id"]) and len(hits) == 740
     summary = json.loads((workdir / "run_summary.json").read_text())
     assert set(summary["seconds_per_stage"]) >= {"simulate", "embedding", "filter", "gnn",
