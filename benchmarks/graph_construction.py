@@ -110,11 +110,10 @@ def pipeline_embedding(args) -> tuple[np.ndarray, object, float, int, str]:
     from trkx.data.events import event_record
     from trkx.data.listing import event_prefixes
     from trkx.embedding.inference import embed
-    from trkx.pipeline.inference import TrainedPipeline
 
     data = harness.DATA
     prefix = event_prefixes(str(args.events or data / "real_pixel_truth"))[0]
-    pipeline = TrainedPipeline.load(args.config, args.checkpoints)
+    pipeline = harness.load_pipeline(args)
     record = event_record(prefix, load_detector(), pipeline.use_cells, pipeline.signal_pt_min)
     embedding, seconds = best_of(lambda: embed(pipeline.embedding, record.x))
     print(f"{Path(prefix).name}: embedding {seconds:.3f} s")

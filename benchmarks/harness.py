@@ -77,7 +77,7 @@ def parser(doc: str | None, *, events: str | None = None, models: bool = False,
                        help=f"events used (default {n_events})")
     if models:
         p.add_argument("--config", type=Path, help="pipeline YAML of the models "
-                       "(default: the shipped pile-up-200 models)")
+                       "(default: the shipped hits-only pile-up-200 models)")
         p.add_argument("--checkpoints", type=Path, help="its checkpoint folder")
     if data:
         p.add_argument("--data", type=Path, default=DATA, metavar="DIR", help="the TrackML "
@@ -247,3 +247,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def load_pipeline(args, overrides: tuple[str, ...] = ()):
+    """The TrainedPipeline of ``--config``/``--checkpoints``; neither: the shipped hits-only
+    set (it reads every hit file; trkx.pipeline.reconstruct.Reconstructor chooses per event)."""
+    from trkx.pipeline.inference import TrainedPipeline
+
+    config, checkpoints = args.config, args.checkpoints
+    if config is None and checkpoints is None:
+        from trkx.models import shipped_models
+
+        shipped = shipped_models()
+        config, checkpoints = shipped.config, shipped.checkpoints
+    return TrainedPipeline.load(config, checkpoints, list(overrides))

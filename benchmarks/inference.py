@@ -291,10 +291,9 @@ def main() -> None:
         parser.error("--events DIR (simulated events with truth) is required")
 
     from trkx.data.listing import event_prefixes
-    from trkx.pipeline.inference import TrainedPipeline
 
-    fast = TrainedPipeline.load(args.config, args.checkpoints)
-    reference = TrainedPipeline.load(args.config, args.checkpoints, ["inference.precision=fp32"])
+    fast = harness.load_pipeline(args)
+    reference = harness.load_pipeline(args, ("inference.precision=fp32",))
     reference.embedding_options = dataclasses.replace(reference.embedding_options, backend="kdtree")
     simulated = event_prefixes(args.events)[: args.n_events]
     real = event_prefixes(args.real_events)[: args.n_events] if args.real_events.is_dir() \
@@ -343,8 +342,8 @@ def main() -> None:
                           - first["simulated"]["physics"]["efficiency"]),
         help_seconds=help_seconds(),
         precision=fast.precisions)
-    at = {precision: stage_efficiencies(TrainedPipeline.load(
-        args.config, args.checkpoints, [f"inference.precision={precision}"]), simulated)
+    at = {precision: stage_efficiencies(harness.load_pipeline(
+        args, (f"inference.precision={precision}",)), simulated)
         for precision in ("fp32", "bf16")}
     figures["bf16_efficiency_delta"] = {k: at["fp32"][k] - at["bf16"][k] for k in at["fp32"]}
     figures["bf16_keeps_physics"] = {k: abs(v) <= BF16_TOLERANCE

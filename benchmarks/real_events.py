@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from trkx.data.listing import event_prefixes
-    from trkx.pipeline.inference import TrainedPipeline
-    pipeline = TrainedPipeline.load(args.config, args.checkpoints)
+
+    pipeline = harness.load_pipeline(args)
     if args.config is None:
         from trkx.models import shipped_models
 

@@ -131,12 +131,14 @@ def test_every_stage_stays_on_the_pipeline_device(sample_hits: Path) -> None:
     GNN). Track building, which is CPU code by design, is left out of the check."""
     from trkx.data.detector import load_detector
     from trkx.data.events import event_record
+    from trkx.models import shipped_models
     from trkx.pipeline.inference import TrainedPipeline
 
+    models = shipped_models()          # the hits-only set: the sample event's hits alone
     with pytest.raises(ConfigError, match="'tpu' is not one of"):
-        TrainedPipeline.load(device="tpu")
+        TrainedPipeline.load(models.config, models.checkpoints, device="tpu")
     device = torch.device("cpu")
-    pipeline = TrainedPipeline.load(device=device)
+    pipeline = TrainedPipeline.load(models.config, models.checkpoints, device=device)
     assert pipeline.device == device
     for network in (pipeline.embedding, pipeline.filter, pipeline.gnn):
         assert {p.device for p in network.parameters()} == {device}

@@ -1,5 +1,5 @@
 """Trained pipelines that ship with trkx: what ``trkx infer --events DIR --out DIR`` uses when
-no ``--config``/``--checkpoints`` are given, and ``TrainedPipeline.load()`` with no arguments.
+no ``--config``/``--checkpoints`` are given, and ``trkx.pipeline.reconstruct.Reconstructor()``.
 
 Two sets: ``pu200`` (hits only, every TrackML hit file) and ``pu200_cells`` (the hits and the
 cluster shapes of their cells); ``trkx infer`` runs the cells set on each event that has a cells
