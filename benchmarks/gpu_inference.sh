@@ -1,97 +1,86 @@
 #!/usr/bin/env bash
-# GPU check of `trkx infer --device cuda` (issue 39): time per stage on CUDA and on the CPU, and
-# how many tracks differ between the two, on the real event 21001 and the 11 Kaggle hit files.
+# GPU check of `trkx infer --device cuda` (issues 39, 47), in one call on a fresh GPU machine:
+# both shipped sets on the real event 21001 (the cells set, as `trkx infer` chooses it, and the
+# hits-only set on the same event's hits), and the hits-only set on the 11 Kaggle hit files,
+# each on the GPU and on the CPU. Reported per run: mean seconds per stage, events/s, the
+# efficiency / fake rate on 21001's pixel truth; per pair: the tracks found on one device only.
 #
-#   TRKX_DATA=DIR bash benchmarks/gpu_inference.sh [OUT]
+#   bash benchmarks/gpu_inference.sh --stage-data   # here: copy the data into runs/gpu_data/
+#   TRKX_DATA=DIR bash benchmarks/gpu_inference.sh [RESULTS]
 #
 # DIR holds real_pixel_truth/ and kaggle_hits/ (default: ../shared/data/trackml beside the
-# checkout, else runs/gpu_data/ in it: for the device machine, which gets the checkout only,
-# copy those two folders into runs/gpu_data/ (ignored, ~20 MB) and carry it). OUT (default: a
-# temporary folder) receives one folder per (events, device) run with its tracks and
-# timing.json, the logs, and gpu_inference.json: mean seconds per stage of each run, events/s, the device and GPU name,
-# and per event the hits whose track differs and the tracks (>= 3 hits) found on one device
-# only. The shipped pu200 models (hits only), fp32, in this checkout (PYTHONPATH): about
-# 3-5 minutes on an H100 machine (16 cores; the CPU runs take most of it).
-# GPU_DEVICE=cpu runs the script without a GPU (CPU against CPU: no differences), to check it.
-# Where $OUT is set (the device machine's folder that comes back, 8 files at most), the logs
-# and gpu_inference.json are copied there too.
-set -euo pipefail
+# checkout, else runs/gpu_data/ in it). The device machine gets the checkout alone: stage the
+# data (about 20 MB; runs/ is ignored) and carry runs/gpu_data with the call. RESULTS (default:
+# a temporary folder) receives one folder per run (tracks, timing.json, evaluate/), its log,
+# status.txt (name, exit code, wall seconds) and gpu_inference.json (benchmarks/
+# gpu_inference_report.py). Every step runs whatever the earlier ones did, each under its own
+# time limit (STEP_TIMEOUT seconds, default 150); on exit, whatever failed, the report runs,
+# every log is gathered into gpu_inference.txt, and that, the JSON and status.txt are copied to
+# $OUT (the device machine's folder that comes back: 8 files at most).
+# GPU_DEVICE=cpu runs the script without a GPU (CPU against CPU: no differences), to check it;
+# KAGGLE_EVENTS=N limits the Kaggle files (default: all 11). About 4-5 minutes on an H100/H200
+# machine (16 cores; the CPU runs take most of it).
+set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-python3}
+if [[ ${1:-} == --stage-data ]]; then
+  source=${TRKX_DATA:-$REPO/../shared/data/trackml}
+  mkdir -p "$REPO/runs/gpu_data"
+  cp -r "$source/real_pixel_truth" "$source/kaggle_hits" "$REPO/runs/gpu_data/" || exit 2
+  du -sh "$REPO/runs/gpu_data"
+  exit 0
+fi
 DATA=${TRKX_DATA:-}
 if [[ -z $DATA ]]; then
   for candidate in "$REPO/../shared/data/trackml" "$REPO/runs/gpu_data"; do
     [[ -d $candidate/kaggle_hits ]] && DATA=$candidate && break
   done
 fi
-[[ -n $DATA && -d $DATA/real_pixel_truth && -d $DATA/kaggle_hits ]] || {
-  echo "gpu_inference.sh: no real_pixel_truth/ and kaggle_hits/ under TRKX_DATA=${DATA:-unset}" >&2
-  exit 2; }
 RESULTS=${1:-$(mktemp -d)}
-PY=${PYTHON:-python3}
+mkdir -p "$RESULTS"
+finish() {
+  "$PY" "$REPO/benchmarks/gpu_inference_report.py" "$RESULTS" 2>&1 | tee "$RESULTS/report.log"
+  for log in "$RESULTS"/*.log; do echo "#### ${log##*/}"; cat "$log"; done \
+    > "$RESULTS/gpu_inference.txt"
+  if [[ -n ${OUT:-} && -d $OUT ]]; then
+    cp "$RESULTS"/gpu_inference.json "$RESULTS"/gpu_inference.txt "$RESULTS"/status.txt \
+      "$OUT"/ 2>/dev/null
+  fi
+}
+trap finish EXIT
+[[ -n $DATA && -d $DATA/real_pixel_truth && -d $DATA/kaggle_hits ]] || {
+  echo "gpu_inference.sh: no real_pixel_truth/ and kaggle_hits/ under TRKX_DATA=${DATA:-unset}" \
+    "(stage them with --stage-data and carry runs/gpu_data)" | tee "$RESULTS/setup.log" >&2
+  exit 2; }
 GPU=${GPU_DEVICE:-cuda}
 export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TRKX_DATA=$DATA
-mkdir -p "$RESULTS"
-[[ $GPU == cpu ]] || "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA'; \
-print('torch', torch.__version__, torch.cuda.get_device_name())"
 cd "$REPO"
-for events in real_pixel_truth kaggle_hits; do
-  for run in cuda cpu; do
-    device=$run; [[ $run == cuda ]] && device=$GPU
-    # CPU Kaggle events in 4 processes (tracks equal the one-process loop's: tested)
-    workers=1; [[ $run == cpu && $events == kaggle_hits ]] && workers=4
-    echo "== $events on $device ($workers worker(s))"
-    start=$SECONDS
-    "$PY" -m trkx infer --events "$DATA/$events" --out "$RESULTS/$events-$run" \
-      --device "$device" --workers "$workers" 2>&1 | tr '\r' '\n' \
-      | grep -v "s/event\]\|event/s\]\|it/s\]" | tee "$RESULTS/$events-$run.log"
-    echo "wall $((SECONDS - start)) s (loading included)" | tee -a "$RESULTS/$events-$run.log"
-  done
+{ echo "repo $(git rev-parse --short HEAD 2>/dev/null || echo '?'), data $DATA, GPU_DEVICE=$GPU"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
+  "$PY" -c "import torch, numba, torch_geometric as g; print('python', __import__('sys').version.split()[0], \
+'torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'numba', numba.__version__, 'pyg', g.__version__)"
+  nproc; } 2>&1 | tee "$RESULTS/setup.log"
+read -r HITS_CONFIG HITS_CHECKPOINTS < <("$PY" -c "from trkx.models import shipped_models as s; \
+m = s('pu200'); print(m.config, m.checkpoints)")
+KAGGLE=(); [[ -n ${KAGGLE_EVENTS:-} ]] && KAGGLE=(--n-events "$KAGGLE_EVENTS")
+
+step() {  # step NAME -- trkx infer arguments
+  local name=$1; shift
+  echo "== $name: trkx infer $*"
+  local start=$SECONDS
+  timeout "${STEP_TIMEOUT:-150}" "$PY" -m trkx infer --out "$RESULTS/$name" "$@" 2>&1 \
+    | tr '\r' '\n' | grep -v "s/event\]\|event/s\]\|it/s\]" > "$RESULTS/$name.log"
+  local rc=${PIPESTATUS[0]}
+  tail -n 4 "$RESULTS/$name.log"
+  echo "$name $rc $((SECONDS - start))" | tee -a "$RESULTS/status.txt"
+}
+for run in gpu cpu; do
+  device=cpu; [[ $run == gpu ]] && device=$GPU
+  step "real-cells-$run" --events "$DATA/real_pixel_truth" --device "$device"
+  step "real-hits-$run" --events "$DATA/real_pixel_truth" --device "$device" \
+    --config "$HITS_CONFIG" --checkpoints "$HITS_CHECKPOINTS"
+  # the CPU's Kaggle events in 4 processes (their tracks equal one process's: tested)
+  workers=1; [[ $run == cpu ]] && workers=4
+  step "kaggle-$run" --events "$DATA/kaggle_hits" --device "$device" --workers "$workers" \
+    "${KAGGLE[@]}"
 done
-"$PY" - "$RESULTS" <<'EOF'
-import json, sys
-from pathlib import Path
-
-import pandas as pd
-
-results = Path(sys.argv[1])
-report = {"runs": {}, "differences": {}}
-for timing in sorted(results.glob("*-*/timing.json")):
-    t = json.loads(timing.read_text())
-    report["runs"][timing.parent.name] = {
-        k: t[k] for k in ("device", "gpu", "precision", "mean_seconds", "events_per_second",
-                          "workers", "threads_per_worker")}
-
-
-def tracks(frame: pd.DataFrame) -> set[frozenset]:
-    groups = frame.groupby("track_id").hit_id.apply(frozenset)
-    return {g for g in groups if len(g) >= 3}
-
-
-for events in ("real_pixel_truth", "kaggle_hits"):
-    for cpu_file in sorted((results / f"{events}-cpu").glob("event*-tracks.csv")):
-        cuda = pd.read_csv(results / f"{events}-cuda" / cpu_file.name).sort_values("hit_id")
-        cpu = pd.read_csv(cpu_file).sort_values("hit_id")
-        assert (cpu.hit_id.to_numpy() == cuda.hit_id.to_numpy()).all()
-        on_cpu, on_cuda = tracks(cpu), tracks(cuda)
-        # a hit differs when the hits sharing its track differ
-        mate_cpu = cpu.groupby("track_id").hit_id.transform("min").to_numpy()
-        mate_cuda = cuda.groupby("track_id").hit_id.transform("min").to_numpy()
-        report["differences"][cpu_file.name] = {
-            "identical_file": cpu_file.read_bytes() == (results / f"{events}-cuda" /
-                                                        cpu_file.name).read_bytes(),
-            "hits": len(cpu), "hits_in_another_track": int((mate_cpu != mate_cuda).sum()),
-            "tracks_cpu": len(on_cpu), "tracks_only_cpu": len(on_cpu - on_cuda),
-            "tracks_only_cuda": len(on_cuda - on_cpu)}
-(results / "gpu_inference.json").write_text(json.dumps(report, indent=1))
-for name, run in report["runs"].items():
-    print(f"{name:24s} {run['device']:7s} {run['events_per_second']:.3f} events/s  " +
-          " ".join(f"{k} {v:.3f}" for k, v in run["mean_seconds"].items()))
-for name, d in report["differences"].items():
-    print(f"{name}: {d['hits_in_another_track']} of {d['hits']} hits in another track, "
-          f"tracks only on CPU {d['tracks_only_cpu']}, only on CUDA {d['tracks_only_cuda']} "
-          f"of {d['tracks_cpu']}" + (" (identical file)" if d["identical_file"] else ""))
-print(f"-> {results / 'gpu_inference.json'}")
-EOF
-if [[ -n ${OUT:-} && -d $OUT ]]; then
-  cp "$RESULTS"/gpu_inference.json "$RESULTS"/*.log "$OUT"/
-fi

@@ -167,14 +167,16 @@ def test_compiled_table_to_edges_is_the_numpy_one(n, k, seed) -> None:
 
 
 def _brute_force_other_layers(points: np.ndarray, pos: np.ndarray, layer: np.ndarray,
-                              radius: float, k: int) -> set[tuple]:
-    """The definition, literally: of each hit's 2k nearest others within the radius, the k
-    nearest on another layer."""
+                              radius: float, k: int, among: int | None = None) -> set[tuple]:
+    """The definition, literally: each hit's k nearest others within the radius on another
+    layer (``among``: of its ``among`` nearest only, the fallback of the backends that cannot
+    skip a layer while they search)."""
     dist = np.linalg.norm(points[:, None, :] - points[None, :, :], axis=-1)
     np.fill_diagonal(dist, np.inf)
     pairs = set()
     for i in range(len(points)):
-        near = [j for j in np.argsort(dist[i], kind="stable")[:2 * k] if dist[i, j] < radius]
+        near = [j for j in np.argsort(dist[i], kind="stable")[:among or len(points)]
+                if dist[i, j] < radius]
         for j in [j for j in near if layer[j] != layer[i]][:k]:
             pairs.add((min(i, j), max(i, j)))
 
@@ -187,19 +189,27 @@ def _brute_force_other_layers(points: np.ndarray, pos: np.ndarray, layer: np.nda
 @pytest.mark.parametrize("backend", ["bucket", "kdtree", "torch"])
 def test_other_layers_only_spends_k_on_other_layers(backend: str) -> None:
     points, pos = _points()
-    layer = np.round(pos[:, 0]).astype(np.int64)         # three layers, by radius
-    expected = _brute_force_other_layers(points, pos, layer, RADIUS, K)
-    edges = build_edges(torch.from_numpy(points), RADIUS, K, backend, pos=torch.from_numpy(pos),
-                        layer=torch.from_numpy(layer), chunk_size=97, bucket_size=8)
+    # layers as bands of the embedding: a hit's nearest neighbours share its layer, so more
+    # than k of its 2k nearest often do (where the exact search and the fallback differ)
+    # (a radius wide enough to reach across the bands)
+    layer = np.floor(points[:, 0] / 0.3).astype(np.int64)
+    exact = _brute_force_other_layers(points, pos, layer, 2 * RADIUS, K)
+    among_2k = _brute_force_other_layers(points, pos, layer, 2 * RADIUS, K, among=2 * K)
+    assert len(exact) > len(among_2k) + 200
+    expected = among_2k if backend == "kdtree" else exact
+    edges = build_edges(torch.from_numpy(points), 2 * RADIUS, K, backend,
+                        pos=torch.from_numpy(pos), layer=torch.from_numpy(layer),
+                        chunk_size=97, bucket_size=8)
     src, dst = edges.numpy()
     assert not np.any(layer[src] == layer[dst]), "an edge within one layer"
     assert set(zip(src.tolist(), dst.tolist())) == expected
-    plain = build_edges(torch.from_numpy(points), RADIUS, K, backend, pos=torch.from_numpy(pos))
+    plain = build_edges(torch.from_numpy(points), 2 * RADIUS, K, backend,
+                        pos=torch.from_numpy(pos))
     cross = layer[plain[0].numpy()] != layer[plain[1].numpy()]
     assert edges.shape[1] > int(cross.sum())   # k spent elsewhere: more cross-layer pairs
     # one layer per hit: nothing is dropped, the plain k-nearest graph
-    every = build_edges(torch.from_numpy(points), RADIUS, K, backend, pos=torch.from_numpy(pos),
-                        layer=torch.arange(len(points)))
+    every = build_edges(torch.from_numpy(points), 2 * RADIUS, K, backend,
+                        pos=torch.from_numpy(pos), layer=torch.arange(len(points)))
     assert torch.equal(every, plain)
     with pytest.raises(ValueError, match="one entry per hit"):
         build_edges(torch.from_numpy(points), RADIUS, K, backend, layer=layer[:-1])

@@ -67,3 +67,16 @@ def synchronize(device: torch.device) -> None:
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+#: Devices whose inference forwards (filter, GNN) run in cache-sized row blocks. On a CPU a
+#: block keeps its hidden layers in cache (trkx.gnn.model.INFERENCE_BLOCK_ROWS has the
+#: figures); on a GPU the blocks would be hundreds of small kernels per event (about 600
+#: filter blocks and 7k launches on a pile-up-200 event), so there one forward takes all rows.
+#: Tests empty it to run the GPU's unblocked path on the CPU.
+ROW_BLOCKED_DEVICES: tuple[str, ...] = ("cpu",)
+
+
+def row_blocked(tensor: torch.Tensor) -> bool:
+    """Whether inference on ``tensor``'s device runs in row blocks (ROW_BLOCKED_DEVICES)."""
+    return tensor.device.type in ROW_BLOCKED_DEVICES

@@ -40,11 +40,14 @@ import numpy as np
 
 
 def bucket_neighbours(points: np.ndarray, radius: float, k: int, bucket: int = 64,
-                      threads: int | None = None) -> np.ndarray:
+                      threads: int | None = None, groups: np.ndarray | None = None,
+                      ) -> np.ndarray:
     """Proposal table [N, k] (int64, -1 padded) of the module docstring; exact.
 
     ``points`` is [N, d] float32; ``bucket`` is the leaf size (64 was fastest at 119k hits in
-    12 dimensions); ``threads`` (default: numba's) sets the parallel workers.
+    12 dimensions); ``threads`` (default: numba's) sets the parallel workers; ``groups`` [N]
+    (e.g. each hit's detector layer), when given, restricts P_i to the j with
+    ``groups[j] != groups[i]``: the k nearest of the other groups, found by the search itself.
     """
     n = len(points)
     if n == 0:
@@ -64,7 +67,11 @@ def bucket_neighbours(points: np.ndarray, radius: float, k: int, bucket: int = 6
     y = np.ascontiguousarray(y[perm])
     xt = np.ascontiguousarray(points[perm].T)
     lo, hi = boxes(y, bounds)
-    table, _ = search(y, xt, bounds, lo, hi, np.float32(radius) ** 2, int(k), perm)
+    own = np.arange(n, dtype=np.int64) if groups is None else np.asarray(groups, np.int64)
+    if own.shape != (n,):
+        raise ValueError(f"groups must have one entry per point ({n}), got {own.shape}")
+    table, _ = search(y, xt, bounds, lo, hi, np.float32(radius) ** 2, int(k), perm,
+                      np.ascontiguousarray(own[perm]))
     return table
 
 

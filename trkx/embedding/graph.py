@@ -9,15 +9,17 @@ or, with ``layer`` given (``other_layers_only``), the k nearest among the hits o
 
     P_i = the (at most) k nearest hits j with |e_i - e_j| < R and layer_j != layer_i,
 
-found among the 2k nearest (so at most k), which spends k on the hits a track can continue to
-(a track crosses a layer once; same-layer signal pairs, from overlapping modules, are < 0.1% of
-the truth graph's), and every pair is directed from the inner to the outer hit: by radius
-``r``, then ``|z|``, then the hit index (so the order is total and deterministic). Without
-positions the pair is directed from the lower to the higher index. Every hit proposes at most
-``k`` partners, so ``|E| <= N k``; a hit can still have more than ``k`` edges when others
-propose it.
+found by the search itself (``bucket`` and ``torch`` skip the hits of the query's own layer
+as they go; the other backends search the 2k nearest and keep the other layers' among them,
+which can miss some when more than k of those share the query's layer). This spends k on the
+hits a track can continue to (a track crosses a layer once; same-layer signal pairs, from
+overlapping modules, are < 0.1% of the truth graph's). Every pair is directed from the inner to
+the outer hit: by radius ``r``, then ``|z|``, then the hit index (so the order is total and
+deterministic). Without positions the pair is directed from the lower to the higher index.
+Every hit proposes at most ``k`` partners, so ``|E| <= N k``; a hit can still have more than
+``k`` edges when others propose it.
 
-Backends (all return exactly this set when they find the true neighbours):
+Backends (each returns exactly this set when it finds the true neighbours; layers: above):
 
 - ``bucket``: kd-tree of 64-point buckets on the principal axes, searched by a numba kernel
   (trkx.embedding.bucket_search), exact; the fastest CPU search measured (about 2x cKDTree at
@@ -124,16 +126,23 @@ def _faiss_index(points: np.ndarray, backend: str, hnsw_m: int, hnsw_ef_search: 
     return index
 
 
-def _torch_search(embedding: torch.Tensor, radius: float, k: int,
-                  max_block_bytes: int) -> torch.Tensor:
-    """Exact chunked search on the tensor's own device: cdist block -> topk(k+1)."""
+def _torch_search(embedding: torch.Tensor, radius: float, k: int, max_block_bytes: int,
+                  groups: torch.Tensor | None = None) -> torch.Tensor:
+    """Exact chunked search on the tensor's own device: cdist block -> topk(k+1); with
+    ``groups`` [N] the distances to the query's own group (itself included) are masked to
+    infinity before the top-k, so the k nearest of the other groups come out directly."""
     n = embedding.shape[0]
     points = embedding.detach().float()
-    rows_per_block = max(1, int(max_block_bytes // max(1, 4 * n)))
+    rows_per_block = max(1, int(max_block_bytes // max(1, 5 * n)))    # distances + mask
+    if groups is not None:
+        groups = groups.to(points.device)
     tables = []
     for start in range(0, n, rows_per_block):
         query = points[start:start + rows_per_block]
         dist = torch.cdist(query, points)
+        if groups is not None:
+            dist.masked_fill_(groups[start:start + len(query), None] == groups[None, :],
+                              float("inf"))
         take = min(k + 1, n)
         values, idx = torch.topk(dist, take, dim=1, largest=False)
         rows = torch.arange(start, start + len(query), device=points.device)[:, None]
@@ -176,9 +185,11 @@ def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_nei
                     backend: str = "auto", *, chunk_size: int = 16384, workers: int = -1,
                     hnsw_m: int = 32, hnsw_ef_search: int = 64, ivf_lists: int = 1024,
                     ivf_probe: int = 16, max_block_bytes: int = 256 << 20,
-                    bucket_size: int = 64) -> np.ndarray:
+                    bucket_size: int = 64, groups: np.ndarray | None = None) -> np.ndarray:
     """The proposal table ``P`` of the module docstring: [N, k'] int64, -1 padded, at most
-    ``max_neighbours`` valid entries per row."""
+    ``max_neighbours`` valid entries per row; with ``groups`` [N] (the layer of each hit),
+    the nearest of the other groups only (``bucket`` and ``torch`` mask the own group inside
+    the search; the other backends search the 2k nearest and select: :func:`other_layer_table`)."""
     if radius <= 0:
         raise ValueError(f"radius must be > 0, got {radius}")
     if max_neighbours < 1:
@@ -187,12 +198,19 @@ def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_nei
         raise ValueError(f"embedding must be [N, d], got shape {tuple(embedding.shape)}")
     backend = resolve_backend(backend, embedding)
     k = int(max_neighbours)
+    if groups is not None and backend not in ("bucket", "torch"):
+        table = neighbour_table(embedding, radius, 2 * k, backend, chunk_size=chunk_size,
+                                workers=workers, hnsw_m=hnsw_m, hnsw_ef_search=hnsw_ef_search,
+                                ivf_lists=ivf_lists, ivf_probe=ivf_probe)
+        return other_layer_table(table, _as_float32(embedding), np.asarray(groups), k)
     if backend == "torch":
         tensor = embedding if isinstance(embedding, torch.Tensor) else torch.from_numpy(
             np.asarray(embedding, np.float32))
         # searched on the embedding's device; the table [N, k+1] goes to the CPU once, for
         # the numba pair kernel of table_to_edges
-        return _torch_search(tensor, radius, k, max_block_bytes).cpu().numpy()
+        return _torch_search(tensor, radius, k, max_block_bytes,
+                             None if groups is None else torch.as_tensor(groups),
+                             ).cpu().numpy()
     # The other backends are CPU libraries (numba, scipy, FAISS): a CUDA embedding is copied
     # to the CPU once here ([N, d] float32). faiss_gpu copies it back to its own GPU index
     # (it takes numpy arrays; faiss.contrib.torch_utils could skip the copies, not yet measured).
@@ -205,7 +223,7 @@ def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_nei
         from trkx.embedding.bucket_search import bucket_neighbours
 
         return bucket_neighbours(points, radius, k, bucket_size,
-                                 threads=None if workers < 0 else workers)
+                                 threads=None if workers < 0 else workers, groups=groups)
     index = _faiss_index(points, backend, hnsw_m, hnsw_ef_search, ivf_lists, ivf_probe)
     return _faiss_search(index, points, radius, k, chunk_size)
 
@@ -275,20 +293,17 @@ def build_edges(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbo
     """Candidate edges ``[2, E]`` (int64, on the embedding's device) of the module docstring.
 
     ``pos`` [N, 3] = (r, phi, z) sets the inner -> outer direction; ``layer`` [N] (one integer
-    per detector layer), when given, restricts each hit's proposals to other layers (searched
-    among the 2k nearest; the selection runs on the CPU, as the de-duplication does);
-    ``search_options`` go to :func:`neighbour_table` (chunk size, HNSW/IVF parameters, ...).
+    per detector layer), when given, restricts each hit's proposals to other layers (inside
+    the search: :func:`neighbour_table`'s ``groups``); ``search_options`` go to
+    :func:`neighbour_table` (chunk size, HNSW/IVF parameters, ...).
     """
     n = embedding.shape[0]
-    if layer is None:
-        table = neighbour_table(embedding, radius, max_neighbours, backend, **search_options)
-    else:
+    if layer is not None:
         layer = layer.cpu().numpy() if isinstance(layer, torch.Tensor) else np.asarray(layer)
         if layer.shape != (n,):
             raise ValueError(f"layer must have one entry per hit ({n}), got {layer.shape}")
-        table = neighbour_table(embedding, radius, 2 * max_neighbours, backend,
-                                **search_options)
-        table = other_layer_table(table, _as_float32(embedding), layer, max_neighbours)
+    table = neighbour_table(embedding, radius, max_neighbours, backend, groups=layer,
+                            **search_options)
     # Unique inner -> outer pairs: a numba kernel (counting sort of the pairs) on the CPU
     # whatever the device, and the (r, |z|) rank; the edges move to the embedding's device once.
     edges = torch.from_numpy(table_to_edges(table, inner_to_outer_rank(pos, n)))

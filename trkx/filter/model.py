@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from trkx.device import row_blocked
 from trkx.filter.features import edge_feature_count
 
 
@@ -42,8 +43,8 @@ class FilterMLP(nn.Module):
             raise ValueError(f"the filter expects {self.in_features} edge features, got "
                              f"{features.shape[-1]} (hit features or cell features differ "
                              "from training)")
-        if torch.is_grad_enabled():
-            return self.net(features).squeeze(-1)
+        if torch.is_grad_enabled() or not row_blocked(features):
+            return self.net(features).squeeze(-1)       # training, or a GPU: one forward
         return self._forward_blocked(features)
 
     def _forward_blocked(self, features: torch.Tensor) -> torch.Tensor:

@@ -47,6 +47,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
+from trkx.device import row_blocked
 from trkx.gnn.graph_ops import GraphOps
 
 AGGREGATIONS: tuple[str, ...] = ("sum", "mean")
@@ -306,7 +307,7 @@ def _row_blocked(ops: GraphOps, node_side_projection: bool) -> bool:
     single-process GraphOps that exposes its edge endpoints, and the CPU (on a GPU the blocks
     would be many small kernels)."""
     return (not torch.is_grad_enabled() and node_side_projection and hasattr(ops, "endpoints")
-            and ops.endpoints()[0].device.type == "cpu")
+            and row_blocked(ops.endpoints()[0]))
 
 
 def _mlp_in_place(net: nn.Sequential, z: Tensor) -> Tensor:

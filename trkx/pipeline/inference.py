@@ -184,32 +184,39 @@ class TrainedPipeline:
         return pipeline
 
     def warm_up(self, hits: int = 64) -> None:
-        """Load the compiled kernels of graph and track building (numba: from its disk cache,
-        once compiled) and start numba's thread pool, on a tiny random event of the real
-        types, so that this one-off cost (~0.3-1 s in a fresh process, seconds more on the
-        first-ever compile) is paid with the models, not by the first event. The dense layers,
-        the neighbour search and a CSR sum run once on the pipeline's device too (on CUDA:
-        the BLAS and sparse libraries' handles and the search's kernels)."""
+        """Run every kernel of :meth:`run` once on a tiny random event of the real types and
+        widths, so that one-off costs are paid with the models, not by the first event: numba's
+        compiled graph and track kernels (loaded from its disk cache, once compiled) and its
+        thread pool (~0.3-1 s in a fresh process, seconds more on the first-ever compile); on
+        CUDA the BLAS, sparse and sort libraries' handles and the first launch of each kernel
+        (dense layers, neighbour search and its layer mask, filter features and cell
+        agreement, edge inputs and edge agreement, GNN sums), which otherwise cost the first
+        event hundreds of milliseconds. All pairs of the tiny event are within reach (unit
+        points, radius 2), so every stage sees edges; its GNN kernel choice is not kept."""
         from trkx.embedding.graph import build_edges
-        from trkx.embedding.inference import embed
-        from trkx.gnn.ops_factory import build_graph_ops
+        from trkx.embedding.inference import embed, layer_key
+        from trkx.filter.inference import score_edges as filter_scores
+        from trkx.gnn.edge_inputs import model_edge_inputs
+        from trkx.gnn.inference import score_edges
 
-        generator = torch.Generator().manual_seed(0)
+        record = warm_up_record(hits, self.use_cells, self.device)
+        embed(self.embedding, record.x, precision=self.embedding_options.precision)
         dim = self.embedding.net[-1].out_features
+        generator = torch.Generator().manual_seed(1)
         points = torch.nn.functional.normalize(torch.randn(hits, dim, generator=generator), dim=1)
-        pos = torch.rand(hits, 3, generator=generator) * torch.tensor([1000.0, 6.0, 2000.0])
-        pos[:, 1] -= 3.0
-        embed(self.embedding, torch.rand(hits, self.embedding.in_features, generator=generator)
-              .to(self.device), precision=self.embedding_options.precision)
-        edges = build_edges(points.to(self.device), 2.0, 4, self.embedding_options.backend,
-                            pos=pos)
-        build_graph_ops(edges, hits, "csr").aggregate(
-            torch.ones(edges.shape[1], 4, device=self.device))
-        layers = torch.arange(hits) % 4
-        self.builder.build(Data(edge_index=edges.cpu(),
-                                scores=torch.full((edges.shape[1],), 0.9),
-                                num_nodes=hits, pos=pos, volume_id=torch.full((hits,), 8),
-                                layer_id=2 * layers + 2))
+        layer = layer_key(record) if self.embedding_options.other_layers_only else None
+        record.edge_index = build_edges(points.to(self.device), 2.0, 4,
+                                        self.embedding_options.backend, pos=record.pos,
+                                        layer=layer)
+        record.scores = filter_scores(self.filter, record, self.filter_options.chunk_size,
+                                      self.filter_options.precision)
+        gnn_scores = score_edges(self.gnn, record.x, record.edge_index, self.graph_ops,
+                                 precision=self.gnn_precision,
+                                 edge_attr=model_edge_inputs(self.gnn, record))
+        self.builder.build(Data(edge_index=record.edge_index.cpu(),
+                                scores=torch.full_like(gnn_scores, 0.9).cpu(), num_nodes=hits,
+                                pos=record.pos.cpu(), volume_id=record.volume_id,
+                                layer_id=record.layer_id))
         synchronize(self.device)
 
     @property
@@ -219,11 +226,13 @@ class TrainedPipeline:
                 "filter": self.filter_options.precision, "gnn": self.gnn_precision}
 
     @torch.no_grad()
-    def run(self, record: Data, edge_labels: bool = False,
+    def run(self, record: Data, edge_labels: bool = False, stage_graphs: bool = True,
             ) -> tuple[dict[str, Data], np.ndarray, dict[str, float]]:
-        """Graphs after each stage (on the CPU), the track id of every hit, and seconds per
-        stage (``embedding``, ``graph``, ``filter``, ``gnn``, ``tracks``; on CUDA each lap
-        waits for the device's queued work, so a stage is charged its own kernels)."""
+        """Graphs after each stage (on the CPU; with ``stage_graphs=False`` the GNN's alone,
+        which track building needs: on a GPU the embedding graph's millions of edges then
+        stay there), the track id of every hit, and seconds per stage (``embedding``,
+        ``graph``, ``filter``, ``gnn``, ``tracks``; on CUDA each lap waits for the device's
+        queued work, so a stage is charged its own kernels)."""
         from trkx.embedding.inference import embedding_graph
         from trkx.filter.inference import filter_graph
         from trkx.gnn.edge_inputs import model_edge_inputs
@@ -259,9 +268,9 @@ class TrainedPipeline:
         cpu = torch.device("cpu")
         back = {id(moved[id(t)]): t for t in record.to_dict().values()
                 if isinstance(t, torch.Tensor) and id(t) in moved}   # the originals serve
+        stages = (("embedding", embedded), ("filter", filtered)) if stage_graphs else ()
         graphs = {name: to_device(graph, cpu, None, back)
-                  for name, graph in (("embedding", embedded), ("filter", filtered),
-                                      ("gnn", scored))}
+                  for name, graph in (*stages, ("gnn", scored))}
         labels = self.builder.build(graphs["gnn"])
         lap("tracks")
         return graphs, labels, seconds
@@ -281,6 +290,24 @@ class TrainedPipeline:
         from trkx.pipeline.reconstruct import reconstruct_event
 
         return reconstruct_event(self, load_detector(), prefix).tracks
+
+
+def warm_up_record(hits: int, use_cells: bool, device: torch.device) -> Data:
+    """A random event of ``hits`` hits with a real record's fields and feature columns (the
+    cell features when ``use_cells``): positions (r, phi, z) in the detector's range, four
+    barrel layers; ``x`` and ``pos`` on ``device`` (:data:`DEVICE_FIELDS`)."""
+    from trkx.data.features import CELL_FEATURES, FEATURE_SCALES, POSITION_FEATURES
+
+    generator = torch.Generator().manual_seed(0)
+    names = list(POSITION_FEATURES) + (list(CELL_FEATURES) if use_cells else [])
+    pos = torch.rand(hits, 3, generator=generator) * torch.tensor([1000.0, 6.0, 2000.0])
+    pos[:, 1] -= 3.0
+    pos[:, 2] -= 1000.0
+    x = torch.rand(hits, len(names), generator=generator)
+    x[:, :3] = pos / torch.tensor([FEATURE_SCALES[n] for n in POSITION_FEATURES])
+    layers = torch.arange(hits) % 4
+    return Data(x=x.to(device), pos=pos.to(device), feature_names=names, num_nodes=hits,
+                volume_id=torch.full((hits,), 8), layer_id=2 * layers + 2)
 
 
 def to_device(record: Data, device: torch.device, fields: Sequence[str] | None,

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, eq=False)
 class EventTracks:
-    """What one event gives: its record's graphs after each stage, the tracks, the track
-    parameters, seconds per stage (``load`` ... ``parameters``) and the hit count."""
+    """What one event gives: its record's graphs after each stage (the GNN's alone unless asked
+    for: :func:`reconstruct_event`), the tracks, the track parameters, seconds per stage
+    (``load`` ... ``parameters``) and the hit count."""
 
     event_id: int
     graphs: dict[str, Any]
@@ -44,8 +45,9 @@ class EventTracks:
 
 def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os.PathLike,
                       graphs_with_truth: bool = False) -> EventTracks:
-    """Read the event ``prefix`` (truth only with ``graphs_with_truth``, for edge labels on the
-    graphs; the tracks never read it), run ``pipeline``, fit the tracks."""
+    """Read the event ``prefix``, run ``pipeline``, fit the tracks. ``graphs_with_truth``
+    returns every stage's graph with its edge labels (the truth is read for them; the tracks
+    never read it); without it, the GNN's graph alone."""
     from trkx.data.events import event_record
     from trkx.tracks.building import tracks_frame
 
@@ -53,7 +55,8 @@ def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os
     record = event_record(str(prefix), detector, pipeline.use_cells, pipeline.signal_pt_min,
                           with_truth=graphs_with_truth)
     seconds = {"load": time.perf_counter() - start}
-    graphs, labels, laps = pipeline.run(record, edge_labels=graphs_with_truth)
+    graphs, labels, laps = pipeline.run(record, edge_labels=graphs_with_truth,
+                                        stage_graphs=graphs_with_truth)
     seconds.update(laps)
     start = time.perf_counter()
     parameters = pipeline.track_parameters(graphs["gnn"], labels)
