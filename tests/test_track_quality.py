@@ -11,6 +11,7 @@ from tests.tracks_events import broken_after_third_hit, noise_free_simulated_rec
 from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.parameters import track_parameters
 from trkx.tracks.quality import FEATURES, QualityModel, fit_quality
 from trkx.tracks.track_table import track_table
 from trkx.tracks.tuning import builder_options, tune_cut
@@ -85,6 +86,16 @@ def test_the_tuned_quality_cut_builds_the_tuned_figures():
     built = _figures(record, TrackBuilder(**options))
     assert built["efficiency"] == pytest.approx(tuned.efficiency)
     assert built["fake_rate"] == pytest.approx(tuned.fake_rate)
+    # the quality step's own table is the parameters file's, under the final track ids: the
+    # same rows as fitting the final tracks again
+    chosen = TrackBuilder(**options)
+    labels, table = chosen.build_with_table(record)
+    assert np.array_equal(labels, chosen.build(record)) and table is not None
+    again = track_parameters(record, labels, chosen)
+    assert len(again) > 10 and table["track_id"].is_unique
+    pd.testing.assert_frame_equal(track_parameters(record, labels, chosen, table), again)
+    # without a quality step the builder makes no table (the parameters are fitted then)
+    assert TrackBuilder(method="components", stitch=False).build_with_table(record)[1] is None
     # a budget of efficiency: the fewest fakes among the points that lose at most that much
     budget = tune_cut([record], builder, fake_target=1.0, cuts=(0.5,), lengths=(3,),
                       forward_lengths=(), short_scores=(None,), quality_cuts=(None, 0.3, 0.5),

@@ -225,7 +225,6 @@ class TrainedPipeline:
         return {"embedding": self.embedding_options.precision,
                 "filter": self.filter_options.precision, "gnn": self.gnn_precision}
 
-    @torch.no_grad()
     def run(self, record: Data, edge_labels: bool = False, stage_graphs: bool = True,
             ) -> tuple[dict[str, Data], np.ndarray, dict[str, float]]:
         """Graphs after each stage (on the CPU; with ``stage_graphs=False`` the GNN's alone,
@@ -233,6 +232,16 @@ class TrainedPipeline:
         stay there), the track id of every hit, and seconds per stage (``embedding``,
         ``graph``, ``filter``, ``gnn``, ``tracks``; on CUDA each lap waits for the device's
         queued work, so a stage is charged its own kernels)."""
+        graphs, labels, _, seconds = self.run_with_table(record, edge_labels, stage_graphs)
+        return graphs, labels, seconds
+
+    @torch.no_grad()
+    def run_with_table(self, record: Data, edge_labels: bool = False,
+                       stage_graphs: bool = True,
+                       ) -> tuple[dict[str, Data], np.ndarray, pd.DataFrame | None,
+                                  dict[str, float]]:
+        """:meth:`run`, and the builder's track table of the final tracks (None when its
+        quality step did not run: :meth:`TrackBuilder.build_with_table`)."""
         from trkx.embedding.inference import embedding_graph
         from trkx.filter.inference import filter_graph
         from trkx.gnn.edge_inputs import model_edge_inputs
@@ -271,16 +280,18 @@ class TrainedPipeline:
         stages = (("embedding", embedded), ("filter", filtered)) if stage_graphs else ()
         graphs = {name: to_device(graph, cpu, None, back)
                   for name, graph in (*stages, ("gnn", scored))}
-        labels = self.builder.build(graphs["gnn"])
+        labels, table = self.builder.build_with_table(graphs["gnn"])
         lap("tracks")
-        return graphs, labels, seconds
+        return graphs, labels, table, seconds
 
-    def track_parameters(self, graph: Data, labels: np.ndarray) -> pd.DataFrame:
+    def track_parameters(self, graph: Data, labels: np.ndarray,
+                         table: pd.DataFrame | None = None) -> pd.DataFrame:
         """Each track's helix parameters, chi2 / ndf and quality score
-        (trkx.tracks.parameters), from the GNN graph and the track ids :meth:`run` returned."""
+        (trkx.tracks.parameters), from the GNN graph and the track ids :meth:`run` returned
+        (``table``: :meth:`run_with_table`'s, when it gave one: no second fit)."""
         from trkx.tracks.parameters import track_parameters
 
-        return track_parameters(graph, labels, self.builder)
+        return track_parameters(graph, labels, self.builder, table)
 
     def reconstruct(self, prefix: str | os.PathLike) -> pd.DataFrame:
         """Tracks of one TrackML event (``dir/eventNNNNNNNNN``; truth is never read): the

@@ -55,11 +55,11 @@ def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os
     record = event_record(str(prefix), detector, pipeline.use_cells, pipeline.signal_pt_min,
                           with_truth=graphs_with_truth)
     seconds = {"load": time.perf_counter() - start}
-    graphs, labels, laps = pipeline.run(record, edge_labels=graphs_with_truth,
-                                        stage_graphs=graphs_with_truth)
+    graphs, labels, table, laps = pipeline.run_with_table(
+        record, edge_labels=graphs_with_truth, stage_graphs=graphs_with_truth)
     seconds.update(laps)
     start = time.perf_counter()
-    parameters = pipeline.track_parameters(graphs["gnn"], labels)
+    parameters = pipeline.track_parameters(graphs["gnn"], labels, table)
     seconds["parameters"] = time.perf_counter() - start
     event_id = int(record.event_id)
     return EventTracks(event_id, graphs, tracks_frame(record.hit_id, labels, event_id),

@@ -116,6 +116,15 @@ class TrackBuilder:
     def build_graph(self, graph: ScoredGraph, pos: np.ndarray | None = None) -> np.ndarray:
         """Track id of every hit of ``graph`` (int64, compact, in order of first hit);
         ``pos`` [N, 3] = (r, phi, z) stitches pieces and places tracks in their region."""
+        return self.build_graph_with_table(graph, pos)[0]
+
+    def build_graph_with_table(self, graph: ScoredGraph, pos: np.ndarray | None = None,
+                               ) -> tuple[np.ndarray, pd.DataFrame | None]:
+        """:meth:`build_graph`'s track ids, and the track table (trkx.tracks.track_table,
+        with its ``quality``) of the final tracks of >= 3 hits, under their final ids, when
+        the quality step made one (None without it). The quality step's table holds every
+        candidate; a track it keeps is the same hits with the same edges after the doubted
+        ones are dissolved, so its row is the final track's: one helix fit per event."""
         if self.method == "components":
             labels = connected_component_tracks(graph, self.cc_cut)
         else:
@@ -137,31 +146,45 @@ class TrackBuilder:
                                     graph.score[above]) >= self.short_score
         labels = dissolve_short(labels, self.min_length, self.min_length_forward,
                                 self.forward_eta, hit_eta, sure)
-        if self.quality_cut is not None and self.quality is not None and pos is not None \
-                and graph.layer is not None:
-            cut = self.cc_cut if self.method == "components" else self.walk_cut
-            doubted = doubted_tracks(labels, pos, graph, cut, self.quality, self.quality_cut)
-            labels = labels.copy()
-            labels[doubted] = labels.max() + 1 + np.arange(int(doubted.sum()))
-        return compact_labels(labels)
+        if self.quality_cut is None or self.quality is None or pos is None \
+                or graph.layer is None:
+            return compact_labels(labels), None
+        cut = self.cc_cut if self.method == "components" else self.walk_cut
+        table = scored_track_table(labels, pos, graph, cut, self.quality)
+        long = table["n_hits"].to_numpy() >= 3
+        doubted_ids = table["track_id"].to_numpy()[long & (table["quality"].to_numpy()
+                                                           < self.quality_cut)]
+        doubted = np.isin(labels, doubted_ids)
+        labels = labels.copy()
+        labels[doubted] = labels.max() + 1 + np.arange(int(doubted.sum()))
+        final = compact_labels(labels)
+        kept = table[long & ~np.isin(table["track_id"].to_numpy(), doubted_ids)].copy()
+        ids, first_hit = np.unique(labels, return_index=True)
+        kept["track_id"] = final[first_hit[np.searchsorted(ids, kept["track_id"].to_numpy())]]
+        return final, kept.sort_values("track_id", ignore_index=True)
 
     def build(self, record) -> np.ndarray:
         """Track id of every hit of an event record with ``edge_index`` and ``scores`` (edges
         below the method's cut are dropped before the graph is sorted: they are never used)."""
+        return self.build_with_table(record)[0]
+
+    def build_with_table(self, record) -> tuple[np.ndarray, pd.DataFrame | None]:
+        """:meth:`build`'s track ids and :meth:`build_graph_with_table`'s track table."""
         cut = self.cc_cut if self.method == "components" else self.walk_cut
-        return self.build_graph(graph_from_record(record, self.orientation, min_score=cut),
-                                getattr(record, "pos", None))
+        return self.build_graph_with_table(
+            graph_from_record(record, self.orientation, min_score=cut),
+            getattr(record, "pos", None))
 
 
-def doubted_tracks(labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph, cut: float,
-                   quality: QualityModel, quality_cut: float) -> np.ndarray:
-    """Per hit: its track has >= 3 hits and quality ``q_t < quality_cut`` (module docstring)."""
+def scored_track_table(labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph, cut: float,
+                       quality: QualityModel) -> pd.DataFrame:
+    """The track table of ``labels`` on the edges of ``graph`` at or above ``cut``, with each
+    track's quality ``q_t`` (module docstring)."""
     above = graph.score >= cut
     table = track_table(labels, pos, graph.layer // 1000, graph.layer % 1000, graph.src[above],
                         graph.dst[above], graph.score[above])
-    doubted_ids = table["track_id"].to_numpy()[
-        (table["n_hits"].to_numpy() >= 3) & (quality.score(table) < quality_cut)]
-    return np.isin(labels, doubted_ids)
+    table["quality"] = quality.score(table)
+    return table
 
 
 def track_mean_score(labels: np.ndarray, src: np.ndarray, dst: np.ndarray,

@@ -26,9 +26,14 @@ PARAMETERS_SUFFIX = "-parameters.csv"
 PARAMETERS_FILE = re.compile(r"^event(\d{9})-parameters\.csv$")
 
 
-def track_parameters(record, labels: np.ndarray, builder: TrackBuilder) -> pd.DataFrame:
+def track_parameters(record, labels: np.ndarray, builder: TrackBuilder,
+                     table: pd.DataFrame | None = None) -> pd.DataFrame:
     """The module docstring's table for ``labels`` (one track id per hit of ``record``, which
-    carries ``pos``, ``volume_id``, ``layer_id``, ``edge_index`` and ``scores``)."""
+    carries ``pos``, ``volume_id``, ``layer_id``, ``edge_index`` and ``scores``); ``table``,
+    the builder's own track table of these tracks when it made one
+    (:meth:`TrackBuilder.build_with_table`), is taken as it is instead of fitting again."""
+    if table is not None:
+        return table[list(COLUMNS)].reset_index(drop=True)
     cut = builder.cc_cut if builder.method == "components" else builder.walk_cut
     graph = graph_from_record(record, builder.orientation, min_score=cut)
     table = track_table(labels, as_numpy(record.pos), as_numpy(record.volume_id),
