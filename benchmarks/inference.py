@@ -6,6 +6,12 @@
 
 Without --config/--checkpoints: the models shipped with trkx (trkx/models/pu200).
 
+    python benchmarks/inference.py --sets $TRKX_DATA/real_pixel_truth/event000021001 \
+        --threads 2 --json out.json
+
+compares instead the two shipped sets on one event with cells, back to back in one process
+(``sets_on_event``): the cells path's cost against the hits-only set's, per stage.
+
 For torch threads = 2 and = 1 (``--threads``), on the simulated events (truth, ``--events``)
 and on the real hit files (``--real-events``, hits only, needs a hits-only pipeline): the first
 event warms up (kernel and precision choices, allocator), then every event is timed: reading and
@@ -55,7 +61,7 @@ import torch
 from torch import nn
 
 REPO = harness.REPO
-STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "write")
+STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "parameters", "write")
 LEARNED = ("embedding", "filter", "gnn")
 
 
@@ -167,7 +173,10 @@ def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
         record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,
                               with_truth=False)
         load = time.perf_counter() - start
-        graphs, labels, seconds = pipeline.run(record)
+        graphs, labels, fits, seconds = pipeline.run_with_table(record)
+        start = time.perf_counter()
+        pipeline.track_parameters(graphs["gnn"], labels, fits)
+        seconds["parameters"] = time.perf_counter() - start
         start = time.perf_counter()
         table = tracks_frame(record.hit_id, labels, int(record.event_id))
         atomic_write(scratch / "tracks.csv", lambda tmp, t=table: t.to_csv(tmp, index=False))
@@ -242,7 +251,8 @@ def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
                        "roofline_seconds": median(limit),
                        "roofline_fraction": median([x / r[s] for x, r in zip(limit, rows)])}
     out = {"stage_seconds": seconds, "end_to_end_seconds": seconds["total"],
-           "overhead_seconds": median([r["load"] + r["tracks"] + r["write"] for r in rows]),
+           "overhead_seconds": median([r["load"] + r["tracks"] + r["parameters"] + r["write"]
+                                       for r in rows]),
            "flops_per_event": {s: median([f[s] for f in flops]) for s in LEARNED},
            "flop_rate": rate,
            "flop_rate_fraction": {s: rate[s] / rates["gemm_fp32"] for s in LEARNED},
@@ -258,6 +268,32 @@ def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
     if result["recalls"]:
         out["graph_recall"] = float(np.mean(result["recalls"]))
     return out
+
+
+def sets_on_event(prefix: str, repeats: int, scratch: Path) -> dict:
+    """The two shipped sets on one event with cells, back to back in this process: the cells
+    set on the event (cells read), the hits-only set on its hits, alternating ``repeats``
+    times (each pass warmed up on the event first); per set the medians per stage and their
+    roofline figures (:func:`summarize_pass`), and ``ratio``, the cells set's median seconds
+    per event (load to write) over the hits-only set's."""
+    from trkx.models import shipped_models
+    from trkx.pipeline.inference import TrainedPipeline
+
+    rates = {**matmul_rates(), "memory_bandwidth": memory_bandwidth()}
+    sets = {}
+    for name in ("pu200_cells", "pu200"):
+        models = shipped_models(name)
+        sets[name] = TrainedPipeline.load(models.config, models.checkpoints, device="cpu")
+    rows: dict[str, list] = {name: [] for name in sets}
+    for _ in range(repeats):
+        for name, pipeline in sets.items():
+            rows[name] += run_pass(pipeline, [prefix], False, scratch)["rows"]
+    summaries = {name: summarize_pass(sets[name], {"rows": found, "evaluations": [],
+                                                   "recalls": []}, rates)
+                 for name, found in rows.items()}
+    return {"event": prefix, "repeats": repeats, "machine": rates, "sets": summaries,
+            "ratio": summaries["pu200_cells"]["end_to_end_seconds"]
+            / summaries["pu200"]["end_to_end_seconds"]}
 
 
 def throughput(args, workers: int, scratch: Path) -> float:
@@ -286,7 +322,23 @@ def main() -> None:
                         help="a pass per thread count (default 2 1)")
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
                         help="throughput mode: worker counts to run (none: skip)")
+    parser.add_argument("--sets", metavar="PREFIX", help="instead: both shipped sets on this "
+                        "event with cells (dir/eventNNNNNNNNN), back to back: the cells path's "
+                        "cost against the hits-only set's (sets_on_event)")
+    parser.add_argument("--repeats", type=int, default=3, help="--sets: passes of each set")
     args = parser.parse_args()
+    if args.sets:
+        torch.set_num_threads(args.threads[0])
+        with tempfile.TemporaryDirectory() as scratch_dir:
+            figures = sets_on_event(args.sets, args.repeats, Path(scratch_dir))
+        for name, result in figures["sets"].items():
+            print(f"{name}: median s " + ", ".join(
+                f"{s} {v:.3f}" for s, v in result["stage_seconds"].items()) + "; roofline "
+                + ", ".join(f"{s} {v['roofline_fraction']:.2f}"
+                            for s, v in result["stage_roofline"].items()))
+        print(f"cells set / hits-only set: {figures['ratio']:.2f}")
+        harness.write_json(args.json, figures)
+        return
     if args.events is None:
         parser.error("--events DIR (simulated events with truth) is required")
 

@@ -213,3 +213,21 @@ def test_other_layers_only_spends_k_on_other_layers(backend: str) -> None:
     assert torch.equal(every, plain)
     with pytest.raises(ValueError, match="one entry per hit"):
         build_edges(torch.from_numpy(points), RADIUS, K, backend, layer=layer[:-1])
+
+
+@pytest.mark.parametrize("with_layers", [False, True])
+def test_torch_search_and_device_pairs_equal_the_compiled_path(with_layers: bool) -> None:
+    """The GPU's graph path (torch search, pairs de-duplicated by torch on the device) gives
+    the compiled CPU path's edges in the same order: the same set, sorted by (inner, outer)."""
+    points, pos = _points(n=900, seed=3)
+    layer = torch.from_numpy(np.floor(points[:, 0] / 0.3).astype(np.int64)) if with_layers \
+        else None
+    kwargs = {"pos": torch.from_numpy(pos), "layer": layer}
+    compiled = build_edges(torch.from_numpy(points), 2 * RADIUS, K, "bucket", **kwargs)
+    on_device = build_edges(torch.from_numpy(points), 2 * RADIUS, K, "torch",
+                            max_block_bytes=200_000, **kwargs)       # several blocks
+    assert on_device.dtype == torch.int64 and compiled.shape[1] > 1000
+    assert torch.equal(on_device, compiled)
+    # without positions both direct each pair from the lower index
+    assert torch.equal(build_edges(torch.from_numpy(points), RADIUS, K, "torch"),
+                       build_edges(torch.from_numpy(points), RADIUS, K, "bucket"))

@@ -146,7 +146,7 @@ def test_every_stage_stays_on_the_pipeline_device(sample_hits: Path) -> None:
                           pipeline.use_cells, pipeline.signal_pt_min, with_truth=False)
 
     mode = FactoryWithoutDevice()
-    build = pipeline.builder.build
+    build = pipeline.builder.build_with_table
     seen: dict[str, set[torch.device]] = {}
 
     def build_unchecked(scored):
@@ -155,10 +155,10 @@ def test_every_stage_stays_on_the_pipeline_device(sample_hits: Path) -> None:
         mode.checking = False
         return build(scored)
 
-    object.__setattr__(pipeline.builder, "build", build_unchecked)
+    object.__setattr__(pipeline.builder, "build_with_table", build_unchecked)
     with mode:
         graphs, labels, seconds = pipeline.run(record)
-    object.__setattr__(pipeline.builder, "build", build)
+    object.__setattr__(pipeline.builder, "build_with_table", build)
     assert mode.calls == []
     assert seen["builder"] == {torch.device("cpu")}
     assert set(seconds) == {"embedding", "graph", "filter", "gnn", "tracks"}

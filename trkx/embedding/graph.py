@@ -128,30 +128,35 @@ def _faiss_index(points: np.ndarray, backend: str, hnsw_m: int, hnsw_ef_search: 
 
 def _torch_search(embedding: torch.Tensor, radius: float, k: int, max_block_bytes: int,
                   groups: torch.Tensor | None = None) -> torch.Tensor:
-    """Exact chunked search on the tensor's own device: cdist block -> topk(k+1); with
-    ``groups`` [N] the distances to the query's own group (itself included) are masked to
-    infinity before the top-k, so the k nearest of the other groups come out directly."""
+    """Exact chunked search on the tensor's own device, [N, k] nearest first, -1 padded.
+
+    Per block of query rows: the distances to every point (``cdist``), those to the query's
+    own group (``groups`` [N]: its layer; without groups, itself alone) set to infinity, the
+    pairs within the radius taken (``nonzero``: about as many as the graph's edges, where a
+    top-k would rank all N columns of every row), and of each row's pairs the k nearest kept
+    (stable sorts: by distance, then by row; ties at the k-th distance go to the lower index).
+    A block holds ``max_block_bytes`` of distances and mask; its pairs take up to 4x that
+    when nearly every pair is within the radius."""
     n = embedding.shape[0]
     points = embedding.detach().float()
+    device = points.device
+    own = (torch.arange(n, device=device) if groups is None
+           else groups.to(device=device, dtype=torch.int64))
+    table = torch.full((n, k), -1, dtype=torch.int64, device=device)
     rows_per_block = max(1, int(max_block_bytes // max(1, 5 * n)))    # distances + mask
-    if groups is not None:
-        groups = groups.to(points.device)
-    tables = []
     for start in range(0, n, rows_per_block):
         query = points[start:start + rows_per_block]
         dist = torch.cdist(query, points)
-        if groups is not None:
-            dist.masked_fill_(groups[start:start + len(query), None] == groups[None, :],
-                              float("inf"))
-        take = min(k + 1, n)
-        values, idx = torch.topk(dist, take, dim=1, largest=False)
-        rows = torch.arange(start, start + len(query), device=points.device)[:, None]
-        valid = (idx != rows) & (values < radius)
-        valid &= torch.cumsum(valid.to(torch.int32), dim=1) <= k
-        tables.append(torch.where(valid, idx, torch.full_like(idx, -1)))
-    if not tables:
-        return torch.zeros((0, k), dtype=torch.int64, device=embedding.device)
-    return torch.cat(tables)
+        dist.masked_fill_(own[start:start + len(query), None] == own[None, :], float("inf"))
+        row, col = torch.nonzero(dist < radius, as_tuple=True)
+        order = torch.argsort(dist[row, col], stable=True)
+        order = order[torch.argsort(row[order], stable=True)]
+        row, col = row[order], col[order]
+        counts = torch.bincount(row, minlength=len(query))
+        slot = torch.arange(len(row), device=device) - (torch.cumsum(counts, 0) - counts)[row]
+        keep = slot < k
+        table[start + row[keep], slot[keep]] = col[keep]
+    return table
 
 
 def resolve_backend(backend: str, embedding: torch.Tensor | np.ndarray) -> str:
@@ -181,6 +186,16 @@ def faiss_sees_gpu() -> bool:
     return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
 
+def _check_search_arguments(radius: float, max_neighbours: int,
+                            embedding: torch.Tensor | np.ndarray) -> None:
+    if radius <= 0:
+        raise ValueError(f"radius must be > 0, got {radius}")
+    if max_neighbours < 1:
+        raise ValueError(f"max_neighbours must be >= 1, got {max_neighbours}")
+    if embedding.ndim != 2:
+        raise ValueError(f"embedding must be [N, d], got shape {tuple(embedding.shape)}")
+
+
 def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbours: int,
                     backend: str = "auto", *, chunk_size: int = 16384, workers: int = -1,
                     hnsw_m: int = 32, hnsw_ef_search: int = 64, ivf_lists: int = 1024,
@@ -190,12 +205,7 @@ def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_nei
     ``max_neighbours`` valid entries per row; with ``groups`` [N] (the layer of each hit),
     the nearest of the other groups only (``bucket`` and ``torch`` mask the own group inside
     the search; the other backends search the 2k nearest and select: :func:`other_layer_table`)."""
-    if radius <= 0:
-        raise ValueError(f"radius must be > 0, got {radius}")
-    if max_neighbours < 1:
-        raise ValueError(f"max_neighbours must be >= 1, got {max_neighbours}")
-    if embedding.ndim != 2:
-        raise ValueError(f"embedding must be [N, d], got shape {tuple(embedding.shape)}")
+    _check_search_arguments(radius, max_neighbours, embedding)
     backend = resolve_backend(backend, embedding)
     k = int(max_neighbours)
     if groups is not None and backend not in ("bucket", "torch"):
@@ -239,6 +249,28 @@ def inner_to_outer_rank(pos: torch.Tensor | np.ndarray | None, n: int) -> np.nda
     rank = np.empty(n, np.int64)
     rank[order] = np.arange(n)
     return rank
+
+
+def _rank_torch(pos: torch.Tensor, n: int) -> torch.Tensor:
+    """:func:`inner_to_outer_rank` on ``pos``'s device: stable sorts by |z|, then by r."""
+    order = torch.argsort(pos[:, 2].abs(), stable=True)
+    order = order[torch.argsort(pos[order, 0], stable=True)]
+    rank = torch.empty(n, dtype=torch.int64, device=pos.device)
+    rank[order] = torch.arange(n, device=pos.device)
+    return rank
+
+
+def _table_to_edges_torch(table: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+    """:func:`table_to_edges` on the table's device (the torch search's): the same unique
+    inner -> outer pairs in the same (inner, outer) order, by a sort of the pair keys."""
+    n, k = table.shape
+    src = torch.arange(n, device=table.device).repeat_interleave(k)
+    dst = table.reshape(-1)
+    keep = dst >= 0
+    src, dst = src[keep], dst[keep]
+    forward = rank[src] < rank[dst]
+    keys = torch.unique(torch.where(forward, src, dst) * n + torch.where(forward, dst, src))
+    return torch.stack([keys // n, keys % n])
 
 
 def table_to_edges(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
@@ -299,9 +331,21 @@ def build_edges(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbo
     """
     n = embedding.shape[0]
     if layer is not None:
+        if tuple(layer.shape) != (n,):
+            raise ValueError(f"layer must have one entry per hit ({n}), got "
+                             f"{tuple(layer.shape)}")
+    if resolve_backend(backend, embedding) == "torch" and isinstance(embedding, torch.Tensor) \
+            and (pos is None or isinstance(pos, torch.Tensor)) and n > 0:
+        # search and de-duplication on the embedding's device: nothing goes to the host
+        _check_search_arguments(radius, max_neighbours, embedding)
+        table = _torch_search(embedding, radius, int(max_neighbours),
+                              search_options.get("max_block_bytes", 256 << 20),
+                              None if layer is None else torch.as_tensor(layer))
+        rank = (torch.arange(n, device=embedding.device) if pos is None
+                else _rank_torch(pos.to(embedding.device).float(), n))
+        return _table_to_edges_torch(table, rank)
+    if layer is not None:
         layer = layer.cpu().numpy() if isinstance(layer, torch.Tensor) else np.asarray(layer)
-        if layer.shape != (n,):
-            raise ValueError(f"layer must have one entry per hit ({n}), got {layer.shape}")
     table = neighbour_table(embedding, radius, max_neighbours, backend, groups=layer,
                             **search_options)
     # Unique inner -> outer pairs: a numba kernel (counting sort of the pairs) on the CPU
