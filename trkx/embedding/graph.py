@@ -251,6 +251,16 @@ def inner_to_outer_rank(pos: torch.Tensor | np.ndarray | None, n: int) -> np.nda
     return rank
 
 
+def _block_bytes(embedding: torch.Tensor) -> int:
+    """The torch search's distance block: 256 MiB on the CPU; on a GPU an eighth of its free
+    memory, at most 4 GiB (on an H200, 120k points at k = 96: 0.45 s in 256 MiB blocks,
+    0.21 s in 4 GiB ones: fewer, larger kernels)."""
+    if not embedding.is_cuda:
+        return 256 << 20
+    free, _ = torch.cuda.mem_get_info(embedding.device)
+    return int(min(4 << 30, max(256 << 20, free // 8)))
+
+
 def _rank_torch(pos: torch.Tensor, n: int) -> torch.Tensor:
     """:func:`inner_to_outer_rank` on ``pos``'s device: stable sorts by |z|, then by r."""
     order = torch.argsort(pos[:, 2].abs(), stable=True)
@@ -339,7 +349,7 @@ def build_edges(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbo
         # search and de-duplication on the embedding's device: nothing goes to the host
         _check_search_arguments(radius, max_neighbours, embedding)
         table = _torch_search(embedding, radius, int(max_neighbours),
-                              search_options.get("max_block_bytes", 256 << 20),
+                              search_options.get("max_block_bytes", _block_bytes(embedding)),
                               None if layer is None else torch.as_tensor(layer))
         rank = (torch.arange(n, device=embedding.device) if pos is None
                 else _rank_torch(pos.to(embedding.device).float(), n))
