@@ -17,6 +17,7 @@ A run that failed or never ran is reported as such; the report itself never fail
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -118,6 +119,11 @@ def main(results: Path) -> dict:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python benchmarks/gpu_inference_report.py RESULTS")
-    main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", type=Path, help="the folder gpu_inference.sh wrote")
+    args = parser.parse_args()
+    if not args.results.is_dir():
+        print(f"gpu_inference_report.py: {args.results}: no such folder", file=sys.stderr)
+        sys.exit(2)
+    main(args.results)

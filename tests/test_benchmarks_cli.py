@@ -145,3 +145,34 @@ def test_model_benchmarks_run_on_the_models_of_a_tiny_run(tiny_run: tuple[Path, 
     assert search.returncode == 0, search.stderr[-2000:]
     figures = json.loads((tmp_path / "search.json").read_text())
     assert figures["max_neighbours"] == 32 and figures["best"]["recall"] >= 0.999
+
+
+def test_gpu_inference_report_counts_the_tracks_that_differ(tmp_path: Path) -> None:
+    """gpu_inference.sh's report: per pair of runs, the hits whose track mates differ and the
+    tracks (>= 3 hits) of one device only; a failed run is reported, not fatal."""
+    import pandas as pd
+
+    hits = np.arange(1, 13)
+    for run, tracks in (("gpu", [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3]),   # hit 10 moved
+                        ("cpu", [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])):
+        folder = tmp_path / f"real-cells-{run}"
+        (folder / "evaluate").mkdir(parents=True)
+        pd.DataFrame({"event_id": 21001, "hit_id": hits, "track_id": tracks}).to_csv(
+            folder / "event000021001-tracks.csv", index=False)
+        (folder / "timing.json").write_text(json.dumps({
+            "device": "cuda:0" if run == "gpu" else "cpu", "events": {"21001": {}},
+            "mean_seconds": {"graph": 0.5, "total": 1.0}, "events_per_second": 1.0}))
+        (folder / "evaluate" / "pixel_truth.json").write_text(json.dumps(
+            {"efficiency": 0.94, "fake_rate": 0.02}))
+    (tmp_path / "status.txt").write_text("real-cells-gpu 0 20\nreal-cells-cpu 0 30\n"
+                                         "real-hits-gpu 1 5\n")
+    done = run_benchmark("gpu_inference_report.py", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "gpu_inference.json").read_text())
+    pair = report["differences"]["real-cells"]["event000021001-tracks.csv"]
+    assert pair["hits_in_another_track"] == 3 and pair["tracks_cpu"] == 4
+    assert (pair["tracks_only_cpu"], pair["tracks_only_gpu"]) == (2, 1)
+    assert not pair["identical_file"]
+    assert report["runs"]["real-cells-gpu"]["pixel_truth"]["efficiency"] == 0.94
+    assert report["runs"]["real-hits-gpu"]["exit_code"] == 1
+    assert "kaggle" not in report["differences"]
