@@ -151,11 +151,11 @@ def _keep_smallest(values: np.ndarray, index: np.ndarray, used: int, k: int) -> 
 
 @pjit
 def search(y: np.ndarray, xt: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-           r2: float, k: int, perm: np.ndarray, group: np.ndarray,
+           r2: float, k: int, perm: np.ndarray, group: np.ndarray, grouped: bool,
            ) -> tuple[np.ndarray, np.ndarray]:
     """[N, k] partners (original indices, -1 padded) and squared distances, by original row;
-    ``group`` (by reordered row) excludes the partners of a query's own group (its layer, or
-    itself alone when every row is its own group)."""
+    with ``grouped``, ``group`` (by reordered row) excludes the partners of a query's own group
+    (its layer); without, only the query itself is excluded (``group`` is not read)."""
     n, dim = y.shape
     n_buckets = len(bounds) - 1
     widest = np.max(bounds[1:] - bounds[:-1])
@@ -201,10 +201,13 @@ def search(y: np.ndarray, xt: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi
                     for jj in range(t - s):
                         v = row[jj] - qd
                         tmp[jj] += v * v
-                own = group[i]
-                for jj in range(t - s):  # not its own partner, nor one of its group
-                    if group[s + jj] == own:
-                        tmp[jj] = np.inf
+                if grouped:  # not one of its own group (itself included)
+                    own = group[i]
+                    for jj in range(t - s):
+                        if group[s + jj] == own:
+                            tmp[jj] = np.inf
+                elif s <= i < t:
+                    tmp[i - s] = np.inf  # not its own partner
                 for jj in range(t - s):  # branch-free compaction of the entries < thr
                     buf_d[used] = tmp[jj]
                     buf_j[used] = jj + s

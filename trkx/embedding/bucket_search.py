@@ -67,11 +67,12 @@ def bucket_neighbours(points: np.ndarray, radius: float, k: int, bucket: int = 6
     y = np.ascontiguousarray(y[perm])
     xt = np.ascontiguousarray(points[perm].T)
     lo, hi = boxes(y, bounds)
-    own = np.arange(n, dtype=np.int64) if groups is None else np.asarray(groups, np.int64)
-    if own.shape != (n,):
+    own = np.zeros(1, np.int64) if groups is None else np.asarray(groups, np.int64)
+    if groups is not None and own.shape != (n,):
         raise ValueError(f"groups must have one entry per point ({n}), got {own.shape}")
     table, _ = search(y, xt, bounds, lo, hi, np.float32(radius) ** 2, int(k), perm,
-                      np.ascontiguousarray(own[perm]))
+                      own if groups is None else np.ascontiguousarray(own[perm]),
+                      groups is not None)
     return table
 
 
