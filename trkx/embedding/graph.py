@@ -140,14 +140,18 @@ def _torch_search(embedding: torch.Tensor, radius: float, k: int, max_block_byte
     n = embedding.shape[0]
     points = embedding.detach().float()
     device = points.device
-    own = (torch.arange(n, device=device) if groups is None
-           else groups.to(device=device, dtype=torch.int64))
+    own = None if groups is None else groups.to(device=device, dtype=torch.int64)
     table = torch.full((n, k), -1, dtype=torch.int64, device=device)
     rows_per_block = max(1, int(max_block_bytes // max(1, 5 * n)))    # distances + mask
     for start in range(0, n, rows_per_block):
         query = points[start:start + rows_per_block]
         dist = torch.cdist(query, points)
-        dist.masked_fill_(own[start:start + len(query), None] == own[None, :], float("inf"))
+        if own is None:      # itself alone: its diagonal entry, not a pass over the block
+            rows = torch.arange(len(query), device=device)
+            dist[rows, rows + start] = float("inf")
+        else:
+            dist.masked_fill_(own[start:start + len(query), None] == own[None, :],
+                              float("inf"))
         row, col = torch.nonzero(dist < radius, as_tuple=True)
         order = torch.argsort(dist[row, col], stable=True)
         order = order[torch.argsort(row[order], stable=True)]
