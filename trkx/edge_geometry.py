@@ -52,20 +52,32 @@ def wrap_angle(angle: torch.Tensor) -> torch.Tensor:
 
 
 def hit_table(pos: torch.Tensor) -> torch.Tensor:
-    """[N, 4] contiguous (r, phi, z, eta) of the hits at ``pos`` [N, 3] = (r, phi, z): what the
-    edge functions read of each endpoint, gathered once per edge by :func:`endpoints`."""
+    """[4, N] contiguous rows (r, phi, z, eta) of the hits at ``pos`` [N, 3] = (r, phi, z): what
+    the edge functions read of each endpoint, gathered once per edge by :func:`endpoints`.
+    Feature-major: a gather of one row is a contiguous read of N values, so the four rows of
+    E edges are gathered several times faster than E rows of four values."""
     r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
     eta = torch.asinh(z / r.clamp_min(1e-6))
-    return torch.stack([r, phi, z, eta], dim=1)
+    return torch.stack([r, phi, z, eta], dim=0)
 
 
 def endpoints(pos: torch.Tensor, edge_index: torch.Tensor,
               table: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(T[src], T[dst])``: [E, 4] rows of :func:`hit_table` at both ends of every edge (two
-    row gathers instead of one per column and use); ``table`` when already made."""
+    """``(T[:, src], T[:, dst])``: [4, E] rows (r, phi, z, eta) of :func:`hit_table` at both
+    ends of every edge (one gather per end instead of one per column and use); ``table``
+    when already made."""
     table = hit_table(pos) if table is None else table
     src, dst = edge_index
-    return table.index_select(0, src), table.index_select(0, dst)
+    return table.index_select(1, src), table.index_select(1, dst)
+
+
+def geometry_rows(ends: tuple[torch.Tensor, torch.Tensor]) -> list[torch.Tensor]:
+    """The four [E] vectors (dr, dphi, dz, deta) of :func:`edge_geometry` from
+    :func:`endpoints`."""
+    a, b = ends
+    dphi = wrap_angle(b[1] - a[1])
+    return [(b[0] - a[0]) / FEATURE_SCALES["r"], dphi / math.pi,
+            (b[2] - a[2]) / FEATURE_SCALES["z"], b[3] - a[3]]
 
 
 def edge_geometry(pos: torch.Tensor, edge_index: torch.Tensor,
@@ -73,10 +85,25 @@ def edge_geometry(pos: torch.Tensor, edge_index: torch.Tensor,
     """[E, 4] scaled (dr, dphi, dz, deta) of the edges ``edge_index`` [2, E] between the hits
     at ``pos`` [N, 3] = (r, phi, z) (the module docstring); ``ends``: :func:`endpoints` when
     already gathered (the same values)."""
-    a, b = endpoints(pos, edge_index) if ends is None else ends
-    dphi = wrap_angle(b[:, 1] - a[:, 1])
-    return torch.stack([(b[:, 0] - a[:, 0]) / FEATURE_SCALES["r"], dphi / math.pi,
-                        (b[:, 2] - a[:, 2]) / FEATURE_SCALES["z"], b[:, 3] - a[:, 3]], dim=1)
+    ends = endpoints(pos, edge_index) if ends is None else ends
+    return torch.stack(geometry_rows(ends), dim=1)
+
+
+def trajectory_rows(ends: tuple[torch.Tensor, torch.Tensor]) -> list[torch.Tensor]:
+    """The three [E] vectors (z0, phislope, rphislope) of :func:`edge_trajectory` from the
+    endpoints' leading rows (r, phi, z) [>= 3, E]."""
+    a, b = ends
+    r_src, phi_src, z_src = a[0], a[1], a[2]
+    r_dst, phi_dst, z_dst = b[0], b[1], b[2]
+    step = r_dst - r_src
+    sign = torch.where(step < 0, -torch.ones_like(step), torch.ones_like(step))
+    step = sign * step.abs().clamp_min(MIN_RADIAL_STEP_MM)
+    z0 = ((z_src + z_dst) / 2 - (r_src + r_dst) / 2 * (z_dst - z_src) / step
+          ) / FEATURE_SCALES["z"]
+    phislope = wrap_angle(phi_dst - phi_src) / (step / 1000.0)
+    rphislope = (r_src + r_dst) / 2000.0 * phislope
+    return [z0.clamp(-Z0_CLIP, Z0_CLIP), phislope.clamp(-SLOPE_CLIP, SLOPE_CLIP),
+            rphislope.clamp(-SLOPE_CLIP, SLOPE_CLIP)]
 
 
 def edge_trajectory(pos: torch.Tensor, edge_index: torch.Tensor,
@@ -86,16 +113,6 @@ def edge_trajectory(pos: torch.Tensor, edge_index: torch.Tensor,
     :func:`endpoints` when already gathered (the same values)."""
     if ends is None:
         src, dst = edge_index
-        ends = pos.index_select(0, src), pos.index_select(0, dst)
-    a, b = ends
-    r_src, phi_src, z_src = a[:, 0], a[:, 1], a[:, 2]
-    r_dst, phi_dst, z_dst = b[:, 0], b[:, 1], b[:, 2]
-    step = r_dst - r_src
-    sign = torch.where(step < 0, -torch.ones_like(step), torch.ones_like(step))
-    step = sign * step.abs().clamp_min(MIN_RADIAL_STEP_MM)
-    z0 = ((z_src + z_dst) / 2 - (r_src + r_dst) / 2 * (z_dst - z_src) / step
-          ) / FEATURE_SCALES["z"]
-    phislope = wrap_angle(phi_dst - phi_src) / (step / 1000.0)
-    rphislope = (r_src + r_dst) / 2000.0 * phislope
-    return torch.stack([z0.clamp(-Z0_CLIP, Z0_CLIP), phislope.clamp(-SLOPE_CLIP, SLOPE_CLIP),
-                        rphislope.clamp(-SLOPE_CLIP, SLOPE_CLIP)], dim=1)
+        table = pos.t().contiguous()
+        ends = table.index_select(1, src), table.index_select(1, dst)
+    return torch.stack(trajectory_rows(ends), dim=1)

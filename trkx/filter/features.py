@@ -12,6 +12,11 @@ With ``trajectory`` the edge's straight-line trajectory (z0, phislope, rphislope
 
 Row layout: [x_i, x_j, dr, dphi, dz, deta (, a_eta(i), a_phi(i), a_eta(j), a_phi(j))
 (, z0, phislope, rphislope)].
+
+The rows are returned as a [E, F] view of a feature-major [F, E] tensor: each column is
+computed and written whole (contiguous), where an [E, F] row-major table would be written with
+stride F for every column (``torch.cat(dim=1)`` of 29 narrow columns cost as much as the
+filter's first layer, issue 47). The values are the same; the network reads either layout.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from trkx.data.features import FEATURE_SCALES
 from trkx.edge_geometry import (
     GEOMETRY_FEATURES,
     TRAJECTORY_FEATURES,
-    edge_geometry,
-    edge_trajectory,
     endpoints,
+    geometry_rows,
+    trajectory_rows,
     wrap_angle,
 )
 
@@ -46,29 +51,33 @@ def edge_feature_count(hit_features: int, cells: bool, trajectory: bool = False)
 def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
                   feature_names: Sequence[str] | None = None, hit_features: int | None = None,
                   trajectory: bool = False) -> torch.Tensor:
-    """[E, edge_feature_count] float32 features of the edges ``edge_index`` [2, E].
+    """[E, edge_feature_count] float32 features of the edges ``edge_index`` [2, E], as the
+    transposed view of a contiguous [F, E] tensor (the module docstring).
 
     The leading ``hit_features`` columns of ``x`` (all when None) are the hit part; the cell
     agreement is added when ``feature_names`` names the cluster directions, the trajectory
     columns when ``trajectory``.
     """
     src, dst = edge_index
-    hits = (x if hit_features is None else x[:, :hit_features]).contiguous()
-    r, phi, z = pos[:, 0], pos[:, 1], pos[:, 2]
-    ends = endpoints(pos, edge_index)                 # both ends' (r, phi, z, eta), gathered once
-    columns = [hits.index_select(0, src), hits.index_select(0, dst),
-               edge_geometry(pos, edge_index, ends)]
+    hits = (x if hit_features is None else x[:, :hit_features]).t().contiguous()   # [H, N]
+    ends = endpoints(pos, edge_index)            # both ends' (r, phi, z, eta) rows [4, E]
+    rows = [hits.index_select(1, src), hits.index_select(1, dst),
+            torch.stack(geometry_rows(ends), dim=0)]
     if has_cell_directions(feature_names):
         names = list(feature_names)
         dir_eta = x[:, names.index("dir_eta")] * FEATURE_SCALES["dir_eta"]
         dir_phi = x[:, names.index("dir_phi")] * FEATURE_SCALES["dir_phi"]
-        dx = r[dst] * torch.cos(phi[dst]) - r[src] * torch.cos(phi[src])
-        dy = r[dst] * torch.sin(phi[dst]) - r[src] * torch.sin(phi[src])
-        edge_eta = torch.asinh((z[dst] - z[src]) / torch.hypot(dx, dy).clamp_min(1e-6))
+        r, phi = pos[:, 0], pos[:, 1]
+        across, up = r * torch.cos(phi), r * torch.sin(phi)      # per hit, gathered per edge
+        dx = across[dst] - across[src]
+        dy = up[dst] - up[src]
+        edge_eta = torch.asinh((ends[1][2] - ends[0][2]) / torch.hypot(dx, dy).clamp_min(1e-6))
         edge_phi = torch.atan2(dy, dx)
+        agreement = []
         for hit in (src, dst):
-            columns.append((dir_eta[hit] - edge_eta)[:, None] / FEATURE_SCALES["dir_eta"])
-            columns.append(wrap_angle(dir_phi[hit] - edge_phi)[:, None] / math.pi)
+            agreement.append((dir_eta[hit] - edge_eta) / FEATURE_SCALES["dir_eta"])
+            agreement.append(wrap_angle(dir_phi[hit] - edge_phi) / math.pi)
+        rows.append(torch.stack(agreement, dim=0))
     if trajectory:
-        columns.append(edge_trajectory(pos, edge_index, ends))
-    return torch.cat(columns, dim=1).float()
+        rows.append(torch.stack(trajectory_rows(ends), dim=0))
+    return torch.cat(rows, dim=0).float().t()
