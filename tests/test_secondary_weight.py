@@ -65,3 +65,41 @@ def test_the_secondary_weight_needs_the_radius_and_a_single_process() -> None:
     with pytest.raises(ConfigError, match="secondary_weight"):
         check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
                                  "secondary_weight": 2.0}}, "gnn.yaml")
+
+
+def test_the_filter_weighs_secondary_signal_edges() -> None:
+    """The filter's loss: each signal edge whose first hit's particle was made beyond 1 mm
+    weighs ``secondary_weight`` times its signal weight; without truth radii it refuses."""
+    from torch_geometric.data import Data
+
+    from trkx.filter.features import edge_features
+    from trkx.filter.model import FilterMLP
+    from trkx.filter.module import FilterModule
+
+    generator = torch.Generator().manual_seed(4)
+    n, e = 60, 400
+    pos = torch.stack([torch.rand(n, generator=generator) * 1000 + 30,
+                       torch.rand(n, generator=generator) * 6 - 3,
+                       torch.rand(n, generator=generator) * 2000 - 1000], 1)
+    edge_index = torch.randint(0, n, (2, e), generator=generator)
+    y = torch.rand(e, generator=generator) < 0.4
+    record = Data(x=torch.randn(n, 3, generator=generator), pos=pos, edge_index=edge_index,
+                  y=y, signal=y & (torch.rand(e, generator=generator) < 0.7),
+                  production_radius=torch.where(torch.rand(n, generator=generator) < 0.3,
+                                                torch.tensor(40.0), torch.tensor(0.05)))
+    torch.manual_seed(0)
+    network = FilterMLP(3, hidden=8, layers=1)
+    module = FilterModule(network, signal_weight=2.0, secondary_weight=6.0)
+    logits = network(edge_features(record.x, record.pos, edge_index, None, 3))
+    expected = edge_weights(y, record.signal, 2.0, 1.0, 1.0)
+    secondary = record.signal & (record.production_radius[edge_index[0]] > 1.0)
+    assert bool(secondary.any()) and bool((record.signal & ~secondary).any())
+    expected[secondary] *= 6.0
+    torch.testing.assert_close(module.edge_loss(record), weighted_bce(logits, y, expected))
+    plain = FilterModule(network, signal_weight=2.0).edge_loss(record)
+    assert not torch.allclose(plain, module.edge_loss(record))
+    del record.production_radius
+    with pytest.raises(ValueError, match="production_radius"):
+        module.edge_loss(record)
+    with pytest.raises(ValueError, match="secondary_weight must be > 0"):
+        FilterModule(network, secondary_weight=0.0)
