@@ -6,11 +6,8 @@
 
 Without --config/--checkpoints: the models shipped with trkx (trkx/models/pu200).
 
-    python benchmarks/inference.py --sets $TRKX_DATA/real_pixel_truth/event000021001 \
-        --threads 2 --json out.json
-
-compares instead the two shipped sets on one event with cells, back to back in one process
-(``sets_on_event``): the cells path's cost against the hits-only set's, per stage.
+The cells path's cost against the hits-only set's on one real event (both sets back to
+back): benchmarks/inference_sets.py, which reuses ``run_pass`` and ``summarize_pass``.
 
 For torch threads = 2 and = 1 (``--threads``), on the simulated events (truth, ``--events``)
 and on the real hit files (``--real-events``, hits only, needs a hits-only pipeline): the first
@@ -270,32 +267,6 @@ def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
     return out
 
 
-def sets_on_event(prefix: str, repeats: int, scratch: Path) -> dict:
-    """The two shipped sets on one event with cells, back to back in this process: the cells
-    set on the event (cells read), the hits-only set on its hits, alternating ``repeats``
-    times (each pass warmed up on the event first); per set the medians per stage and their
-    roofline figures (:func:`summarize_pass`), and ``ratio``, the cells set's median seconds
-    per event (load to write) over the hits-only set's."""
-    from trkx.models import shipped_models
-    from trkx.pipeline.inference import TrainedPipeline
-
-    rates = {**matmul_rates(), "memory_bandwidth": memory_bandwidth()}
-    sets = {}
-    for name in ("pu200_cells", "pu200"):
-        models = shipped_models(name)
-        sets[name] = TrainedPipeline.load(models.config, models.checkpoints, device="cpu")
-    rows: dict[str, list] = {name: [] for name in sets}
-    for _ in range(repeats):
-        for name, pipeline in sets.items():
-            rows[name] += run_pass(pipeline, [prefix], False, scratch)["rows"]
-    summaries = {name: summarize_pass(sets[name], {"rows": found, "evaluations": [],
-                                                   "recalls": []}, rates)
-                 for name, found in rows.items()}
-    return {"event": prefix, "repeats": repeats, "machine": rates, "sets": summaries,
-            "ratio": summaries["pu200_cells"]["end_to_end_seconds"]
-            / summaries["pu200"]["end_to_end_seconds"]}
-
-
 def throughput(args, workers: int, scratch: Path) -> float:
     """events/s of ``trkx infer --workers N`` on the simulated events (from its timing.json)."""
     out = scratch / f"workers{workers}"
@@ -322,23 +293,7 @@ def main() -> None:
                         help="a pass per thread count (default 2 1)")
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
                         help="throughput mode: worker counts to run (none: skip)")
-    parser.add_argument("--sets", metavar="PREFIX", help="instead: both shipped sets on this "
-                        "event with cells (dir/eventNNNNNNNNN), back to back: the cells path's "
-                        "cost against the hits-only set's (sets_on_event)")
-    parser.add_argument("--repeats", type=int, default=3, help="--sets: passes of each set")
     args = parser.parse_args()
-    if args.sets:
-        torch.set_num_threads(args.threads[0])
-        with tempfile.TemporaryDirectory() as scratch_dir:
-            figures = sets_on_event(args.sets, args.repeats, Path(scratch_dir))
-        for name, result in figures["sets"].items():
-            print(f"{name}: median s " + ", ".join(
-                f"{s} {v:.3f}" for s, v in result["stage_seconds"].items()) + "; roofline "
-                + ", ".join(f"{s} {v['roofline_fraction']:.2f}"
-                            for s, v in result["stage_roofline"].items()))
-        print(f"cells set / hits-only set: {figures['ratio']:.2f}")
-        harness.write_json(args.json, figures)
-        return
     if args.events is None:
         parser.error("--events DIR (simulated events with truth) is required")
 
