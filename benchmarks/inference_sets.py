@@ -14,8 +14,8 @@ three model files, e.g. one ``trkx.models.package`` wrote) instead of the shippe
 change is measured before it ships.
 
 ``peak_memory_gb``: per set, the peak resident memory of a separate ``trkx infer`` process
-that reconstructs the event's folder with that set (``os.wait4``'s ``ru_maxrss`` of that child
-alone), what a user's command takes.
+that reconstructs the event's folder with that set (its ``timing.json``), what a user's
+command takes.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ if __name__ == "__main__":
     import harness
     harness.start()
 
-import os
+import json
 import subprocess
 import sys
 import tempfile
@@ -74,8 +74,9 @@ def sets_on_event(prefix: str, folders: dict[str, Path], repeats: int, scratch: 
 
 
 def peak_memory_gb(prefix: str, folder: Path, threads: int, scratch: Path) -> float:
-    """Peak resident memory (GB) of ``trkx infer`` reconstructing the folder of ``prefix``'s
-    event with the set in ``folder`` (this child alone: ``os.wait4``)."""
+    """Peak resident memory (GB) of a ``trkx infer`` process reconstructing the folder of
+    ``prefix``'s event with the set in ``folder`` (its ``timing.json``: the process's own
+    high-water mark)."""
     events = Path(prefix).parent
     event = Path(prefix).name
     link = scratch / "event"                  # a folder holding only this event's files
@@ -84,16 +85,12 @@ def peak_memory_gb(prefix: str, folder: Path, threads: int, scratch: Path) -> fl
         target = link / path.name
         if not target.exists():
             target.symlink_to(path.resolve())
-    command = [sys.executable, "-m", "trkx", "--threads", str(threads), "infer",
-               "--config", str(folder / "pipeline.yaml"), "--checkpoints", str(folder),
-               "--events", str(link), "--out", str(scratch / f"out_{folder.name}"),
-               "--no-evaluate"]
-    child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise SystemExit(f"{' '.join(command)}: exit {child.returncode}")
-    return usage.ru_maxrss / 2**20               # KiB -> GiB
+    out = scratch / f"out_{folder.name}"
+    subprocess.run([sys.executable, "-m", "trkx", "--threads", str(threads), "infer",
+                    "--config", str(folder / "pipeline.yaml"), "--checkpoints", str(folder),
+                    "--events", str(link), "--out", str(out), "--no-evaluate"],
+                   cwd=REPO, stdout=subprocess.DEVNULL, check=True)
+    return float(json.loads((out / "timing.json").read_text())["peak_memory_gb"])
 
 
 def main() -> None:

@@ -10,7 +10,8 @@ trained with cell features, truth optional): one ``eventNNNNNNNNN-tracks.csv`` p
 challenge's ``event_id,hit_id,track_id``), beside it ``eventNNNNNNNNN-parameters.csv`` (each
 track's helix parameters, fit quality and quality score: trkx.tracks.parameters), and
 ``timing.json`` (seconds per stage per event, the throughput of the run, the device, precision
-and GNN kernel used, the memory allocator, the process's user and system CPU seconds) in
+and GNN kernel used, the memory allocator, the process's user and system CPU seconds and its
+peak resident memory, ``peak_memory_gb``) in
 ``--out``;
 when the events carry truth (or with ``--evaluate``), ``trkx evaluate`` runs on the result
 into ``--out/evaluate``. ``--graphs DIR`` also writes the graph record of every stage to
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trkx import allocator
+from trkx.cli._process_usage import peak_memory_gb, process_cpu_seconds
 from trkx.config import ConfigError
 from trkx.device import DEVICES
 from trkx.pipeline.model_sets import describe, model_groups
@@ -49,15 +51,6 @@ if TYPE_CHECKING:
 
 
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
-
-
-def process_cpu_seconds() -> dict[str, float]:
-    """User and system CPU seconds of this process and its finished children (the workers)."""
-    import resource
-
-    own, kids = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
-                                                     resource.RUSAGE_CHILDREN))
-    return {"user": own.ru_utime + kids.ru_utime, "system": own.ru_stime + kids.ru_stime}
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -359,21 +352,22 @@ def run(args: argparse.Namespace) -> int:
               "total"]
     mean = {s: sum(t[s] for t in timing.values()) / len(timing) for s in stages}
     rate = len(results) / wall if wall > 0 else float("inf")
-    cpu = process_cpu_seconds()
+    cpu, peak = process_cpu_seconds(), peak_memory_gb()
     settings = run_settings(device, config.inference.precision, config.inference.graph_ops)
     if models is not None:      # the shipped sets, chosen per event (with or without cells)
         settings["models"] = describe(groups)
     text = json.dumps({**settings, "models_per_event": models, "cpu_seconds": cpu,
                        "events": timing, "mean_seconds": mean, "workers": workers,
                        "threads_per_worker": threads, "wall_seconds": wall,
-                       "events_per_second": rate}, indent=2)
+                       "events_per_second": rate, "peak_memory_gb": peak}, indent=2)
     atomic_write(args.out / "timing.json", lambda tmp: tmp.write_text(text))
     print(f"{len(timing)} event(s) -> {args.out}; {rate:.2f} events/s with {workers} "
           f"worker(s) of {threads} thread(s); mean seconds per event: "
           + ", ".join(f"{s} {mean[s]:.2f}" for s in stages)
           + " (" + ", ".join(f"{key} {value}" for key, value in settings.items()
                              if value is not None)
-          + f"; process CPU user {cpu['user']:.1f} s, system {cpu['system']:.1f} s)")
+          + f"; process CPU user {cpu['user']:.1f} s, system {cpu['system']:.1f} s; peak "
+          f"memory {peak:.2f} GB)")
     if args.evaluate is not False:
         evaluate_pixel_events(prefixes, results, args.out / "evaluate", tracks_config)
     evaluate = args.evaluate if args.evaluate is not None else all(r.has_truth for r in results)

@@ -1,0 +1,32 @@
+"""``timing.json``'s process figures: the peak resident memory follows what the process
+touched, in GiB."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trkx.cli._process_usage import peak_memory_gb, process_cpu_seconds
+
+
+def _status_kib(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="Linux /proc only")
+def test_the_peak_rises_with_memory_touched_past_the_high_water_mark() -> None:
+    before = peak_memory_gb()
+    assert before >= _status_kib("VmHWM") / 2**20 * 0.999    # at least its own high water
+    extra = (_status_kib("VmHWM") - _status_kib("VmRSS")) * 1024 + 300 * 2**20
+    block = np.ones(extra // 8)                    # every page written: resident
+    after = peak_memory_gb()
+    del block
+    assert after - before >= 0.25                  # GiB: a KiB or MB slip fails this
+    assert after < before + extra / 2**30 + 0.1
+    cpu = process_cpu_seconds()
+    assert cpu["user"] > 0 and cpu["system"] >= 0
