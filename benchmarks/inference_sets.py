@@ -8,7 +8,9 @@ the same event's hits, alternating ``--repeats`` times in this process, each pas
 the event first (benchmarks/inference.py's ``run_pass``: load, every stage, the track
 parameters and the tracks CSV written). Per set: the median seconds per stage and each learned
 stage's roofline figures (``summarize_pass``); ``ratio`` = the cells set's median seconds per
-event (load to write) over the hits-only set's, issue 47's figure (target <= 1.2).
+event (load to write) over the hits-only set's, issue 47's figure (target <= 1.2);
+``pass_ratios``, the same ratio for each pair of neighbouring passes: its spread is the noise
+of the machine.
 ``--cells-models DIR`` times a candidate cells set (a folder with ``pipeline.yaml`` and the
 three model files, e.g. one ``trkx.models.package`` wrote) instead of the shipped one, so a
 change is measured before it ships.
@@ -67,10 +69,13 @@ def sets_on_event(prefix: str, folders: dict[str, Path], repeats: int, scratch: 
     summaries = {name: summarize_pass(sets[name], {"rows": found, "evaluations": [],
                                                    "recalls": []}, rates)
                  for name, found in rows.items()}
+    passes = [cells["total"] / hits["total"]             # each pair of neighbouring passes
+              for cells, hits in zip(rows["pu200_cells"], rows["pu200"])]
     return {"event": prefix, "repeats": repeats, "machine": rates, "sets": summaries,
             "models": {name: str(folder) for name, folder in folders.items()},
             "ratio": summaries["pu200_cells"]["end_to_end_seconds"]
-            / summaries["pu200"]["end_to_end_seconds"]}
+            / summaries["pu200"]["end_to_end_seconds"],
+            "pass_ratios": passes}
 
 
 def peak_memory_gb(prefix: str, folder: Path, threads: int, scratch: Path) -> float:
@@ -114,7 +119,8 @@ def main() -> None:
             + ", ".join(f"{s} {v['roofline_fraction']:.2f}"
                         for s, v in result["stage_roofline"].items())
             + f"; peak memory {figures['peak_memory_gb'][name]:.2f} GB")
-    print(f"cells set / hits-only set: {figures['ratio']:.2f}")
+    print(f"cells set / hits-only set: {figures['ratio']:.2f} (per pass "
+          + ", ".join(f"{r:.2f}" for r in figures["pass_ratios"]) + ")")
     harness.write_json(args.json, figures)
 
 
