@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trkx.cli._process_usage import peak_memory_gb, process_cpu_seconds
+from trkx.cli._process_usage import peak_memory_gb, process_cpu_seconds, reset_peak_memory
 
 
 def _status_kib(key: str) -> int:
@@ -30,3 +30,14 @@ def test_the_peak_rises_with_memory_touched_past_the_high_water_mark() -> None:
     assert after < before + extra / 2**30 + 0.1
     cpu = process_cpu_seconds()
     assert cpu["user"] > 0 and cpu["system"] >= 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").is_file(), reason="Linux /proc only")
+def test_a_reset_forgets_the_memory_touched_before() -> None:
+    block = np.ones(400 * 2**20 // 8)              # 400 MiB, resident
+    high = peak_memory_gb()
+    del block                                      # a large block goes back to the OS
+    reset_peak_memory()
+    own = _status_kib("VmHWM") / 2**20
+    assert own < high - 0.3                        # the mark restarted from the resident size
+    assert own == pytest.approx(_status_kib("VmRSS") / 2**20, abs=0.05)

@@ -11,7 +11,7 @@ challenge's ``event_id,hit_id,track_id``), beside it ``eventNNNNNNNNN-parameters
 track's helix parameters, fit quality and quality score: trkx.tracks.parameters), and
 ``timing.json`` (seconds per stage per event, the throughput of the run, the device, precision
 and GNN kernel used, the memory allocator, the process's user and system CPU seconds and its
-peak resident memory, ``peak_memory_gb``) in
+peak resident memory from the command's start, ``peak_memory_gb``) in
 ``--out``;
 when the events carry truth (or with ``--evaluate``), ``trkx evaluate`` runs on the result
 into ``--out/evaluate``. ``--graphs DIR`` also writes the graph record of every stage to
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trkx import allocator
-from trkx.cli._process_usage import peak_memory_gb, process_cpu_seconds
+from trkx.cli._process_usage import peak_memory_gb, process_cpu_seconds, reset_peak_memory
 from trkx.config import ConfigError
 from trkx.device import DEVICES
 from trkx.pipeline.model_sets import describe, model_groups
@@ -321,6 +321,7 @@ def run(args: argparse.Namespace) -> int:
     tracks_config = config.stage_config_path(config.tracks)
     gnn_checkpoint = checkpoint_paths(groups[0][2])["gnn"]
     out = Outputs(args.out, args.graphs)
+    reset_peak_memory()              # this command's peak, not earlier steps of `trkx run`
     by_prefix: dict[str, EventResult] = {}
     wall, threads, workers_used = 0.0, 1, 1
     with tqdm(total=len(prefixes), desc="trkx infer", unit="event") as bar:
