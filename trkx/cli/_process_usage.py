@@ -22,20 +22,22 @@ def reset_peak_memory() -> None:
         Path("/proc/self/clear_refs").write_text("5")
 
 
-def peak_memory_gb() -> float:
-    """The largest resident memory (GiB) of this process since it started or since
-    :func:`reset_peak_memory`, or of one of its finished children (the workers) when larger.
-    This process's own is its address space's high-water mark (``VmHWM`` in /proc/self/status
-    on Linux), not ``ru_maxrss``, which also counts the image of whatever process forked it
-    before its exec and cannot be reset; a child's is its ``ru_maxrss``, an upper bound for
-    the same reason."""
-    own = None
+def own_peak_memory_gb() -> float:
+    """This process's largest resident memory (GiB) since it started or since
+    :func:`reset_peak_memory`: its address space's high-water mark (``VmHWM`` in
+    /proc/self/status on Linux), not ``ru_maxrss``, which also counts the image of whatever
+    process forked it before its exec and cannot be reset (the fallback elsewhere)."""
     status = Path("/proc/self/status")
     if status.is_file():
         for line in status.read_text().splitlines():
             if line.startswith("VmHWM:"):
-                own = int(line.split()[1])        # KiB
-    if own is None:
-        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(own, kids) / 2**20
+                return int(line.split()[1]) / 2**20          # KiB -> GiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def peak_memory_gb() -> float:
+    """:func:`own_peak_memory_gb`, or the ``ru_maxrss`` of this process's largest finished
+    child (the workers) when larger: an upper bound, since a child's counts the image it was
+    forked from."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    return max(own_peak_memory_gb(), children)
