@@ -103,3 +103,57 @@ def test_the_filter_weighs_secondary_signal_edges() -> None:
         module.edge_loss(record)
     with pytest.raises(ValueError, match="secondary_weight must be > 0"):
         FilterModule(network, secondary_weight=0.0)
+
+
+def test_the_embedding_weighs_secondary_signal_pairs() -> None:
+    """The embedding's hinge loss: a positive pair of signal hits of a particle made beyond
+    1 mm weighs ``secondary_weight`` x ``signal_weight`` among the positives; other positives
+    and the negatives keep their weights; the phi wedges of training carry the radii."""
+    import numpy as np
+    from torch_geometric.data import Data
+
+    from trkx.embedding.model import EmbeddingMLP
+    from trkx.embedding.module import EmbeddingModule, phi_sector
+    from trkx.embedding.pairs import hinge_loss, pair_labels
+
+    particle = torch.tensor([1, 1, 2, 2, 3, 3, 0])
+    signal_hit = torch.tensor([True, True, True, True, False, False, False])
+    radius = torch.tensor([0.1, 0.1, 50.0, 50.0, 50.0, 50.0, 0.0])
+    pairs = torch.tensor([[0, 2, 4, 0, 6], [1, 3, 5, 2, 1]])   # prompt, secondary, non-signal,
+    positive, weight = pair_labels(pairs, particle, signal_hit, 3.0, radius, 5.0)  # neg, noise
+    assert positive.tolist() == [True, True, True, False, False]
+    assert weight.tolist() == pytest.approx([3.0, 15.0, 1.0, 1.0, 1.0])
+    assert pair_labels(pairs, particle, signal_hit, 3.0)[1].tolist() == \
+        pytest.approx([3.0, 3.0, 1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="production_radius"):
+        pair_labels(pairs, particle, signal_hit, 3.0, None, 5.0)
+
+    embedding = torch.tensor([[0.0, 0.0], [0.1, 0.0], [0.0, 0.5], [0.3, 0.5], [1.0, 1.0],
+                              [1.0, 1.2], [0.05, 0.0]])
+    d2 = (embedding[pairs[0]] - embedding[pairs[1]]).pow(2).sum(1)
+    pull = (3.0 * d2[0] + 15.0 * d2[1] + 1.0 * d2[2]) / 19.0
+    push = (torch.relu(0.1 - d2[3:].sqrt()) ** 2).sum() / 2
+    torch.testing.assert_close(hinge_loss(embedding, pairs, positive, weight, 0.1), pull + push)
+
+    generator = torch.Generator().manual_seed(3)
+    n = 200
+    record = Data(x=torch.randn(n, 3, generator=generator),
+                  pos=torch.stack([torch.rand(n, generator=generator) * 900 + 30,
+                                   torch.rand(n, generator=generator) * 6.2 - 3.1,
+                                   torch.randn(n, generator=generator) * 500], 1),
+                  particle_id=torch.randint(0, 20, (n,), generator=generator),
+                  signal_hit=torch.rand(n, generator=generator) < 0.8,
+                  production_radius=torch.rand(n, generator=generator) * 100,
+                  track_edges=torch.randint(0, n, (2, 300), generator=generator))
+    wedge = phi_sector(record, 4, np.random.default_rng(0))
+    assert 0 < wedge.num_nodes < n
+    inside = torch.isin(record.pos[:, 1], wedge.pos[:, 1])
+    assert torch.equal(wedge.production_radius, record.production_radius[inside])
+    module = EmbeddingModule(EmbeddingMLP(3, hidden=8, layers=1, embedding_dim=4),
+                             secondary_weight=5.0)
+    del record.production_radius
+    with pytest.raises(ValueError, match="production_radius"):
+        module.event_loss(record)
+    with pytest.raises(ValueError, match="secondary_weight must be > 0"):
+        EmbeddingModule(EmbeddingMLP(3, hidden=8, layers=1, embedding_dim=4),
+                        secondary_weight=0.0)

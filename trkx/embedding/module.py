@@ -46,6 +46,9 @@ def phi_sector(record: Data, sectors: int, generator: np.random.Generator) -> Da
     sub = Data(x=record.x[keep], pos=record.pos[keep], particle_id=record.particle_id[keep],
                signal_hit=record.signal_hit[keep],
                track_edges=edges[:, (edges >= 0).all(dim=0)])
+    radius = getattr(record, "production_radius", None)
+    if radius is not None:
+        sub.production_radius = radius[keep]
     sub.num_nodes = int(keep.sum())
     return sub
 
@@ -62,9 +65,12 @@ class EmbeddingModule(pl.LightningModule):
                  signal_weight: float = 3.0, learning_rate: float = 1e-3,
                  weight_decay: float = 0.0, lr_step: int = 0, lr_gamma: float = 0.5,
                  train_sectors: int = 1, target_efficiency: float | None = 0.995,
-                 lr_warmup_steps: int = 50, lr_horizon_steps: int | None = None) -> None:
+                 lr_warmup_steps: int = 50, lr_horizon_steps: int | None = None,
+                 secondary_weight: float = 1.0) -> None:
         super().__init__()
         check_horizon(lr_horizon_steps)
+        if secondary_weight <= 0:
+            raise ValueError(f"secondary_weight must be > 0, got {secondary_weight}")
         if margin <= 0 or radius <= 0:
             raise ValueError("margin and radius must be > 0")
         if train_sectors < 1:
@@ -93,7 +99,9 @@ class EmbeddingModule(pl.LightningModule):
         embedding = self(record.x)
         pairs = self.pairs(record, embedding)
         positive, weight = pair_labels(pairs, record.particle_id, record.signal_hit,
-                                       self.hparams.signal_weight)
+                                       self.hparams.signal_weight,
+                                       getattr(record, "production_radius", None),
+                                       self.hparams.get("secondary_weight", 1.0))
         return hinge_loss(embedding, pairs, positive, weight.to(embedding.device),
                           self.hparams.margin)
 

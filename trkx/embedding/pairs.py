@@ -12,8 +12,11 @@ distance ``d2 = |e_i - e_j|^2`` and margin ``m``, the loss is
 
     L = sum_{pos} w_ij d2_ij / sum_{pos} w_ij  +  sum_{neg} w_ij relu(m - |e_i - e_j|)^2 / #neg,
 
-where ``w_ij = signal_weight`` for pairs of signal hits of one particle and 1 otherwise: positives
-are pulled together, negatives pushed out of the margin ball.
+where ``w_ij = signal_weight`` for pairs of signal hits of one particle (times
+``secondary_weight`` when that particle was produced beyond ``PROMPT_RADIUS`` = 1 mm from the
+beam axis: the secondaries, 7% of the signal, whose pairs an unweighted loss leaves far
+apart, issue 46) and 1 otherwise: positives are pulled together, negatives pushed out of the
+margin ball.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from trkx.data.truth import PROMPT_RADIUS
 from trkx.embedding.graph import neighbour_table
 
 
@@ -50,12 +54,20 @@ def random_pairs(n: int, per_hit: float, generator: np.random.Generator) -> torc
 
 
 def pair_labels(pairs: torch.Tensor, particle_id: torch.Tensor, signal_hit: torch.Tensor,
-                signal_weight: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(positive mask, weight) per pair."""
+                signal_weight: float, production_radius: torch.Tensor | None = None,
+                secondary_weight: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positive mask, weight) per pair; ``production_radius`` [N] (mm, per hit) is needed
+    when ``secondary_weight`` != 1 (module docstring)."""
     pid_i, pid_j = particle_id[pairs[0]], particle_id[pairs[1]]
     positive = (pid_i == pid_j) & (pid_i != 0)
     signal = positive & signal_hit[pairs[0]] & signal_hit[pairs[1]]
     weight = torch.where(signal, torch.as_tensor(float(signal_weight)), torch.as_tensor(1.0))
+    if secondary_weight != 1.0:
+        if production_radius is None:
+            raise ValueError("module.secondary_weight needs the hits' truth production_radius "
+                             "in each training record (records with truth)")
+        secondary = signal & (production_radius[pairs[0]].float() > PROMPT_RADIUS)
+        weight = torch.where(secondary, weight * float(secondary_weight), weight)
     return positive, weight
 
 
