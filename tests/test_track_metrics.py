@@ -153,3 +153,52 @@ def test_edge_metrics_counts_pairs_once():
     pooled = pool_edge_metrics([metrics, metrics])
     assert pooled["n_kept"] == 6 and pooled["purity"] == pytest.approx(2 / 3)
     assert edge_metrics(Data(edge_index=torch.zeros(2, 0, dtype=torch.long)), 0.5) is None
+
+
+def test_edge_metrics_split_prompt_and_secondary():
+    """With production radii each population gets its edge efficiency and findable share: a
+    prompt particle (hits 0-3) kept whole, a secondary (hits 4-7, made 40 mm out) cut in the
+    middle, so its largest piece holds 2 of its 4 hits: not findable. A low-pT particle (8-10)
+    is no signal and counts in neither."""
+    n = 11
+    pid = torch.tensor([1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3])
+    truth = torch.tensor([[0, 1, 2, 4, 5, 6, 8, 9], [1, 2, 3, 5, 6, 7, 9, 10]])
+    edges = torch.tensor([[0, 1, 2, 4, 6, 8, 0], [1, 2, 3, 5, 7, 9, 4]])
+    record = Data(track_edges=truth, particle_id=pid, edge_index=edges,
+                  signal_hit=torch.tensor([True] * 8 + [False] * 3),
+                  y=torch.tensor([True] * 6 + [False]),
+                  scores=torch.tensor([0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]),
+                  production_radius=torch.tensor([0.01] * 4 + [40.0] * 4 + [0.01] * 3),
+                  pt=torch.tensor([2.0] * 8 + [0.5] * 3), eta=torch.zeros(n),
+                  nhits=torch.tensor([4] * 8 + [3] * 3))
+    record.num_nodes = n
+    metrics = edge_metrics(record, cut=0.5)
+    assert (metrics["n_signal_truth_edges_prompt"], metrics["n_signal_kept_prompt"]) == (3, 3)
+    assert (metrics["n_signal_truth_edges_secondary"],
+            metrics["n_signal_kept_secondary"]) == (3, 2)
+    assert (metrics["n_signal_particles_prompt"], metrics["n_findable_prompt"]) == (1, 1)
+    assert (metrics["n_signal_particles_secondary"], metrics["n_findable_secondary"]) == (1, 0)
+    assert metrics["efficiency_secondary"] == pytest.approx(2 / 3)
+    assert metrics["findable_prompt"] == 1.0 and metrics["findable_secondary"] == 0.0
+    record.scores[1] = 0.1                    # the prompt particle split 2 + 2: lost too
+    lower = edge_metrics(record, cut=0.5)
+    assert lower["findable_prompt"] == 0.0 and lower["efficiency_prompt"] == pytest.approx(2 / 3)
+    pooled = pool_edge_metrics([metrics, lower])
+    assert pooled["findable_prompt"] == 0.5 and pooled["n_signal_kept_secondary"] == 4
+    del record.production_radius               # no radii: the overall figures alone
+    assert "findable_prompt" not in edge_metrics(record, cut=0.5)
+    assert "findable_prompt" not in pool_edge_metrics([metrics, edge_metrics(record, 0.5)])
+
+
+def test_sorted_unique_and_membership_match_numpy():
+    from trkx.arrays import contained, unique_sorted
+
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 10**12, 5000)
+    keys[::7] = keys[0]                        # repeats
+    unique = unique_sorted(keys)
+    np.testing.assert_array_equal(unique, np.unique(keys))
+    probe = np.concatenate([keys[:300], rng.integers(0, 10**12, 300), [-1, 10**13]])
+    np.testing.assert_array_equal(contained(probe, unique), np.isin(probe, keys))
+    assert unique_sorted(np.zeros(0, np.int64)).size == 0
+    assert not contained(np.array([3]), np.zeros(0, np.int64)).any()

@@ -98,18 +98,31 @@ def load_truth(source: Path, event_id: int):
     return truth_from_frames(event_id, hits, particles, truth), None, particles
 
 
-def stage_edge_metrics(name: str, folder: Path, cut: float) -> dict:
+def stage_edge_metrics(name: str, folder: Path, cut: float, cuts=None) -> dict:
     from trkx.data.listing import record_event_id, record_paths
     from trkx.data.record import load_record
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
 
     per_event = []
     for path in record_paths(folder, allow_empty=True):
-        metrics = edge_metrics(load_record(path), cut)
+        metrics = edge_metrics(load_record(path), cut, cuts)
         if metrics is not None:
             per_event.append({"event_id": record_event_id(path), **metrics})
     return {"stage": name, "overall": pool_edge_metrics(per_event) if per_event else None,
             "events": per_event}
+
+
+def format_stage_edges(name: str, pooled: dict) -> str:
+    """One line of a stage's pooled edge figures; with production radii, each population's
+    edge efficiency and findable share (trkx.tracks.edge_metrics)."""
+    line = (f"  edges [{name}] efficiency {pooled['efficiency']:.4f}, purity "
+            f"{pooled['purity']:.4f} ({pooled['n_kept']:,d} of {pooled['n_edges']:,d} edges kept)")
+    if "findable_prompt" in pooled:
+        line += (f"\n    prompt: edges {_rate(pooled['efficiency_prompt']).strip()}, findable "
+                 f"{_rate(pooled['findable_prompt']).strip()};  secondary: edges "
+                 f"{_rate(pooled['efficiency_secondary']).strip()}, findable "
+                 f"{_rate(pooled['findable_secondary']).strip()}")
+    return line
 
 
 def parse_stages(items: list[str]) -> list[tuple[str, Path]]:
@@ -227,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
             matched.append(matched_parameters(evaluations[-1], read_parameters(fitted),
                                               particle_table).assign(event_id=event_id))
         if record is not None:
-            metrics = edge_metrics(record, edge_cut)
+            metrics = edge_metrics(record, edge_cut, cuts)
             if metrics is not None:
                 record_edges.append({"event_id": event_id, **metrics})
 
@@ -243,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
         edges["events"] = {"overall": pool_edge_metrics(record_edges), "events": record_edges}
     for name, folder in stages:
         cut = edge_cut if name == "gnn" else 0.0  # earlier stages' records: all edges kept
-        edges[name] = stage_edge_metrics(name, folder, cut)
+        edges[name] = stage_edge_metrics(name, folder, cut, cuts)
 
     out = args.out
     report = {"cuts": cuts_dict(cuts), "overall": overall, "events": events,
@@ -298,9 +311,7 @@ def run(args: argparse.Namespace) -> int:
     for name, stage in edges.items():
         pooled = stage["overall"]
         if pooled:
-            print(f"  edges [{name}] efficiency {pooled['efficiency']:.4f}, purity "
-                  f"{pooled['purity']:.4f} ({pooled['n_kept']:,d} of {pooled['n_edges']:,d} "
-                  f"edges kept)")
+            print(format_stage_edges(name, pooled))
     print(f"wrote {out / 'metrics.json'} and {len(figures)} plots in "
           f"{time.perf_counter() - start:.2f} s")
     return 0
