@@ -20,13 +20,18 @@ def _number(value: float | None) -> str:
 
 def format_run_summary(metrics: dict, seconds: dict[str, float]) -> str:
     """A plain-text table of a pipeline run (what a physicist reads first)."""
-    lines = ["", "edges (test events)          efficiency   purity      kept"]
+    lines = ["", "edges (test events)          efficiency   purity      kept   findable: "
+                 "prompt / secondary"]
     for name, stage in metrics.get("edges", {}).items():
         pooled = stage.get("overall")
         if pooled:
             label = "gnn" if name == "events" else name
-            lines.append(f"  {label:<26s} {_number(pooled.get('efficiency')):>10s} "
-                         f"{_number(pooled.get('purity')):>8s} {pooled.get('n_kept', 0):>9,d}")
+            line = (f"  {label:<26s} {_number(pooled.get('efficiency')):>10s} "
+                    f"{_number(pooled.get('purity')):>8s} {pooled.get('n_kept', 0):>9,d}")
+            if "findable_prompt" in pooled:      # records with production radii
+                line += (f"   {_number(pooled['findable_prompt'])} / "
+                         f"{_number(pooled['findable_secondary'])}")
+            lines.append(line)
     overall = metrics["overall"]
     cuts = metrics.get("cuts", {})
     lines += ["", f"tracks ({cuts.get('matching', 'double_majority')} matching, "
