@@ -58,13 +58,14 @@ def test_the_values_do_not_depend_on_the_edge_direction_and_stay_finite_at_equal
     assert forward[1, 0] == pytest.approx(-Z0_CLIP)   # z0 = 910 - 100.1 * 20 / 1 mm, clipped
 
 
-def test_a_model_takes_the_first_five_eight_or_all_ten_edge_inputs() -> None:
+def test_a_model_takes_the_first_five_eight_ten_or_all_twelve_edge_inputs() -> None:
     pos = torch.stack([RADII_MM, torch.zeros_like(RADII_MM), RADII_MM], dim=1).float()
     record = Data(pos=pos, edge_index=chain(len(RADII_MM)), scores=torch.rand(9))
     every = edge_inputs(record)
-    assert every.shape == (9, 10)
+    assert every.shape == (9, 12)
     torch.testing.assert_close(edge_inputs(record, width=5), every[:, :5])
     torch.testing.assert_close(edge_inputs(record, width=8), every[:, :8])
+    torch.testing.assert_close(edge_inputs(record, width=10), every[:, :10])
     torch.testing.assert_close(every[:, 4], record.scores)
     old = InteractionGNN(3, hidden=4, n_graph_iters=1, edge_features=5)
     new = InteractionGNN(3, hidden=4, n_graph_iters=1, edge_features=8)
@@ -72,7 +73,7 @@ def test_a_model_takes_the_first_five_eight_or_all_ten_edge_inputs() -> None:
     assert model_edge_inputs(new, record).shape == (9, 8)
     with pytest.raises(ValueError, match="edge inputs"):
         model_edge_inputs(InteractionGNN(3, hidden=4, n_graph_iters=1, edge_features=6), record)
-    with pytest.raises(ValueError, match=r"edge_features must be 0 or one of \[5, 8, 10\]"):
+    with pytest.raises(ValueError, match=r"edge_features must be 0 or one of \[5, 8, 10, 12\]"):
         edge_inputs(record, width=7)
     assert math.isfinite(float(every.abs().max()))
 

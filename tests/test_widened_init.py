@@ -47,3 +47,28 @@ def test_other_shape_changes_are_refused_with_the_key() -> None:
     # and without the network's list nothing is widened
     with pytest.raises(ValueError, match=r"node_encoder\.0\.weight"):
         widened_weights(small, InteractionGNN(9, hidden=16, n_graph_iters=2).state_dict())
+
+
+@pytest.mark.parametrize("node_side_projection", [True, False])
+def test_a_gnn_given_more_edge_inputs_starts_as_the_narrower_one(node_side_projection) -> None:
+    """The edge encoder reads [edge inputs, h_src, h_dst]: the new edge-input columns go in
+    before the node columns, at weight 0 (inner_input_weights), so 10 -> 12 edge inputs
+    (the along-track agreement) computes the model file's logits whatever the new inputs hold."""
+    torch.manual_seed(1)
+    narrow = InteractionGNN(3, hidden=16, n_graph_iters=2, edge_features=10,
+                            node_side_projection=node_side_projection).double()
+    wide = InteractionGNN(3, hidden=16, n_graph_iters=2, edge_features=12,
+                          node_side_projection=node_side_projection).double()
+    assert wide.inner_input_weights() == {"edge_encoder.0.weight": 32}
+    weights, widened = widened_weights(narrow.state_dict(), wide.state_dict(),
+                                       wide.leading_input_weights, wide.inner_input_weights())
+    wide.load_state_dict(weights)
+    assert widened == ["edge_encoder.0.weight"]
+    x = torch.randn(30, 3, dtype=torch.float64)
+    edges = torch.randint(0, 30, (2, 80))
+    ops = CsrGraphOps(edges, 30)
+    attr = torch.randn(80, 12, dtype=torch.float64)
+    torch.testing.assert_close(wide(x, ops, attr), narrow(x, ops, attr[:, :10]))
+    wide(x, ops, attr).sum().backward()
+    assert wide.edge_encoder[0].weight.grad[:, 10:12].abs().sum() > 0
+    assert InteractionGNN(3, hidden=16, n_graph_iters=2).inner_input_weights() == {}

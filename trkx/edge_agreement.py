@@ -24,12 +24,30 @@ in [0, 1]: 0 for a perfect continuation, 1 where none is within CLIP or none exi
 and last hit of a track). A track's edges have a small g at every hit but its ends; a fake
 edge between two tracks' hits has a continuation that agrees only by chance.
 
+Along the track (:func:`along_track_agreement`). z0 and phislope are measured from the beam
+line, so the edges of a secondary made 50 mm out disagree as a fake's do (docs/levers.md: the
+GNN's cut loses the secondaries there). What a helix keeps wherever it starts is its dip and its
+curvature. With each edge of a continuation oriented along the track, v_e = p_h - p_a and
+v_f = p_b - p_h in 3D, its dip cot = v_z / |v_xy| (clipped to [-COT_CLIP, COT_CLIP]; constant
+along a helix, dz over the transverse arc) and its transverse direction psi = atan2(v_y, v_x):
+
+    d'(e, f) = sqrt( ((cot_e - cot_f) / COT_SCALE)^2 + (kappa / CURVATURE_SCALE)^2 ),
+    kappa = 2 sin(wrap(psi_f - psi_e)) / |v_e + v_f|_xy        (the three hits' circle, 1/mm)
+
+and g'_h(e) as g_h(e) with d' for d. A signal track above 1 GeV turns by less than 6e-4 mm^-1
+in the 2 T field; a random triplet rarely has both a small dip change and a small curvature.
+(The dip as a polar angle separated worse: its changes shrink by sin^2 theta in the forward
+region, where fakes then pass as easily; docs/levers.md.)
+
 The continuations at a hit with d_in inward and d_out outward edges number d_in d_out; they
 are enumerated in chunks of at most ``chunk_pairs`` so that memory stays bounded on a whole
 pile-up-200 event (about 9 million on its filter-stage graph of 1 million edges).
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -42,6 +60,12 @@ AGREEMENT_FEATURES = 2
 Z0_SCALE = 0.01
 #: The scale of a phislope difference [rad/m]: a sixth of the turning rate at pT = 1 GeV.
 SLOPE_SCALE = 0.05
+#: The scale of a change of the dip cot(theta) = v_z / |v_xy| between consecutive segments.
+COT_SCALE = 0.02
+#: Dips beyond this (segments within 1/50 of the beam axis's direction) are clipped.
+COT_CLIP = 50.0
+#: The scale of a three-hit curvature [1/mm]: a third of the curvature at pT = 1 GeV in 2 T.
+CURVATURE_SCALE = 2e-4
 #: Disagreements beyond this many scales read as "no continuation".
 CLIP = 10.0
 DEFAULT_CHUNK_PAIRS = 4_000_000
@@ -67,6 +91,54 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
     its best continuation at each of its hits (the module docstring), for hits at ``pos``
     [N, 3] = (r, phi, z) in mm and rad, on the device of ``pos``; ``trajectory``: the edges'
     :func:`~trkx.edge_geometry.edge_trajectory` when the caller has it (not recomputed)."""
+    def per_entry(edge: Tensor, hits: Tensor, others: Tensor, outward: Tensor) -> Tensor:
+        nonlocal trajectory
+        if trajectory is None:
+            trajectory = edge_trajectory(pos.float(), edge_index.long())
+        return torch.stack([trajectory[edge, 0] / Z0_SCALE,
+                            trajectory[edge, 1] / SLOPE_SCALE], dim=1)
+
+    def disagreement(inner: Tensor, outer: Tensor) -> Tensor:
+        return (inner[:, 0] - outer[:, 0]) ** 2 + (inner[:, 1] - outer[:, 1]) ** 2
+
+    return _best_continuations(pos, edge_index, chunk_pairs, per_entry, disagreement)
+
+
+def along_track_agreement(pos: Tensor, edge_index: Tensor,
+                          chunk_pairs: int = DEFAULT_CHUNK_PAIRS) -> Tensor:
+    """[E, 2] float32 agreement (g'_i, g'_j) of each edge with its best continuation measured
+    along the track (dip and three-hit curvature: the module docstring), as
+    :func:`edge_agreement` for the same arguments."""
+    pos32 = pos.float()
+    x = pos32[:, 0] * torch.cos(pos32[:, 1])
+    y = pos32[:, 0] * torch.sin(pos32[:, 1])
+    xyz = torch.stack([x, y, pos32[:, 2]], dim=1)
+
+    def per_entry(edge: Tensor, hits: Tensor, others: Tensor, outward: Tensor) -> Tensor:
+        sign = outward.float() * 2 - 1                     # along the track: inner -> outer
+        v = (xyz[others] - xyz[hits]) * sign[:, None]
+        dip = (v[:, 2] / torch.hypot(v[:, 0], v[:, 1]).clamp_min(1e-3)).clamp(-COT_CLIP, COT_CLIP)
+        return torch.stack([dip / COT_SCALE, torch.atan2(v[:, 1], v[:, 0]), v[:, 0], v[:, 1]],
+                           dim=1)
+
+    def disagreement(inner: Tensor, outer: Tensor) -> Tensor:
+        turn = torch.remainder(outer[:, 1] - inner[:, 1] + math.pi, 2 * math.pi) - math.pi
+        chord = torch.hypot(inner[:, 2] + outer[:, 2], inner[:, 3] + outer[:, 3])
+        kappa = 2 * torch.sin(turn) / chord.clamp_min(1e-3)
+        return (inner[:, 0] - outer[:, 0]) ** 2 + (kappa / CURVATURE_SCALE) ** 2
+
+    return _best_continuations(pos, edge_index, chunk_pairs, per_entry, disagreement)
+
+
+def _best_continuations(pos: Tensor, edge_index: Tensor, chunk_pairs: int,
+                        per_entry: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor],
+                        disagreement: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
+    """g per edge end: ``min(CLIP, min_f sqrt(disagreement))) / CLIP`` over the continuations.
+
+    An entry is an edge at one of its hits; ``per_entry(edge, hit, other hit, outward)`` gives
+    each entry's feature row [k] (entries sorted by hit, inward before outward), and
+    ``disagreement(inner rows, outer rows)`` the squared disagreement d^2 of the continuations
+    (inward entry, outward entry) at the same hit."""
     if chunk_pairs < 1:
         raise ValueError(f"chunk_pairs must be >= 1, got {chunk_pairs}")
     pos, edge_index = pos.float(), edge_index.long()
@@ -74,8 +146,6 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
     device = pos.device
     best = torch.full((2 * n_edges,), CLIP * CLIP, device=device)
     if n_edges:
-        if trajectory is None:
-            trajectory = edge_trajectory(pos, edge_index)
         rz = pos[:, [0, 2]]
         # entry k: edge k mod E at hit hits[k] (k < E: its source, else its target), sorted
         # by hit and, within a hit, inward entries before outward ones
@@ -86,9 +156,7 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
         order = torch.argsort(key, stable=True)
         count = torch.bincount(key, minlength=2 * n_hits)
         first = torch.cumsum(count, 0) - count
-        edge = order % n_edges
-        z0 = trajectory[edge, 0] / Z0_SCALE
-        slope = trajectory[edge, 1] / SLOPE_SCALE
+        rows = per_entry(order % n_edges, hits[order], others[order], outward[order])
         inward = torch.nonzero(~outward[order]).squeeze(1)     # sorted positions
         hit_in = hits[order[inward]]
         partners = count[2 * hit_in + 1]                        # outward edges at its hit
@@ -100,8 +168,7 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
             at_out = torch.arange(int(counts.sum()), device=device) + torch.repeat_interleave(
                 out_first[start:stop] - ahead, counts)
             at_in = inward[start:stop]
-            d2 = ((torch.repeat_interleave(z0[at_in], counts) - z0[at_out]) ** 2
-                  + (torch.repeat_interleave(slope[at_in], counts) - slope[at_out]) ** 2)
+            d2 = disagreement(torch.repeat_interleave(rows[at_in], counts, dim=0), rows[at_out])
             best_sorted[at_in] = torch.segment_reduce(
                 d2, "min", lengths=counts, unsafe=True, initial=CLIP * CLIP)
             best_sorted.scatter_reduce_(0, at_out, d2, reduce="amin")

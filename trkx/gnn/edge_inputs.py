@@ -4,17 +4,20 @@ For an edge i -> j of the filter-stage graph with filter score s_ij:
 
     A_ij = [dr, dphi, dz, deta (scaled, trkx.edge_geometry.edge_geometry), s_ij,
             z0, phislope, rphislope (trkx.edge_geometry.edge_trajectory),
-            g_i, g_j (trkx.edge_agreement.edge_agreement)]
+            g_i, g_j (trkx.edge_agreement.edge_agreement),
+            g'_i, g'_j (trkx.edge_agreement.along_track_agreement)]
 
 A model with ``edge_features = a`` takes the first a columns: 5 (the geometry and the filter
-score, the models trained before the trajectory columns existed), 8 or 10. The geometry saves
+score, the models trained before the trajectory columns existed), 8, 10 or 12. The geometry saves
 the network from re-deriving hit differences from encoded node states, the filter score starts
 the classifier from the filter's ranking, and the trajectory gives it what a straight line
 through the two hits says about the track (its z at the beam line, its turning rate), which an
 MLP on differences would have to learn as a division. The agreement says how well the best
 continuation of the edge at each of its hits shares its z0 and turning rate (the triplet cue,
-which a summed aggregation over mostly fake neighbours dilutes). With ``edge_features = 0`` the
-model sees node features only.
+which a summed aggregation over mostly fake neighbours dilutes). The along-track agreement says
+the same in terms that do not assume the beam line (the dip and the three-hit curvature), so a
+secondary's edges, which z0 and phislope mark as fakes, can agree (issue 46, docs/levers.md).
+With ``edge_features = 0`` the model sees node features only.
 """
 
 from __future__ import annotations
@@ -23,16 +26,17 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.edge_agreement import edge_agreement
+from trkx.edge_agreement import along_track_agreement, edge_agreement
 from trkx.edge_geometry import edge_geometry, edge_trajectory, endpoints
 
 EDGE_INPUT_NAMES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "filter_score",
                                      "z0", "phislope", "rphislope",
-                                     "agreement_source", "agreement_target")
+                                     "agreement_source", "agreement_target",
+                                     "along_source", "along_target")
 EDGE_INPUT_FEATURES = len(EDGE_INPUT_NAMES)
 #: The widths a model may take: the first 5 (geometry and filter score), 8 (and the
-#: trajectory) or all 10 inputs (and the agreement).
-EDGE_INPUT_WIDTHS: tuple[int, ...] = (5, 8, EDGE_INPUT_FEATURES)
+#: trajectory), 10 (and the agreement) or all 12 inputs (and the along-track agreement).
+EDGE_INPUT_WIDTHS: tuple[int, ...] = (5, 8, 10, EDGE_INPUT_FEATURES)
 
 
 def check_edge_input_width(width: int) -> None:
@@ -64,6 +68,8 @@ def edge_inputs(record: Data, label: str = "event record",
         columns.append(trajectory)
         if width > EDGE_INPUT_WIDTHS[1]:       # the agreement compares these trajectories
             columns.append(edge_agreement(pos, edge_index, trajectory=trajectory))
+        if width > EDGE_INPUT_WIDTHS[2]:
+            columns.append(along_track_agreement(pos, edge_index))
     return torch.cat(columns, dim=1)
 
 

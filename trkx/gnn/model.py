@@ -99,6 +99,13 @@ class InteractionGNN(nn.Module):
     #: (trainer.init_from, trkx.training.fit.widened_weights).
     leading_input_weights: tuple[str, ...] = ("node_encoder.0.weight",)
 
+    def inner_input_weights(self) -> dict[str, int]:
+        """Weights whose input ends with columns that keep their place: the edge encoder reads
+        ``[A, h_src, h_dst]``, so a model file with fewer edge inputs starts this network with
+        the new edge-input columns, inserted before the ``2 hidden`` node columns, at weight 0
+        (trainer.init_from, trkx.training.fit.widened_weights)."""
+        return {"edge_encoder.0.weight": 2 * self.hidden} if self.edge_features else {}
+
     def __init__(self, node_features: int, hidden: int = 128, n_graph_iters: int = 8,
                  n_mlp_layers: int = 2, activation: str = "relu", layer_norm: bool = True,
                  checkpoint_iterations: bool = False, node_side_projection: bool = True,

@@ -98,8 +98,10 @@ def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None])
         raise CheckpointError(f"trainer.init_from {path}: no such model file")
     source = load_checkpoint(path, stage)
     try:
+        inner = getattr(network, "inner_input_weights", None)
         weights, widened = widened_weights(source.state_dict, network.state_dict(),
-                                           getattr(network, "leading_input_weights", ()))
+                                           getattr(network, "leading_input_weights", ()),
+                                           inner() if inner is not None else {})
         network.load_state_dict(weights)
     except (RuntimeError, ValueError) as exc:
         raise CheckpointError(f"{path}: trainer.init_from does not fit this {stage} network "
@@ -112,17 +114,21 @@ def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None])
 
 
 def widened_weights(source: Mapping[str, Any], target: Mapping[str, Any],
-                    widenable: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
+                    widenable: Collection[str] = (),
+                    inner: Mapping[str, int] | None = None) -> tuple[dict[str, Any], list[str]]:
     """``source`` fitted to ``target``'s shapes, and the keys that were widened.
 
     A weight of ``widenable`` (the network's ``leading_input_weights``: Linears that read the
     LEADING columns of the input, so new columns come last) ``W`` [out, a] whose target is
     [out, b] with ``b > a`` (e.g. a GNN given the cluster shape besides the hit position)
     becomes ``W' = [W | 0]``: for any input ``x = [x_a | x_new]``, ``W' x = W x_a``, so the
-    widened network computes what the source did and learns the new columns from there. Every
-    other key must match in shape (a layer whose inputs are concatenated in another order, such
-    as the GNN's edge encoder ``[edge inputs, h_src, h_dst]``, cannot be widened this way); a
-    missing, extra or otherwise different key is a ValueError naming it.
+    widened network computes what the source did and learns the new columns from there. A
+    weight of ``inner`` (the network's ``inner_input_weights()``: key -> the number ``t`` of
+    trailing input columns that keep their place, as the GNN's edge encoder reads
+    ``[edge inputs, h_src, h_dst]`` with ``t = 2 hidden``) becomes ``[W_lead | 0 | W_trail]``:
+    the new columns go in before the trailing ones, which again computes what the source did.
+    Every other key must match in shape (a layer the network names in neither list is not
+    widened); a missing, extra or otherwise different key is a ValueError naming it.
     """
     import torch
 
@@ -134,10 +140,18 @@ def widened_weights(source: Mapping[str, Any], target: Mapping[str, Any],
         have = source[key]
         if tuple(have.shape) == tuple(weight.shape):
             out[key] = have
-        elif key in widenable and have.dim() == 2 and weight.dim() == 2 \
-                and have.shape[0] == weight.shape[0] and have.shape[1] < weight.shape[1]:
+        elif (key in widenable or key in (inner or {})) and have.dim() == 2 \
+                and weight.dim() == 2 and have.shape[0] == weight.shape[0] \
+                and have.shape[1] < weight.shape[1]:
+            trailing = (inner or {}).get(key, 0)
+            if trailing > have.shape[1]:
+                raise ValueError(f"{key} has {have.shape[1]} input columns in the model file, "
+                                 f"fewer than its {trailing} trailing ones")
+            lead = have.shape[1] - trailing
             grown = torch.zeros(tuple(weight.shape), dtype=have.dtype)
-            grown[:, :have.shape[1]] = have
+            grown[:, :lead] = have[:, :lead]
+            if trailing:
+                grown[:, weight.shape[1] - trailing:] = have[:, lead:]
             out[key] = grown
             widened.append(key)
         else:
