@@ -4,7 +4,6 @@ beam-line trajectory (z0, phislope) says they do not."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import pytest
@@ -18,6 +17,8 @@ from trkx.edge_agreement import (
     along_track_agreement,
     edge_agreement,
 )
+
+from .test_edge_agreement import random_graph
 
 
 def helix(centre_xy: tuple[float, float], radius: float, start: float, z0: float,
@@ -105,13 +106,7 @@ def test_a_kink_or_a_dip_change_breaks_the_agreement() -> None:
 
 @pytest.mark.parametrize("chunk_pairs", [1, 7, 4_000_000])
 def test_the_along_track_agreement_is_its_definition_in_any_chunking(chunk_pairs) -> None:
-    generator = torch.Generator().manual_seed(11)
-    pos = torch.stack([torch.rand(40, generator=generator) * 900 + 30,
-                       torch.rand(40, generator=generator) * 0.3,
-                       (torch.rand(40, generator=generator) - 0.5) * 1000], dim=1)
-    pairs = [(i, j) for i, j in itertools.permutations(range(40), 2)
-             if torch.rand(1, generator=generator) < 0.15]
-    edge_index = torch.tensor(pairs).t()
+    pos, edge_index = random_graph(11, 0.3)
     expected = definition(pos, edge_index)
     assert 0 < float((expected < 1).float().mean()) < 1                  # both kinds present
     torch.testing.assert_close(

@@ -56,15 +56,20 @@ def test_a_tracks_edges_agree_at_every_inner_hit_and_fakes_between_two_tracks_do
     assert g[2 * (n - 1):].min() > 0.5                                     # fakes: no agreement
 
 
-@pytest.mark.parametrize("chunk_pairs", [1, 5, 4_000_000])
-def test_the_agreement_is_its_definition_on_a_random_graph_in_any_chunking(chunk_pairs) -> None:
-    generator = torch.Generator().manual_seed(3)
+def random_graph(seed: int, phi_span: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """40 hits (r, phi, z) in a wedge of ``phi_span`` and 15% of their ordered pairs as edges."""
+    generator = torch.Generator().manual_seed(seed)
     pos = torch.stack([torch.rand(40, generator=generator) * 900 + 30,
-                       torch.rand(40, generator=generator) * 0.2,
+                       torch.rand(40, generator=generator) * phi_span,
                        (torch.rand(40, generator=generator) - 0.5) * 1000], dim=1)
     pairs = [(i, j) for i, j in itertools.permutations(range(40), 2)
              if torch.rand(1, generator=generator) < 0.15]
-    edge_index = torch.tensor(pairs).t()
+    return pos, torch.tensor(pairs).t()
+
+
+@pytest.mark.parametrize("chunk_pairs", [1, 5, 4_000_000])
+def test_the_agreement_is_its_definition_on_a_random_graph_in_any_chunking(chunk_pairs) -> None:
+    pos, edge_index = random_graph(3, 0.2)
     expected = definition(pos, edge_index)
     assert 0 < float((expected < 1).float().mean()) < 1                  # both kinds present
     torch.testing.assert_close(edge_agreement(pos, edge_index, chunk_pairs=chunk_pairs).double(),
