@@ -15,6 +15,7 @@ from trkx.edge_agreement import (
     COT_SCALE,
     CURVATURE_SCALE,
     along_track_agreement,
+    both_agreements,
     edge_agreement,
 )
 
@@ -114,3 +115,10 @@ def test_the_along_track_agreement_is_its_definition_in_any_chunking(chunk_pairs
         atol=2e-4, rtol=1e-4)
     torch.testing.assert_close(along_track_agreement(pos, edge_index.flip(0)),
                                along_track_agreement(pos, edge_index).flip(1))
+
+
+def test_both_agreements_in_one_pass_are_each_agreement() -> None:
+    pos, edge_index = random_graph(5, 0.25)
+    both = both_agreements(pos, edge_index, chunk_pairs=9)
+    assert torch.equal(both[:, :2], edge_agreement(pos, edge_index))
+    assert torch.equal(both[:, 2:], along_track_agreement(pos, edge_index))

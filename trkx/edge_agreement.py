@@ -84,6 +84,9 @@ def _chunk_bounds(pair_counts: Tensor, chunk_pairs: int) -> list[tuple[int, int]
     return bounds
 
 
+Cue = tuple[Callable[[Tensor, Tensor, Tensor, Tensor], Tensor], Callable[[Tensor, Tensor], Tensor]]
+
+
 def edge_agreement(pos: Tensor, edge_index: Tensor,
                    chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
                    trajectory: Tensor | None = None) -> Tensor:
@@ -91,6 +94,29 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
     its best continuation at each of its hits (the module docstring), for hits at ``pos``
     [N, 3] = (r, phi, z) in mm and rad, on the device of ``pos``; ``trajectory``: the edges'
     :func:`~trkx.edge_geometry.edge_trajectory` when the caller has it (not recomputed)."""
+    return _best_continuations(pos, edge_index, chunk_pairs,
+                               [_beam_line_cue(pos, edge_index, trajectory)])
+
+
+def along_track_agreement(pos: Tensor, edge_index: Tensor,
+                          chunk_pairs: int = DEFAULT_CHUNK_PAIRS) -> Tensor:
+    """[E, 2] float32 agreement (g'_i, g'_j) of each edge with its best continuation measured
+    along the track (dip and three-hit curvature: the module docstring), as
+    :func:`edge_agreement` for the same arguments."""
+    return _best_continuations(pos, edge_index, chunk_pairs, [_along_track_cue(pos)])
+
+
+def both_agreements(pos: Tensor, edge_index: Tensor, chunk_pairs: int = DEFAULT_CHUNK_PAIRS,
+                    trajectory: Tensor | None = None) -> Tensor:
+    """[E, 4]: :func:`edge_agreement` then :func:`along_track_agreement`, the same values, from
+    one enumeration of the continuations (the sort and the pairs are shared)."""
+    return _best_continuations(pos, edge_index, chunk_pairs,
+                               [_beam_line_cue(pos, edge_index, trajectory),
+                                _along_track_cue(pos)])
+
+
+def _beam_line_cue(pos: Tensor, edge_index: Tensor, trajectory: Tensor | None) -> Cue:
+    """Entry rows (z0, phislope) scaled, and d^2 of the module docstring."""
     def per_entry(edge: Tensor, hits: Tensor, others: Tensor, outward: Tensor) -> Tensor:
         nonlocal trajectory
         if trajectory is None:
@@ -101,18 +127,14 @@ def edge_agreement(pos: Tensor, edge_index: Tensor,
     def disagreement(inner: Tensor, outer: Tensor) -> Tensor:
         return (inner[:, 0] - outer[:, 0]) ** 2 + (inner[:, 1] - outer[:, 1]) ** 2
 
-    return _best_continuations(pos, edge_index, chunk_pairs, per_entry, disagreement)
+    return per_entry, disagreement
 
 
-def along_track_agreement(pos: Tensor, edge_index: Tensor,
-                          chunk_pairs: int = DEFAULT_CHUNK_PAIRS) -> Tensor:
-    """[E, 2] float32 agreement (g'_i, g'_j) of each edge with its best continuation measured
-    along the track (dip and three-hit curvature: the module docstring), as
-    :func:`edge_agreement` for the same arguments."""
+def _along_track_cue(pos: Tensor) -> Cue:
+    """Entry rows (dip scaled, psi, v_x, v_y) of each edge oriented along the track, and d'^2."""
     pos32 = pos.float()
-    x = pos32[:, 0] * torch.cos(pos32[:, 1])
-    y = pos32[:, 0] * torch.sin(pos32[:, 1])
-    xyz = torch.stack([x, y, pos32[:, 2]], dim=1)
+    xyz = torch.stack([pos32[:, 0] * torch.cos(pos32[:, 1]),
+                       pos32[:, 0] * torch.sin(pos32[:, 1]), pos32[:, 2]], dim=1)
 
     def per_entry(edge: Tensor, hits: Tensor, others: Tensor, outward: Tensor) -> Tensor:
         sign = outward.float() * 2 - 1                     # along the track: inner -> outer
@@ -127,24 +149,25 @@ def along_track_agreement(pos: Tensor, edge_index: Tensor,
         kappa = 2 * torch.sin(turn) / chord.clamp_min(1e-3)
         return (inner[:, 0] - outer[:, 0]) ** 2 + (kappa / CURVATURE_SCALE) ** 2
 
-    return _best_continuations(pos, edge_index, chunk_pairs, per_entry, disagreement)
+    return per_entry, disagreement
 
 
 def _best_continuations(pos: Tensor, edge_index: Tensor, chunk_pairs: int,
-                        per_entry: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor],
-                        disagreement: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
-    """g per edge end: ``min(CLIP, min_f sqrt(disagreement))) / CLIP`` over the continuations.
+                        cues: list[Cue]) -> Tensor:
+    """[E, 2 C] g per edge end and cue: ``min(CLIP, min_f sqrt(d^2)) / CLIP`` over the
+    continuations, the two columns of each cue side by side.
 
-    An entry is an edge at one of its hits; ``per_entry(edge, hit, other hit, outward)`` gives
-    each entry's feature row [k] (entries sorted by hit, inward before outward), and
-    ``disagreement(inner rows, outer rows)`` the squared disagreement d^2 of the continuations
-    (inward entry, outward entry) at the same hit."""
+    An entry is an edge at one of its hits; a cue's ``per_entry(edge, hit, other hit,
+    outward)`` gives each entry's feature row (entries sorted by hit, inward before outward),
+    and its ``disagreement(inner rows, outer rows)`` the squared disagreement d^2 of the
+    continuations (inward entry, outward entry) at the same hit. The sort and the pairs are
+    made once for all cues."""
     if chunk_pairs < 1:
         raise ValueError(f"chunk_pairs must be >= 1, got {chunk_pairs}")
     pos, edge_index = pos.float(), edge_index.long()
     n_edges, n_hits = edge_index.shape[1], pos.shape[0]
     device = pos.device
-    best = torch.full((2 * n_edges,), CLIP * CLIP, device=device)
+    best = torch.full((len(cues), 2 * n_edges), CLIP * CLIP, device=device)
     if n_edges:
         rz = pos[:, [0, 2]]
         # entry k: edge k mod E at hit hits[k] (k < E: its source, else its target), sorted
@@ -156,22 +179,26 @@ def _best_continuations(pos: Tensor, edge_index: Tensor, chunk_pairs: int,
         order = torch.argsort(key, stable=True)
         count = torch.bincount(key, minlength=2 * n_hits)
         first = torch.cumsum(count, 0) - count
-        rows = per_entry(order % n_edges, hits[order], others[order], outward[order])
+        rows = [per_entry(order % n_edges, hits[order], others[order], outward[order])
+                for per_entry, _ in cues]
         inward = torch.nonzero(~outward[order]).squeeze(1)     # sorted positions
         hit_in = hits[order[inward]]
         partners = count[2 * hit_in + 1]                        # outward edges at its hit
         out_first = first[2 * hit_in + 1]
-        best_sorted = torch.full((2 * n_edges,), CLIP * CLIP, device=device)
+        best_sorted = torch.full((len(cues), 2 * n_edges), CLIP * CLIP, device=device)
         for start, stop in _chunk_bounds(partners, chunk_pairs):
             counts = partners[start:stop]
             ahead = torch.cumsum(counts, 0) - counts
             at_out = torch.arange(int(counts.sum()), device=device) + torch.repeat_interleave(
                 out_first[start:stop] - ahead, counts)
             at_in = inward[start:stop]
-            d2 = disagreement(torch.repeat_interleave(rows[at_in], counts, dim=0), rows[at_out])
-            best_sorted[at_in] = torch.segment_reduce(
-                d2, "min", lengths=counts, unsafe=True, initial=CLIP * CLIP)
-            best_sorted.scatter_reduce_(0, at_out, d2, reduce="amin")
-        best[order] = best_sorted
-    g = best.clamp(max=CLIP * CLIP).sqrt() / CLIP
-    return g.view(2, n_edges).t().contiguous()
+            for c, (_, disagreement) in enumerate(cues):
+                d2 = disagreement(torch.repeat_interleave(rows[c][at_in], counts, dim=0),
+                                  rows[c][at_out])
+                best_sorted[c, at_in] = torch.segment_reduce(
+                    d2, "min", lengths=counts, unsafe=True, initial=CLIP * CLIP)
+                best_sorted[c].scatter_reduce_(0, at_out, d2, reduce="amin")
+        best[:, order] = best_sorted
+    g = best.clamp(max=CLIP * CLIP).sqrt() / CLIP               # [C, 2E]
+    return g.view(len(cues), 2, n_edges).permute(2, 0, 1).reshape(n_edges, 2 * len(cues)) \
+        .contiguous()

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.edge_agreement import along_track_agreement, edge_agreement
+from trkx.edge_agreement import both_agreements, edge_agreement
 from trkx.edge_geometry import edge_geometry, edge_trajectory, endpoints
 
 EDGE_INPUT_NAMES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "filter_score",
@@ -66,10 +66,10 @@ def edge_inputs(record: Data, label: str = "event record",
     if width > EDGE_INPUT_WIDTHS[0]:
         trajectory = edge_trajectory(pos, edge_index, ends)
         columns.append(trajectory)
-        if width > EDGE_INPUT_WIDTHS[1]:       # the agreement compares these trajectories
+        if width > EDGE_INPUT_WIDTHS[2]:       # both agreements, one enumeration
+            columns.append(both_agreements(pos, edge_index, trajectory=trajectory))
+        elif width > EDGE_INPUT_WIDTHS[1]:     # the agreement compares these trajectories
             columns.append(edge_agreement(pos, edge_index, trajectory=trajectory))
-        if width > EDGE_INPUT_WIDTHS[2]:
-            columns.append(along_track_agreement(pos, edge_index))
     return torch.cat(columns, dim=1)
 
 
