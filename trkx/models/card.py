@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,37 @@ def training_seconds(workdir: Path, stage: str,
     return float(json.loads(marker.read_text())["seconds"]) if marker.is_file() else None
 
 
+def recipe_commit(recipe: Path) -> tuple[str | None, bool]:
+    """``(commit, changed)``: the last commit that wrote ``recipe`` (abbreviated hash; None
+    outside a git checkout or for a file git does not track) and whether the file differs from
+    that commit now. A recipe edited after its models shipped reproduces other models; the
+    card names the commit to take the recipe from."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=recipe.resolve().parent, capture_output=True,
+                              text=True, check=False)
+
+    try:
+        found = git("log", "-1", "--format=%h", "--", recipe.resolve().name)
+    except OSError:                    # no git on this machine
+        return None, False
+    commit = found.stdout.strip()
+    if found.returncode != 0 or not commit:
+        return None, False
+    changed = git("diff", "--quiet", "HEAD", "--", recipe.resolve().name).returncode != 0
+    return commit, changed
+
+
+def _reproduce_note(recipe: Path) -> list[str]:
+    commit, changed = recipe_commit(recipe)
+    if commit is None:
+        return []
+    if changed:
+        return [f"The recipe had uncommitted changes when these models were packaged (last "
+                f"commit of `{recipe}`: {commit}).", ""]
+    return [f"With the recipe as of commit {commit} (`git checkout {commit} -- {recipe}` when it "
+            "has changed since).", ""]
+
+
 def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
               benchmarks: dict[str, Path],
               curves: dict[str, list[dict[str, float]]] | None = None) -> str:
@@ -118,7 +150,7 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         f"# Model card: `{name}` (trkx {__version__})", "",
         f"Written {datetime.date.today().isoformat()} by `python -m trkx.models.package` from "
         f"the run in `{workdir}`; the checksums of every file are in `SHA256SUMS`.", "",
-        "## Reproduce", "",
+        "## Reproduce", "", *_reproduce_note(recipe),
         "```bash",
         f"trkx run {recipe} --workdir {workdir}",
         f"python -m trkx.models.package --recipe {recipe} --workdir {workdir} --out {folder}",

@@ -1,0 +1,41 @@
+"""The model card names the commit its recipe came from (trkx.models.card.recipe_commit): a
+recipe edited after its models shipped (a new long stretch) no longer reproduces them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from trkx.models.card import _reproduce_note, recipe_commit
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_card_names_the_recipes_last_commit_and_an_edit_since(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    recipe = tmp_path / "configs" / "recipe.yaml"
+    recipe.parent.mkdir()
+    recipe.write_text("stages: {}\n")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "recipe")
+    first = git(tmp_path, "log", "-1", "--format=%h")
+    (tmp_path / "other.txt").write_text("later work\n")          # a later commit elsewhere
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "other")
+    assert recipe_commit(recipe) == (first, False)
+    assert f"commit {first}" in _reproduce_note(recipe)[0]
+
+    recipe.write_text("stages: {gnn: {}}\n")
+    assert recipe_commit(recipe) == (first, True)
+    assert "uncommitted changes" in _reproduce_note(recipe)[0]
+
+
+def test_an_untracked_recipe_names_no_commit(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("stages: {}\n")
+    assert recipe_commit(recipe) == (None, False)
+    assert _reproduce_note(recipe) == []
