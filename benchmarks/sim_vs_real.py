@@ -20,7 +20,8 @@ largest ``|N_sim - N_real| / N_real`` over the (volume, layer) hit counts of eve
 (``N_sim``: mean over the simulated events).
 
 With ``--checkpoints DIR --config PIPELINE.yaml`` the trained models run whole on event 21001,
-the sample event and their twins (truth projected the same way on both; :func:`model_gaps`):
+the sample event and their twins (truth projected the same way on both;
+:func:`sim_vs_real_models.model_gaps`):
 per-stage signal-edge efficiency (:func:`physics_analysis.stage_edges`), track efficiency and
 their gaps real - simulated. ``--quick``: two simulated events, under a minute on 2 cores.
 
@@ -61,6 +62,7 @@ from event_distributions import (
     tvd,
     tvd_floor,
 )
+from sim_vs_real_models import FIRST_SIM_ID, REAL_EVENT, SAMPLE_EVENT, model_gaps
 
 from trkx.data.detector import load_detector
 from trkx.data.particle_id import decode_particle_id
@@ -69,11 +71,7 @@ from trkx.data.simulate.runner import event_rng
 from trkx.data.truth import layer_key
 from trkx.tracks.projection import PIXEL_TRUTH, read_tables
 
-REAL_EVENT = "real_pixel_truth/event000021001"
-SAMPLE_EVENT = "sample_event/event000000001"
-FIRST_SIM_ID = 900_000          # ids of the simulated twins (seeded by (seed, id))
 PILEUP = 200.0
-STAGES = ("embedding", "filter", "gnn")
 
 
 def vertex_sigma_z(tables: list[pd.DataFrame]) -> dict[str, float]:
@@ -237,73 +235,6 @@ def shape_tables(reals: dict[str, tuple[EventView, dict]],
                     "real": int(real_values["cell_count"].size),
                     "sim": int(sim_values["cell_count"].size)}
     return out
-
-
-def run_events(pipeline, events: list[tuple[dict[str, pd.DataFrame], int]],
-               volumes: tuple[int, ...] | None) -> dict:
-    """Cumulative signal-edge efficiency per stage and track efficiency of the models, pooled
-    over ``events`` (``(tables, event_id)``; truth projected onto ``volumes`` when given)."""
-    from physics_analysis import pipeline_stages, stage_edges
-
-    from trkx.tracks.metrics import overall_summary
-    from trkx.tracks.projection import projected_evaluation, projected_record
-
-    graphs: dict[str, list] = {s: [] for s in STAGES}
-    evaluations = []
-    for tables, event_id in events:
-        record, mask = projected_record(tables, pipeline.use_cells, pipeline.signal_pt_min,
-                                        volumes, event_id)
-        stage_graphs, labels, _ = pipeline.run(record, edge_labels=True)
-        for stage in STAGES:
-            graphs[stage].append(stage_graphs[stage])
-        evaluations.append(projected_evaluation(record, mask, labels, event_id))
-    stages = stage_edges(pipeline_stages(graphs, pipeline.builder))
-    tracks = overall_summary(evaluations)
-    return {"stage_efficiency": {s: stages[s]["efficiency"] for s in STAGES},
-            "signal_edges": stages["embedding"]["n_signal_truth_edges"],
-            "track_efficiency": tracks["efficiency"],
-            "track_efficiency_err": tracks["efficiency_err"],
-            "fake_rate": tracks["fake_rate"], "signal_particles": tracks["n_signal_particles"]}
-
-
-def sample_twin_tables(tables: dict[str, pd.DataFrame], view: EventView
-                       ) -> dict[str, pd.DataFrame]:
-    """A simulated event cut down to the hits and particles of its subsampled view."""
-    hit_ids = view.hits["hit_id"].to_numpy()
-    keep = tables["hits"]["hit_id"].isin(hit_ids)
-    return {"hits": tables["hits"][keep].reset_index(drop=True),
-            "cells": tables["cells"][tables["cells"]["hit_id"].isin(hit_ids)],
-            "particles": tables["particles"][tables["particles"]["particle_id"].isin(
-                view.particles["particle_id"])].reset_index(drop=True),
-            "truth": tables["truth"][tables["truth"]["hit_id"].isin(hit_ids)]}
-
-
-def model_gaps(config: Path, checkpoints: Path, data: Path,
-               events: list[dict[str, pd.DataFrame]], sample_twins: list[EventView]) -> dict:
-    """Per-stage and track efficiencies of the models on the real events and their twins,
-    and their absolute gaps."""
-    from trkx.pipeline.inference import TrainedPipeline
-
-    pipeline = TrainedPipeline.load(config, checkpoints)
-    real = run_events(pipeline, [(read_tables(data / REAL_EVENT, PIXEL_TRUTH, cells=True),
-                                  21001)], PIXEL_VOLUMES)
-    twins = run_events(pipeline, [(t, FIRST_SIM_ID + i) for i, t in enumerate(events)],
-                       PIXEL_VOLUMES)
-    sample = run_events(pipeline, [(read_tables(data / SAMPLE_EVENT, "truth", cells=True), 1)],
-                        None)
-    sample_sim = run_events(pipeline, [(sample_twin_tables(t, view), FIRST_SIM_ID + i)
-                                       for i, (t, view) in enumerate(zip(events, sample_twins))],
-                            None)
-    return {
-        "models": {"config": str(config), "checkpoints": str(checkpoints),
-                   "event21001": real, "event21001_twins": twins,
-                   "sample": sample, "sample_twins": sample_sim},
-        "stage_efficiency_gap": {s: abs(real["stage_efficiency"][s]
-                                        - twins["stage_efficiency"][s]) for s in STAGES},
-        "track_efficiency_gap": abs(real["track_efficiency"] - twins["track_efficiency"]),
-        "sample_track_efficiency_gap": abs(sample["track_efficiency"]
-                                           - sample_sim["track_efficiency"]),
-    }
 
 
 def print_shape_tables(out: dict) -> None:
