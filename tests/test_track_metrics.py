@@ -11,9 +11,16 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import hand_truth
+from trkx.cli.evaluate import FAKE_KIND_NAMES, format_table
 from trkx.tracks.binned import binned_rate, standard_rates
 from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
-from trkx.tracks.metrics import MetricCuts, evaluate_event, event_summary, overall_summary
+from trkx.tracks.metrics import (
+    FAKE_KINDS,
+    MetricCuts,
+    evaluate_event,
+    event_summary,
+    overall_summary,
+)
 
 
 def submission(track_of_hit) -> pd.DataFrame:
@@ -68,6 +75,41 @@ def test_hand_made_event_metrics_and_score():
     assert figures["duplicate_rate"] == 0.0
     # Score: weights 1 on particle hits (18), credited A 10 + B 3.
     assert figures["trackml_score"] == pytest.approx(13 / 18)
+
+
+def test_fakes_split_by_kind():
+    # A (10 hits, signal) split 4 + 3 + 3: three pure pieces of a signal particle, A lost.
+    # B (8 hits, pT 0.5: not signal) 3 in a track, 5 unbuilt: a piece of another particle.
+    # C and D (3 hits each) joined: a 6-hit junction, half each: mixed. E (4 hits): 3 in a
+    # matched track, its fourth in a 3-hit track with 2 noise hits: majority noise.
+    pid = [1] * 10 + [2] * 8 + [3] * 3 + [4] * 3 + [5] * 4 + [0] * 3
+    pt = [2.0] * 10 + [0.5] * 8 + [2.0] * 6 + [2.0] * 4 + [0.0] * 3
+    truth = hand_truth(pid, pt=pt)
+    tracks = ([1] * 4 + [2] * 3 + [3] * 3       # A in three pieces
+              + [4] * 3 + [90, 91, 92, 93, 94]  # B: one 3-hit piece, the rest alone
+              + [5] * 6                         # C + D joined
+              + [6] * 3 + [7]                   # E: 3 of 4 together (matched)
+              + [7, 7, 8])                      # 2 noise hits with E's fourth: noise majority
+    evaluation = evaluate_event(truth, submission(tracks), MetricCuts())
+    kinds = dict(zip(evaluation.tracks["track_id"], evaluation.tracks["fake_kind"]))
+    assert kinds == {1: "piece_signal", 2: "piece_signal", 3: "piece_signal",
+                     4: "piece_other", 5: "mixed", 6: "", 7: "noise"}
+    figures = event_summary(evaluation)
+    assert figures["n_tracks"] == 7 and figures["n_fake_tracks"] == 6
+    assert figures["fake_rate_piece_signal"] == pytest.approx(3 / 7)
+    assert figures["fake_rate_piece_other"] == pytest.approx(1 / 7)
+    assert figures["fake_rate_mixed"] == pytest.approx(1 / 7)
+    assert figures["fake_rate_noise"] == pytest.approx(1 / 7)
+    assert sum(figures[f"fake_rate_{k}"] for k in FAKE_KINDS) == pytest.approx(
+        figures["fake_rate"])
+    # Under the one-way (atlas) matching the pure pieces match: only mixed and noise fakes.
+    atlas = event_summary(evaluate_event(truth, submission(tracks), MetricCuts(matching="atlas")))
+    assert (atlas["fake_rate_piece_signal"], atlas["fake_rate_piece_other"]) == (0.0, 0.0)
+    assert atlas["fake_rate"] == pytest.approx(2 / 7)
+    # The CLI prints every kind, in the library's order.
+    assert tuple(FAKE_KIND_NAMES) == FAKE_KINDS
+    assert "pieces of signal particles 42.86 %" in format_table(
+        {**figures, "n_events": 1}, [figures])
 
 
 def test_efficiency_split_by_production_radius():

@@ -5,9 +5,10 @@ event record ``eventNNNNNNNNN*.pt`` (with per-hit truth), else the TrackML files
 ``eventNNNNNNNNN-{hits,particles,truth}.csv[.gz]``. Writes to ``--out``:
 
 - ``metrics.json``: ``cuts``, ``overall`` (efficiency, fake_rate, duplicate_rate,
-  trackml_score, counts, binomial errors), ``events`` (the same per event), ``binned`` (the
-  plotted rates with Clopper-Pearson 68% intervals) and ``edges`` (edge efficiency/purity per
-  stage, when records with edges are given);
+  trackml_score, counts, binomial errors; the fake rate split by kind, ``fake_rate_<kind>``:
+  pieces of one signal or other particle, mixed, noise, trkx.tracks.metrics), ``events``
+  (the same per event), ``binned`` (the plotted rates with Clopper-Pearson 68% intervals)
+  and ``edges`` (edge efficiency/purity per stage, when records with edges are given);
 - ``particles.csv`` and ``tracks.csv``: the per-particle and per-track tables behind them;
 - when the tracks folder holds ``eventNNNNNNNNN-parameters.csv`` (``trkx infer`` writes them):
   ``resolution`` in ``metrics.json`` (fitted pT and eta against the matched signal particles;
@@ -37,6 +38,10 @@ import time
 from pathlib import Path
 
 STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
+# trkx.tracks.metrics.FAKE_KINDS as printed (kept here: the CLI imports numpy-free at start)
+FAKE_KIND_NAMES: dict[str, str] = {"piece_signal": "pieces of signal particles",
+                                   "piece_other": "pieces of other particles",
+                                   "mixed": "mixed", "noise": "noise"}
 PLOTS = ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta", "duplicate_rate_vs_eta",
          "track_length")     # and efficiency_vs_production_radius where the truth has vertices
 
@@ -161,8 +166,12 @@ def format_table(overall: dict, events: list[dict]) -> str:
                   f"({overall['n_signal_prompt']:,d} particles, production radius <= 1 mm)",
                   f"    secondary      {pct('efficiency_secondary')}  "
                   f"({overall['n_signal_secondary']:,d})"]
-    lines += [f"  fake rate        {pct('fake_rate')}",
-              f"  duplicate rate   {pct('duplicate_rate')}",
+    lines += [f"  fake rate        {pct('fake_rate')}"]
+    kinds = {kind: overall.get(f"fake_rate_{kind}") for kind in FAKE_KIND_NAMES}
+    if all(value is not None and value == value for value in kinds.values()):
+        lines.append("    " + ", ".join(f"{name} {100 * kinds[kind]:.2f} %"
+                                          for kind, name in FAKE_KIND_NAMES.items()))
+    lines += [f"  duplicate rate   {pct('duplicate_rate')}",
               f"  TrackML score    {overall['trackml_score']:.4f}"]
     if len(events) > 1:
         lines.append(f"  {'event':>10s} {'eff':>7s} {'prompt':>7s} {'second':>7s} {'fake':>7s} "

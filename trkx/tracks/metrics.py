@@ -8,6 +8,19 @@ With the matching of :mod:`trkx.tracks.matching` and the cuts of :class:`MetricC
 - fake rate = candidate tracks matching no particle / candidate tracks;
 - duplicate rate = matched candidate tracks beyond the first of their particle / matched ones.
 
+Every fake (unmatched candidate track) is of one kind (:data:`FAKE_KINDS`), from its majority
+particle ``p`` (``n_tp`` of the track's ``n_t`` hits):
+
+- ``piece_signal`` / ``piece_other``: ``n_tp / n_t > 1/2`` (one particle's hits, but too few of
+  them to match: the particle was split, or the rest of it was never built), ``p`` a signal
+  particle or not (below the signal pT, too few hits, or outside ``max_eta``);
+- ``mixed``: ``n_tp / n_t <= 1/2`` (a junction of particles, or noise hits taken in);
+- ``noise``: ``p`` is the noise "particle" 0.
+
+``fake_rate_<kind>`` = fakes of that kind / candidate tracks, so the four add up to the fake
+rate; the pieces of particles outside the signal are what a builder's length or quality cut
+cannot tell from real tracks (docs/levers.md).
+
 Every efficiency is also split by the particle's origin, its production radius
 ``r_v = sqrt(vx^2 + vy^2)``: **prompt** particles have ``r_v <= PROMPT_RADIUS`` (1 mm: the
 beam spot and the decays of short-lived hadrons), **secondaries** the rest (K0s, Lambda and
@@ -33,6 +46,8 @@ from trkx.data.truth import PROMPT_RADIUS, SignalCuts
 from trkx.tracks.event_truth import EventTruth
 from trkx.tracks.matching import MATCHINGS, duplicate_flags, track_is_matched
 from trkx.tracks.score import match_tracks
+
+FAKE_KINDS: tuple[str, ...] = ("piece_signal", "piece_other", "mixed", "noise")
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,8 @@ class EventEvaluation:
     event_id: int
     particles: pd.DataFrame   # particle_id, pt, eta, nhits, production_radius, signal,
                               # n_matched_tracks
-    tracks: pd.DataFrame      # track_id, n_hits, eta, particle_id, n_shared, matched, duplicate
+    tracks: pd.DataFrame      # track_id, n_hits, eta, particle_id, n_shared, matched, duplicate,
+                              # fake_kind ("" when matched; FAKE_KINDS)
     trackml_score: float
     n_hits: int
 
@@ -93,6 +109,12 @@ def evaluate_event(truth: EventTruth, submission: pd.DataFrame,
     candidate = match.n_hits >= cuts.min_track_hits
     matched = track_is_matched(match, cuts.matching) & candidate
     duplicate = duplicate_flags(match.major_particle_id, match.major_n_hits, matched)
+    particle_hits = truth.particle_id != 0
+    pids, first = np.unique(truth.particle_id[particle_hits], return_index=True)
+    rows = np.flatnonzero(particle_hits)[first]
+    signal = cuts.signal(truth.pt[rows], truth.eta[rows], truth.nhits[rows])
+    kind = fake_kinds(match.major_particle_id, match.major_n_hits, match.n_hits, matched,
+                      pids[signal])
     tracks = pd.DataFrame({
         "track_id": match.track_id[candidate],
         "n_hits": match.n_hits[candidate],
@@ -101,11 +123,9 @@ def evaluate_event(truth: EventTruth, submission: pd.DataFrame,
         "n_shared": match.major_n_hits[candidate],
         "matched": matched[candidate],
         "duplicate": duplicate[candidate],
+        "fake_kind": kind[candidate],
     })
 
-    particle_hits = truth.particle_id != 0
-    pids, first = np.unique(truth.particle_id[particle_hits], return_index=True)
-    rows = np.flatnonzero(particle_hits)[first]
     matched_pids, counts = np.unique(match.major_particle_id[matched], return_counts=True)
     n_matched = np.zeros(len(pids), dtype=np.int64)
     n_matched[np.searchsorted(pids, matched_pids)] = counts
@@ -115,10 +135,21 @@ def evaluate_event(truth: EventTruth, submission: pd.DataFrame,
         "eta": truth.eta[rows],
         "nhits": truth.nhits[rows],
         "production_radius": truth.production_radius[rows],
-        "signal": cuts.signal(truth.pt[rows], truth.eta[rows], truth.nhits[rows]),
+        "signal": signal,
         "n_matched_tracks": n_matched,
     })
     return EventEvaluation(truth.event_id, particles, tracks, score, len(truth))
+
+
+def fake_kinds(major_particle_id: np.ndarray, major_n_hits: np.ndarray, n_hits: np.ndarray,
+               matched: np.ndarray, signal_ids: np.ndarray) -> np.ndarray:
+    """Per track, its kind of fake (:data:`FAKE_KINDS`, the module docstring), ``""`` where
+    ``matched``; ``signal_ids`` are the event's signal particle ids."""
+    pure = 2 * major_n_hits > n_hits
+    piece_of_signal = np.isin(major_particle_id, signal_ids)
+    kind = np.select([matched, major_particle_id == 0, ~pure, piece_of_signal],
+                     ["", "noise", "mixed", "piece_signal"], "piece_other")
+    return kind.astype(object)
 
 
 def _track_of_hits(hit_id: np.ndarray, submission: pd.DataFrame, n_tracks: int,
@@ -157,6 +188,9 @@ def summarize(particles: pd.DataFrame, tracks: pd.DataFrame,
         "efficiency": efficiency, "efficiency_err": efficiency_err,
         **origin_figures(particles),
         "fake_rate": fake_rate, "fake_rate_err": fake_rate_err,
+        **{f"fake_rate_{kind}": (int((tracks["fake_kind"] == kind).sum()) / n_tracks
+                                 if n_tracks and "fake_kind" in tracks else math.nan)
+           for kind in FAKE_KINDS},
         "duplicate_rate": duplicate_rate, "duplicate_rate_err": duplicate_rate_err,
         "trackml_score": float(scores.mean()) if len(scores) else math.nan,
         "trackml_score_err": (float(scores.std(ddof=1) / math.sqrt(len(scores)))
