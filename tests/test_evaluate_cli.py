@@ -93,7 +93,10 @@ def test_evaluate_round_trip(evaluated, capsys):
     assert metrics["edges"]["events"]["overall"]["efficiency"] == 1.0
     assert set(metrics["binned"]) == {"efficiency_vs_pt", "efficiency_vs_eta",
                                       "fake_rate_vs_eta", "duplicate_rate_vs_eta",
-                                      "efficiency_vs_production_radius"}
+                                      "efficiency_vs_production_radius",
+                                      "efficiency_vs_particle_hits"}
+    assert sum(metrics["binned"]["efficiency_vs_particle_hits"]["total"]) == \
+        overall["n_signal_particles"]
     # the split by origin: every signal particle is prompt or secondary, all found here
     assert overall["n_signal_prompt"] + overall["n_signal_secondary"] == \
         overall["n_signal_particles"]
@@ -102,7 +105,8 @@ def test_evaluate_round_trip(evaluated, capsys):
     assert sum(by_radius["total"]) == overall["n_signal_particles"]
     assert by_radius["total"][0] == overall["n_signal_prompt"]
     for name in ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta",
-                 "duplicate_rate_vs_eta", "track_length", "efficiency_vs_production_radius"):
+                 "duplicate_rate_vs_eta", "track_length", "efficiency_vs_production_radius",
+                 "efficiency_vs_particle_hits"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(pd.read_csv(out / "tracks.csv")) == overall["n_tracks"]
     # each candidate track's fitted parameters, against the truth of its particle

@@ -130,6 +130,16 @@ def test_efficiency_split_by_production_radius():
                           1.0, None, 3)["efficiency_vs_production_radius"]
     assert rate.total.tolist() == [2, 0, 0, 1, 0, 1]      # 1 mm is prompt: the first bin
     assert rate.passed.tolist() == [1, 0, 0, 1, 0, 0]
+    # by the particle's hits: A-D have 4 each, all in the 4-hit bin
+    by_hits = standard_rates(particles, evaluate_event(hand_truth(pid), submission(tracks)).tracks,
+                             1.0, None, 3)["efficiency_vs_particle_hits"]
+    assert by_hits.total.tolist() == [0, 4, 0, 0, 0, 0, 0, 0, 0]
+    assert by_hits.passed.tolist() == [0, 2, 0, 0, 0, 0, 0, 0, 0]
+    # a 40-hit particle (a looper) counts in the last bin, not outside the histogram
+    long_one = evaluate_event(hand_truth([7] * 40), submission([1] * 40))
+    last = standard_rates(long_one.particles, long_one.tracks, 1.0, None, 3)[
+        "efficiency_vs_particle_hits"]
+    assert last.total.tolist()[-1] == 1 and last.passed.tolist()[-1] == 1
     # without production vertices there is no split
     assert "efficiency_prompt" not in summary(hand_truth(pid), tracks)
 

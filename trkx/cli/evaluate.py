@@ -15,8 +15,8 @@ event record ``eventNNNNNNNNN*.pt`` (with per-hit truth), else the TrackML files
   phi, d0, z0 and charge of the prompt ones when ``--events`` are TrackML files with their
   particle table: trkx.tracks.resolution), ``parameters.csv`` (fitted and true values per
   matched signal track) and the ``pt_resolution`` plot;
-- PNG plots: efficiency vs pT, vs eta and vs production radius, fake rate vs eta, duplicate
-  rate vs eta, track length.
+- PNG plots: efficiency vs pT, vs eta, vs the particle's hit count and vs production radius,
+  fake rate vs eta, duplicate rate vs eta, track length.
 
 Every efficiency is split into prompt particles (production radius <= 1 mm) and secondaries
 (``efficiency_prompt``, ``efficiency_secondary`` in ``metrics.json``, both printed), when the
@@ -42,8 +42,9 @@ STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
 FAKE_KIND_NAMES: dict[str, str] = {"piece_signal": "pieces of signal particles",
                                    "piece_other": "pieces of other particles",
                                    "mixed": "mixed", "noise": "noise"}
-PLOTS = ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta", "duplicate_rate_vs_eta",
-         "track_length")     # and efficiency_vs_production_radius where the truth has vertices
+# and efficiency_vs_production_radius where the truth has vertices
+PLOTS = ("efficiency_vs_pt", "efficiency_vs_eta", "efficiency_vs_particle_hits",
+         "fake_rate_vs_eta", "duplicate_rate_vs_eta", "track_length")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -294,6 +295,9 @@ def run(args: argparse.Namespace) -> int:
         "efficiency_vs_eta": rate_figure(
             rates["efficiency_vs_eta"], r"particle $\eta$", "tracking efficiency",
             r"Efficiency vs $\eta$", note=f"signal: {signal}\n{match}"),
+        "efficiency_vs_particle_hits": rate_figure(
+            rates["efficiency_vs_particle_hits"], "hits of the particle", "tracking efficiency",
+            "Efficiency vs particle hits", note=f"signal: {signal}\n{match}"),
         "fake_rate_vs_eta": rate_figure(
             rates["fake_rate_vs_eta"], r"track $\eta$ (mean of hits)", "fake rate",
             r"Fake rate vs $\eta$", ylim=None,

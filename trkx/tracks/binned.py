@@ -1,4 +1,5 @@
-"""Rates in bins (efficiency vs pT and eta, fake and duplicate rate vs eta) with intervals.
+"""Rates in bins (efficiency vs pT, eta, production radius and the particle's hit count; fake
+and duplicate rate vs eta) with intervals.
 
 For a bin holding ``n`` trials of which ``k`` pass, the rate is ``k / n`` and its interval the
 Clopper-Pearson (exact binomial) central interval at 68.3% confidence,
@@ -27,6 +28,9 @@ ETA_BINS = np.linspace(-4.0, 4.0, 17)
 # production radius (mm): the first bin holds the prompt particles (r_v <= PROMPT_RADIUS, all
 # counted in it), the others the secondaries out to the last strip layer
 RADIUS_BINS = np.array([0.01, 1.0, 10.0, 30.0, 100.0, 300.0, 1100.0])
+# hits a particle leaves: 3, 4, 5, 6 apart (the short particles a builder's length cut and
+# quality score decide on), then 7-8, 9-10, 11-13, 14-20, and 21 or more (counted at 21-30)
+HITS_BINS = np.array([2.5, 3.5, 4.5, 5.5, 6.5, 8.5, 10.5, 13.5, 20.5, 30.5])
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,8 +75,9 @@ def binned_rate(values: np.ndarray, passed: np.ndarray, edges: np.ndarray) -> Bi
 
 def standard_rates(particles: pd.DataFrame, tracks: pd.DataFrame, pt_min: float,
                    max_eta: float | None, min_hits: int) -> dict[str, BinnedRate]:
-    """Efficiency vs pT (no pT cut), vs eta and vs production radius (signal; when the table
-    has production radii), fake and duplicate rate vs eta."""
+    """Efficiency vs pT (no pT cut), vs eta, vs the particle's hit count and vs production
+    radius (signal; the last when the table has production radii), fake and duplicate rate vs
+    eta."""
     found = particles["n_matched_tracks"].to_numpy() > 0
     pt, eta = particles["pt"].to_numpy(), particles["eta"].to_numpy()
     enough = particles["nhits"].to_numpy() >= min_hits
@@ -82,6 +87,9 @@ def standard_rates(particles: pd.DataFrame, tracks: pd.DataFrame, pt_min: float,
     rates = {
         "efficiency_vs_pt": binned_rate(pt[enough & in_eta], found[enough & in_eta], PT_BINS),
         "efficiency_vs_eta": binned_rate(eta[signal], found[signal], ETA_BINS),
+        "efficiency_vs_particle_hits": binned_rate(
+            np.minimum(particles["nhits"].to_numpy()[signal], HITS_BINS[-1] - 0.5),
+            found[signal], HITS_BINS),
         "fake_rate_vs_eta": binned_rate(tracks["eta"].to_numpy(), ~matched, ETA_BINS),
         "duplicate_rate_vs_eta": binned_rate(tracks["eta"].to_numpy()[matched],
                                              tracks["duplicate"].to_numpy(bool)[matched],
