@@ -13,10 +13,12 @@ With ``trajectory`` the edge's straight-line trajectory (z0, phislope, rphislope
 Row layout: [x_i, x_j, dr, dphi, dz, deta (, a_eta(i), a_phi(i), a_eta(j), a_phi(j))
 (, z0, phislope, rphislope)].
 
-The rows are returned as a [E, F] view of a feature-major [F, E] tensor: each column is
+On the CPU a compiled kernel (trkx.filter.feature_kernels) writes each edge's row in one pass
+over the edges, in float64 rounded once. Elsewhere (the GPU's path, :func:`torch_rows`) the rows
+are torch operations returned as a [E, F] view of a feature-major [F, E] tensor: each column is
 computed and written whole (contiguous), where an [E, F] row-major table would be written with
 stride F for every column (``torch.cat(dim=1)`` of 29 narrow columns cost as much as the
-filter's first layer, issue 47). The values are the same; the network reads either layout.
+filter's first layer, issue 47). The network reads either layout.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ import torch
 from trkx.data.features import FEATURE_SCALES
 from trkx.edge_geometry import (
     GEOMETRY_FEATURES,
+    MIN_RADIAL_STEP_MM,
+    SLOPE_CLIP,
     TRAJECTORY_FEATURES,
+    Z0_CLIP,
     endpoints,
     geometry_rows,
     trajectory_rows,
@@ -48,16 +53,80 @@ def edge_feature_count(hit_features: int, cells: bool, trajectory: bool = False)
             + (TRAJECTORY_FEATURES if trajectory else 0))
 
 
+#: Devices whose edge features come from the compiled kernel (trkx.filter.feature_kernels: one
+#: pass over the edges, where the torch rows below make a pass per operation); elsewhere (a
+#: GPU), or without numba, the torch rows. Tests empty it to run the GPU's rows on the CPU.
+COMPILED_DEVICES: tuple[str, ...] = ("cpu",)
+
+
+def compiled(x: torch.Tensor) -> bool:
+    """Whether the edge features of hits on ``x``'s device come from the compiled kernel."""
+    if x.device.type not in COMPILED_DEVICES:
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
+
+
+def hit_table(x: torch.Tensor, pos: torch.Tensor, feature_names: Sequence[str] | None = None,
+              hit_features: int | None = None) -> torch.Tensor:
+    """The compiled kernel's per-hit rows [N, H + 4 (+ 4)] float64: the leading
+    ``hit_features`` columns of ``x``, r, phi, z, eta = asinh(z / r), and with the cluster
+    directions in ``feature_names`` x = r cos phi, y = r sin phi, dir_eta, dir_phi (unscaled).
+    Made once per event; :func:`edge_features` reads it for every chunk of edges."""
+    hits = x if hit_features is None else x[:, :hit_features]
+    r, phi, z = (pos[:, c].double() for c in range(3))
+    columns = [hits.double(), r[:, None], phi[:, None], z[:, None],
+               torch.asinh(z / r.clamp_min(1e-6))[:, None]]
+    if has_cell_directions(feature_names):
+        names = list(feature_names)
+        columns += [(r * torch.cos(phi))[:, None], (r * torch.sin(phi))[:, None],
+                    x[:, names.index("dir_eta"), None].double() * FEATURE_SCALES["dir_eta"],
+                    x[:, names.index("dir_phi"), None].double() * FEATURE_SCALES["dir_phi"]]
+    return torch.cat(columns, dim=1).contiguous()
+
+
 def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
                   feature_names: Sequence[str] | None = None, hit_features: int | None = None,
-                  trajectory: bool = False) -> torch.Tensor:
-    """[E, edge_feature_count] float32 features of the edges ``edge_index`` [2, E], as the
-    transposed view of a contiguous [F, E] tensor (the module docstring).
+                  trajectory: bool = False, table: torch.Tensor | None = None,
+                  out: torch.Tensor | None = None) -> torch.Tensor:
+    """[E, edge_feature_count] float32 features of the edges ``edge_index`` [2, E] (the module
+    docstring).
 
     The leading ``hit_features`` columns of ``x`` (all when None) are the hit part; the cell
     agreement is added when ``feature_names`` names the cluster directions, the trajectory
-    columns when ``trajectory``.
+    columns when ``trajectory``. On the CPU the compiled kernel writes them (into ``out``
+    [F, >= E] float32 when given, so chunks of one event reuse one buffer; from ``table``, the
+    event's :func:`hit_table`, when given); elsewhere the torch rows (:func:`torch_rows`).
     """
+    if not compiled(x):
+        return torch_rows(x, pos, edge_index, feature_names, hit_features, trajectory)
+    from trkx.filter.feature_kernels import fill_edge_features
+
+    h = x.shape[1] if hit_features is None else hit_features
+    cells = has_cell_directions(feature_names)
+    if table is None:
+        table = hit_table(x, pos, feature_names, hit_features)
+    count = edge_feature_count(h, cells, trajectory)
+    edges = edge_index.shape[1]
+    if out is None:
+        out = torch.empty(edges, count)
+    if out.shape[1] != count or out.shape[0] < edges or out.dtype != torch.float32:
+        raise ValueError(f"out must be [>= {edges}, {count}] float32, got "
+                         f"{tuple(out.shape)} {out.dtype}")
+    rows = out[:edges]
+    src, dst = edge_index.long()
+    fill_edge_features(table.numpy(), src.numpy(), dst.numpy(), h, cells, trajectory,
+                       FEATURE_SCALES["r"], FEATURE_SCALES["z"], FEATURE_SCALES["dir_eta"],
+                       MIN_RADIAL_STEP_MM, Z0_CLIP, SLOPE_CLIP, rows.numpy())
+    return rows
+
+
+def torch_rows(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
+               feature_names: Sequence[str] | None = None, hit_features: int | None = None,
+               trajectory: bool = False) -> torch.Tensor:
+    """:func:`edge_features` as torch operations, on any device: a row (or a gather) per
+    operation, then one copy of all rows into the [F, E] tensor."""
     src, dst = edge_index
     hits = (x if hit_features is None else x[:, :hit_features]).t().contiguous()   # [H, N]
     ends = endpoints(pos, edge_index)            # both ends' (r, phi, z, eta) rows [4, E]

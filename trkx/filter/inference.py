@@ -14,7 +14,7 @@ import torch
 from torch_geometric.data import Data
 
 from trkx.data.record import EDGE_LABELS
-from trkx.filter.features import edge_features, has_cell_directions
+from trkx.filter.features import compiled, edge_features, has_cell_directions, hit_table
 from trkx.filter.model import FilterMLP
 from trkx.precision import dense_precision
 
@@ -33,12 +33,16 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
                          "event record has none: build records with use_cells")
     edge_index = record.edge_index
     total = edge_index.shape[1]
-    step = total if not chunk_size else int(chunk_size)
+    step = max(total if not chunk_size else int(chunk_size), 1)
     scores = torch.empty(total, device=device)      # written chunk by chunk: no final cat
-    for start in range(0, total, max(step, 1)):
+    kernel = compiled(record.x)
+    # the compiled features: the hit table once per event, one buffer for every chunk
+    table = hit_table(record.x, record.pos, names, network.hit_features) if kernel else None
+    buffer = torch.empty(min(step, total), network.in_features) if kernel else None
+    for start in range(0, total, step):
         chunk = edge_index[:, start:start + step]
         features = edge_features(record.x, record.pos, chunk, names, network.hit_features,
-                                 network.trajectory)
+                                 network.trajectory, table=table, out=buffer)
         with dense_precision(precision, device):
             logits = network(features)              # row blocks, in place (FilterMLP)
         torch.sigmoid(logits.float(), out=scores[start:start + step])
