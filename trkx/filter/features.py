@@ -15,7 +15,8 @@ Row layout: [x_i, x_j, dr, dphi, dz, deta (, a_eta(i), a_phi(i), a_eta(j), a_phi
 
 On the CPU a compiled kernel (trkx.filter.feature_kernels) writes each edge's row in one pass
 over the edges, in float64 rounded once. Elsewhere (the GPU's path, :func:`torch_rows`) the rows
-are torch operations returned as a [E, F] view of a feature-major [F, E] tensor: each column is
+are torch operations on the float64 hits (the same values, rounded once), returned as a [E, F]
+view of a feature-major [F, E] tensor: each column is
 computed and written whole (contiguous), where an [E, F] row-major table would be written with
 stride F for every column (``torch.cat(dim=1)`` of 29 narrow columns cost as much as the
 filter's first layer, issue 47). The network reads either layout.
@@ -96,11 +97,13 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
     The leading ``hit_features`` columns of ``x`` (all when None) are the hit part; the cell
     agreement is added when ``feature_names`` names the cluster directions, the trajectory
     columns when ``trajectory``. On the CPU the compiled kernel writes them (into ``out``
-    [F, >= E] float32 when given, so chunks of one event reuse one buffer; from ``table``, the
-    event's :func:`hit_table`, when given); elsewhere the torch rows (:func:`torch_rows`).
+    [>= E, F] float32 when given, so chunks of one event reuse one buffer; from ``table``, the
+    event's :func:`hit_table`, when given); elsewhere the torch rows (:func:`torch_rows`) of
+    the float64 hits, so that both paths round the same float64 values once.
     """
-    if not compiled(x):
-        return torch_rows(x, pos, edge_index, feature_names, hit_features, trajectory)
+    if not compiled(x):        # in float64, rounded once: the compiled kernel's values
+        return torch_rows(x.double(), pos.double(), edge_index, feature_names, hit_features,
+                          trajectory)
     from trkx.filter.feature_kernels import fill_edge_features
 
     h = x.shape[1] if hit_features is None else hit_features
@@ -125,8 +128,9 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
 def torch_rows(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
                feature_names: Sequence[str] | None = None, hit_features: int | None = None,
                trajectory: bool = False) -> torch.Tensor:
-    """:func:`edge_features` as torch operations, on any device: a row (or a gather) per
-    operation, then one copy of all rows into the [F, E] tensor."""
+    """:func:`edge_features` as torch operations in the dtype of ``x`` and ``pos``, on any
+    device: a row (or a gather) per operation, then one copy of all rows into the [F, E]
+    tensor, returned as float32."""
     src, dst = edge_index
     hits = (x if hit_features is None else x[:, :hit_features]).t().contiguous()   # [H, N]
     ends = endpoints(pos, edge_index)            # both ends' (r, phi, z, eta) rows [4, E]
