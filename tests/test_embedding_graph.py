@@ -166,6 +166,26 @@ def test_compiled_table_to_edges_is_the_numpy_one(n, k, seed) -> None:
     assert np.array_equal(found, expected)
 
 
+def test_compiled_pairs_do_not_depend_on_the_thread_count() -> None:
+    """The counting sort runs one block of rows per numba thread: any count, the same edges."""
+    numba = pytest.importorskip("numba")
+    from trkx.embedding.bucket_search import unique_directed_pairs
+
+    rng = np.random.default_rng(7)
+    table = rng.integers(-1, 3000, (3000, 20))
+    rank = rng.permutation(3000)
+    before = numba.get_num_threads()
+    try:
+        found = []
+        for threads in sorted({1, before}):
+            numba.set_num_threads(threads)
+            found.append(unique_directed_pairs(table, rank))
+    finally:
+        numba.set_num_threads(before)
+    assert all(np.array_equal(f, found[0]) for f in found)
+    assert found[0].shape[1] > 40_000
+
+
 def _brute_force_other_layers(points: np.ndarray, pos: np.ndarray, layer: np.ndarray,
                               radius: float, k: int, among: int | None = None) -> set[tuple]:
     """The definition, literally: each hit's k nearest others within the radius on another

@@ -6,7 +6,7 @@ signature, the target CPU, its bytecode and a pickle of its closure variables; a
 inside a function that calls another compiled kernel holds that dispatcher in a closure cell,
 and a dispatcher pickles differently in every process, so such a key never matched: every
 process recompiled ``search`` and ``sorted_pairs`` (several seconds) and added a cache file.
-Here the callees (``_keep_smallest``, ``sort_segments``, ``write_pairs``) are module globals,
+Here the callees (``_keep_smallest``, ``sort_segments``, ``write_pairs``, ...) are module globals,
 which are not part of the key. numba invalidates a file's cache entries when the file changes,
 so callers and callees sharing this one file never load a stale callee.
 
@@ -255,13 +255,7 @@ def sort_segments(outer: np.ndarray, start: np.ndarray) -> np.ndarray:
     unique = np.zeros(n + 1, np.int64)
     for u in numba.prange(n):
         s, t = start[u], start[u + 1]
-        for a in range(s + 1, t):  # insertion sort: a segment holds about k entries
-            v = outer[a]
-            b = a - 1
-            while b >= s and outer[b] > v:
-                outer[b + 1] = outer[b]
-                b -= 1
-            outer[b + 1] = v
+        outer[s:t].sort()           # numba's quicksort (insertion sort below 16 entries)
         for a in range(s, t):
             unique[u + 1] += a == s or outer[a] != outer[a - 1]
     return unique
@@ -282,28 +276,69 @@ def write_pairs(outer: np.ndarray, start: np.ndarray, offset: np.ndarray) -> np.
     return edges
 
 
-@njit
-def sorted_pairs(table: np.ndarray, rank: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """[2, E] (inner, outer) of the kept proposals, sorted by inner then outer."""
+@pjit
+def _count_by_block(table: np.ndarray, rank: np.ndarray, keep: np.ndarray,
+                    blocks: int) -> np.ndarray:
+    """[blocks, n] kept pairs per inner hit u, from each block of consecutive table rows."""
     n, k = table.shape
+    size = (n + blocks - 1) // blocks
+    counts = np.zeros((blocks, n), np.int64)
+    for b in numba.prange(blocks):
+        for i in range(b * size, min(n, (b + 1) * size)):
+            for c in range(k):
+                if keep[i, c]:
+                    j = table[i, c]
+                    counts[b, i if rank[i] < rank[j] else j] += 1
+    return counts
+
+
+@pjit
+def _segment_starts(counts: np.ndarray) -> np.ndarray:
+    """Segment starts [n + 1]; ``counts`` becomes each block's write offset in every segment."""
+    blocks, n = counts.shape
     start = np.zeros(n + 1, np.int64)
-    for i in range(n):
-        for c in range(k):
-            if keep[i, c]:
-                j = table[i, c]
-                start[(i if rank[i] < rank[j] else j) + 1] += 1
-    for i in range(n):
-        start[i + 1] += start[i]
-    fill = start[:-1].copy()
-    outer = np.empty(start[n], np.int64)
-    for i in range(n):
-        for c in range(k):
-            if keep[i, c]:
-                j = table[i, c]
-                u, v = (i, j) if rank[i] < rank[j] else (j, i)
-                outer[fill[u]] = v
-                fill[u] += 1
-    unique = sort_segments(outer, start)
+    for u in numba.prange(n):
+        for b in range(blocks):
+            start[u + 1] += counts[b, u]
     for u in range(n):
+        start[u + 1] += start[u]
+    for u in numba.prange(n):
+        at = start[u]
+        for b in range(blocks):
+            size = counts[b, u]
+            counts[b, u] = at
+            at += size
+    return start
+
+
+@pjit
+def _scatter_by_block(table: np.ndarray, rank: np.ndarray, keep: np.ndarray,
+                      offsets: np.ndarray, outer: np.ndarray) -> None:
+    """outer[segment of u] = the partners v of the kept pairs (u, v), block by block."""
+    n, k = table.shape
+    blocks = offsets.shape[0]
+    size = (n + blocks - 1) // blocks
+    for b in numba.prange(blocks):
+        for i in range(b * size, min(n, (b + 1) * size)):
+            for c in range(k):
+                if keep[i, c]:
+                    j = table[i, c]
+                    u, v = (i, j) if rank[i] < rank[j] else (j, i)
+                    outer[offsets[b, u]] = v
+                    offsets[b, u] += 1
+
+
+@njit
+def sorted_pairs(table: np.ndarray, rank: np.ndarray, keep: np.ndarray,
+                 blocks: int) -> np.ndarray:
+    """[2, E] (inner, outer) of the kept proposals, sorted by inner then outer: a counting sort
+    by inner hit, parallel over ``blocks`` ranges of table rows (each block counts and writes
+    its own pairs; the sorted, de-duplicated segments do not depend on the blocks)."""
+    counts = _count_by_block(table, rank, keep, max(1, blocks))
+    start = _segment_starts(counts)
+    outer = np.empty(start[-1], np.int64)
+    _scatter_by_block(table, rank, keep, counts, outer)
+    unique = sort_segments(outer, start)
+    for u in range(len(start) - 1):
         unique[u + 1] += unique[u]
     return write_pairs(outer, start, unique)

@@ -81,9 +81,10 @@ def unique_directed_pairs(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
 
     Pair {i, j} (u = the one of lower ``rank``, v the other) is an edge when u proposes v or v
     proposes u. It is emitted once, from u's row when u proposes v, else from v's row (a scan
-    of u's row, k entries, tells which). The kept pairs are grouped by u with a counting sort
-    and each group sorted by v (repeats, from a row that names a partner twice, dropped): the
-    result is ordered by (u, v), as table_to_edges orders it.
+    of u's row, k entries, tells which). The kept pairs are grouped by u with a counting sort,
+    parallel over blocks of rows (one per numba thread), and each group sorted by v (repeats,
+    from a row that names a partner twice, dropped): the result is ordered by (u, v), as
+    table_to_edges orders it, whatever the thread count.
     """
     from trkx.embedding.bucket_kernels import keep_once, sorted_pairs
 
@@ -91,4 +92,6 @@ def unique_directed_pairs(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
     rank = np.ascontiguousarray(rank, dtype=np.int64)
     if table.size == 0:
         return np.zeros((2, 0), np.int64)
-    return sorted_pairs(table, rank, keep_once(table, rank))
+    import numba
+
+    return sorted_pairs(table, rank, keep_once(table, rank), numba.get_num_threads())
