@@ -75,3 +75,16 @@ def gnn_data(sample_prefix: Path, tmp_path_factory: pytest.TempPathFactory,
     save_record(graph_record(sample_prefix, (1.6, 2.6), 1.0, seed=9),
                 root / "val" / "event000000009.pt")
     return root / "train", root / "val"
+
+
+@pytest.fixture(params=["compiled", "torch"])
+def agreement_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which implementation the edge agreements take (trkx.edge_agreement): the compiled
+    kernel (the CPU's, needs numba) or the torch enumeration (the GPU's, forced on the CPU)."""
+    import trkx.edge_agreement
+
+    if request.param == "torch":
+        monkeypatch.setattr(trkx.edge_agreement, "COMPILED_DEVICES", ())
+    else:
+        pytest.importorskip("numba")
+    return request.param

@@ -106,7 +106,8 @@ def test_a_kink_or_a_dip_change_breaks_the_agreement() -> None:
 
 
 @pytest.mark.parametrize("chunk_pairs", [1, 7, 4_000_000])
-def test_the_along_track_agreement_is_its_definition_in_any_chunking(chunk_pairs) -> None:
+@pytest.mark.usefixtures("agreement_path")
+def test_the_along_track_agreement_is_its_definition_in_any_chunking(chunk_pairs: int) -> None:
     pos, edge_index = random_graph(11, 0.3)
     expected = definition(pos, edge_index)
     assert 0 < float((expected < 1).float().mean()) < 1                  # both kinds present
@@ -117,6 +118,7 @@ def test_the_along_track_agreement_is_its_definition_in_any_chunking(chunk_pairs
                                along_track_agreement(pos, edge_index).flip(1))
 
 
+@pytest.mark.usefixtures("agreement_path")
 def test_both_agreements_in_one_pass_are_each_agreement() -> None:
     pos, edge_index = random_graph(5, 0.25)
     both = both_agreements(pos, edge_index, chunk_pairs=9)

@@ -1,7 +1,8 @@
 """The GPU's code path, run on the CPU (issue 47): the shipped cells set with the torch neighbour
 search (the layer masked inside it), the filter and GNN forwards unblocked (as on a GPU: trkx.
-device.ROW_BLOCKED_DEVICES), the filter's edge features and cell agreement as torch rows (not
-the CPU's compiled kernel: trkx.filter.features.COMPILED_DEVICES) and the GNN's edge agreement.
+device.ROW_BLOCKED_DEVICES), the filter's edge features and cell agreement as torch rows and the
+GNN's edge agreement as the torch enumeration (not the CPU's compiled kernels: the
+COMPILED_DEVICES of trkx.filter.features and trkx.edge_agreement).
 On a phi sector of the real event 21001 with its cells, it must give the CPU path's graph and
 tracks: both searches are exact (float32 distances summed in another order: a partner at a
 tie of the k-th distance or of the radius may differ), the unblocked forwards are the blocked
@@ -20,6 +21,7 @@ import pytest
 import torch
 
 import trkx.device
+import trkx.edge_agreement as agreement_module
 import trkx.embedding.graph as graph_module
 import trkx.filter.features as features_module
 import trkx.gnn.edge_inputs as edge_inputs_module
@@ -86,6 +88,7 @@ def test_cells_set_on_the_gpu_path_gives_the_cpu_tracks(tmp_path: Path, trackml_
 
     monkeypatch.setattr(trkx.device, "ROW_BLOCKED_DEVICES", ())
     monkeypatch.setattr(features_module, "COMPILED_DEVICES", ())
+    monkeypatch.setattr(agreement_module, "COMPILED_DEVICES", ())
     monkeypatch.setattr(features_module, "torch_rows", counted_rows)
     monkeypatch.setattr(graph_module, "_torch_search", counted_search)
     monkeypatch.setattr(edge_inputs_module, "edge_agreement", counted_agreement)

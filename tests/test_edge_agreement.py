@@ -1,4 +1,5 @@
-"""The agreement edge inputs: an edge's best continuation at each hit, against the definition."""
+"""The agreement edge inputs: an edge's best continuation at each hit, against the definition,
+on both paths (the CPU's compiled kernel and the GPU's torch enumeration, forced on the CPU)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import math
 import pytest
 import torch
 
-from trkx.edge_agreement import CLIP, SLOPE_SCALE, Z0_SCALE, edge_agreement
+import trkx.edge_agreement as agreement_module
+from trkx.edge_agreement import CLIP, SLOPE_SCALE, Z0_SCALE, both_agreements, edge_agreement
 from trkx.edge_geometry import edge_trajectory
 
 RADII_MM = torch.tensor([32.0, 72.0, 116.0, 172.0, 260.0, 360.0])
@@ -41,6 +43,7 @@ def definition(pos: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
     return g
 
 
+@pytest.mark.usefixtures("agreement_path")
 def test_a_tracks_edges_agree_at_every_inner_hit_and_fakes_between_two_tracks_do_not() -> None:
     first = track(vertex_mm=-40.0, cot_theta=0.3, phi0=0.5, slope=0.2)
     second = track(vertex_mm=60.0, cot_theta=0.35, phi0=0.52, slope=-0.1)
@@ -68,7 +71,9 @@ def random_graph(seed: int, phi_span: float) -> tuple[torch.Tensor, torch.Tensor
 
 
 @pytest.mark.parametrize("chunk_pairs", [1, 5, 4_000_000])
-def test_the_agreement_is_its_definition_on_a_random_graph_in_any_chunking(chunk_pairs) -> None:
+@pytest.mark.usefixtures("agreement_path")
+def test_the_agreement_is_its_definition_on_a_random_graph_in_any_chunking(
+        chunk_pairs: int) -> None:
     pos, edge_index = random_graph(3, 0.2)
     expected = definition(pos, edge_index)
     assert 0 < float((expected < 1).float().mean()) < 1                  # both kinds present
@@ -76,6 +81,7 @@ def test_the_agreement_is_its_definition_on_a_random_graph_in_any_chunking(chunk
                                expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.usefixtures("agreement_path")
 def test_reversing_the_edges_swaps_the_two_columns() -> None:
     pos = torch.cat([track(10.0, 0.2, 1.0, 0.3), track(-30.0, 0.25, 1.01, 0.25)])
     edge_index = torch.tensor([[0, 1, 2, 3, 6, 7, 1, 8], [1, 2, 3, 4, 7, 8, 8, 3]])
@@ -83,8 +89,29 @@ def test_reversing_the_edges_swaps_the_two_columns() -> None:
     torch.testing.assert_close(edge_agreement(pos, edge_index.flip(0)), forward.flip(1))
 
 
+@pytest.mark.usefixtures("agreement_path")
 def test_an_empty_graph_has_no_rows_and_a_bad_chunk_is_refused() -> None:
     pos = track(0.0, 0.1, 0.0, 0.0)
     assert edge_agreement(pos, torch.zeros(2, 0, dtype=torch.long)).shape == (0, 2)
     with pytest.raises(ValueError, match="chunk_pairs must be >= 1"):
         edge_agreement(pos, torch.tensor([[0], [1]]), chunk_pairs=0)
+
+
+def test_the_kernel_gives_the_torch_paths_values(monkeypatch) -> None:
+    """Both paths compute in float64 and round g once: on a 300-hit event with 3,000 edges the
+    beam-line agreement is the same to the bit, the along-track one to float32 rounding (its
+    turn is a cross product on one path, the sine of an atan2 difference on the other)."""
+    pytest.importorskip("numba")
+    generator = torch.Generator().manual_seed(4)
+    pos = torch.stack([torch.rand(300, generator=generator) * 900 + 30,
+                       torch.rand(300, generator=generator) * 0.5,
+                       (torch.rand(300, generator=generator) - 0.5) * 1000], dim=1)
+    pos[7] = pos[3]                                   # two hits at one place: a zero segment
+    edge_index = torch.randint(0, 300, (2, 3000), generator=generator)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    ours = both_agreements(pos, edge_index)
+    monkeypatch.setattr(agreement_module, "COMPILED_DEVICES", ())
+    theirs = both_agreements(pos, edge_index, chunk_pairs=1000)
+    assert ours.dtype == theirs.dtype == torch.float32 and 0.1 < float((ours < 1).float().mean())
+    assert torch.equal(ours[:, :2], theirs[:, :2])
+    torch.testing.assert_close(ours[:, 2:], theirs[:, 2:], rtol=1e-6, atol=1e-6)

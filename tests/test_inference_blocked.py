@@ -6,8 +6,6 @@ import torch
 
 import trkx.filter.model as filter_model
 import trkx.gnn.model as gnn_model
-from trkx.edge_agreement import edge_agreement
-from trkx.edge_geometry import edge_trajectory
 from trkx.filter.model import FilterMLP
 from trkx.gnn.local_ops import CsrGraphOps, ScatterGraphOps
 from trkx.gnn.model import InteractionGNN
@@ -39,13 +37,3 @@ def test_gnn_blocked_equals_plain(monkeypatch):
             monkeypatch.setattr(gnn_model, "INFERENCE_BLOCK_ROWS", 56)
             assert torch.equal(model(x, ops, attr), plain)
         monkeypatch.undo()
-
-
-def test_agreement_reuses_trajectory():
-    torch.manual_seed(2)
-    pos = torch.stack([torch.rand(80) * 1000 + 30, torch.rand(80) * 6 - 3,
-                       torch.randn(80) * 500], dim=1)
-    edge_index = torch.randint(0, 80, (2, 400))
-    assert torch.equal(edge_agreement(pos, edge_index),
-                       edge_agreement(pos, edge_index,
-                                      trajectory=edge_trajectory(pos, edge_index)))

@@ -67,9 +67,9 @@ def edge_inputs(record: Data, label: str = "event record",
         trajectory = edge_trajectory(pos, edge_index, ends)
         columns.append(trajectory)
         if width > EDGE_INPUT_WIDTHS[2]:       # both agreements, one enumeration
-            columns.append(both_agreements(pos, edge_index, trajectory=trajectory))
+            columns.append(both_agreements(pos, edge_index))
         elif width > EDGE_INPUT_WIDTHS[1]:     # the agreement compares these trajectories
-            columns.append(edge_agreement(pos, edge_index, trajectory=trajectory))
+            columns.append(edge_agreement(pos, edge_index))
     return torch.cat(columns, dim=1)
 
 
