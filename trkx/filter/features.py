@@ -113,7 +113,7 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
     count = edge_feature_count(h, cells, trajectory)
     edges = edge_index.shape[1]
     if out is None:
-        out = torch.empty(edges, count)
+        out = torch.empty(edges, count, device=x.device)
     if out.shape[1] != count or out.shape[0] < edges or out.dtype != torch.float32:
         raise ValueError(f"out must be [>= {edges}, {count}] float32, got "
                          f"{tuple(out.shape)} {out.dtype}")

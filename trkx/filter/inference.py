@@ -38,7 +38,8 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
     kernel = compiled(record.x)
     # the compiled features: the hit table once per event, one buffer for every chunk
     table = hit_table(record.x, record.pos, names, network.hit_features) if kernel else None
-    buffer = torch.empty(min(step, total), network.in_features) if kernel else None
+    buffer = (torch.empty(min(step, total), network.in_features, device=device) if kernel
+              else None)
     for start in range(0, total, step):
         chunk = edge_index[:, start:start + step]
         features = edge_features(record.x, record.pos, chunk, names, network.hit_features,
