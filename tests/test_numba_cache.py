@@ -20,8 +20,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Runs the bucket search, the pair extraction, the component labels and the walkthrough on
-#: small inputs; prints {dispatcher: [cache hits, cache misses]} for every kernel involved.
+#: Runs the bucket search, the pair extraction, the filter's edge features, the GNN's
+#: agreements, the component labels and the walkthrough on small inputs; prints
+#: {dispatcher: [cache hits, cache misses]} for every kernel involved.
 CHILD = """
 import json
 import numpy as np
@@ -40,8 +41,26 @@ graph = ScoredGraph(6, np.array([0, 0, 1, 2, 4]), np.array([1, 2, 3, 3, 5]),
                     np.array([0, 1, 1, 2, 0, 1]))
 labels = walkthrough.walkthrough_tracks(graph, 0.5)
 assert len(set(labels[:4])) == 1 and labels[4] == labels[5] != labels[0], labels
+# the filter's edge features (cells and trajectory columns) and the GNN's agreements
+import torch
+from trkx import agreement_kernels
+from trkx.data.features import CELL_FEATURES, POSITION_FEATURES
+from trkx.edge_agreement import both_agreements
+from trkx.filter import feature_kernels
+from trkx.filter.features import edge_features
+generator = torch.Generator().manual_seed(0)
+pos = torch.stack([torch.rand(60, generator=generator) * 900 + 30,
+                   torch.rand(60, generator=generator) * 6 - 3,
+                   torch.randn(60, generator=generator) * 300], dim=1)
+pairs = torch.randint(0, 60, (2, 400), generator=generator)
+features = edge_features(torch.rand(60, 11, generator=generator), pos, pairs,
+                         [*POSITION_FEATURES, *CELL_FEATURES], 9, True)
+assert features.shape == (400, 29)
+assert both_agreements(pos, pairs).shape == (400, 4)
 kernels = {f"bucket_kernels.{name}": value for name, value in vars(bucket_kernels).items()
            if hasattr(value, "stats") and hasattr(value, "py_func")}
+kernels["feature_kernels.fill_edge_features"] = feature_kernels.fill_edge_features
+kernels["agreement_kernels.agreements"] = agreement_kernels.agreements
 kernels["components"] = components._KERNEL
 kernels.update({f"walkthrough.{k.py_func.__name__}": k for k in walkthrough._KERNELS})
 print(json.dumps({name: [sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values())]
@@ -52,7 +71,8 @@ print(json.dumps({name: [sum(k.stats.cache_hits.values()), sum(k.stats.cache_mis
 CALLED = {"bucket_kernels.covariance", "bucket_kernels.rotate", "bucket_kernels.build_buckets",
           "bucket_kernels.boxes", "bucket_kernels.search", "bucket_kernels.keep_once",
           "bucket_kernels.sorted_pairs", "components", "walkthrough._sorted_out_edges",
-          "walkthrough._walk", "walkthrough._attach_leftovers"}
+          "walkthrough._walk", "walkthrough._attach_leftovers",
+          "feature_kernels.fill_edge_features", "agreement_kernels.agreements"}
 
 
 def run_child(cache: Path) -> dict[str, list[int]]:
