@@ -251,10 +251,13 @@ class InteractionGNN(nn.Module):
         z = torch.cat([m_in.to(h.dtype), m_out.to(h.dtype), h], dim=1)
         if h.shape[0] == 0:
             return h + self.node_nets[t](z), e
-        update = z.new_empty((h.shape[0], _out_features(self.node_nets[t])))
+        update = None
         for start in range(0, h.shape[0], INFERENCE_BLOCK_ROWS):
             stop = start + INFERENCE_BLOCK_ROWS
-            _mlp_into(self.node_nets[t], z[start:stop], update[start:stop])
+            block = _mlp_in_place(self.node_nets[t], z[start:stop])
+            if update is None:
+                update = block.new_empty((h.shape[0], block.shape[1]))
+            update[start:stop] = block
         return h + update, e
 
     def _edge_mlp_blocked(self, net: nn.Sequential, e: Tensor | None, h: Tensor,
@@ -270,10 +273,8 @@ class InteractionGNN(nn.Module):
         first, width, projection = self._node_projection(net, e)
         p = F.linear(h, projection)                                     # [N, 2o]
         p_src, p_dst = p[:, :width].contiguous(), p[:, width:].contiguous()
-        if src.shape[0] == 0:
-            return self._edge_mlp(net, e, h, ops)
         rest = net[1:]
-        out = p.new_empty((src.shape[0], _out_features(net)))
+        out = None
         for start in range(0, src.shape[0], INFERENCE_BLOCK_ROWS):
             stop = start + INFERENCE_BLOCK_ROWS
             z = p_src.index_select(0, src[start:stop])
@@ -282,9 +283,14 @@ class InteractionGNN(nn.Module):
                 z.add_(first.bias)
             else:
                 z.add_(F.linear(e[start:stop], first.weight[:, :e.shape[1]], first.bias))
-            _mlp_into(rest, z, out[start:stop])
+            z = _mlp_in_place(rest, z)
+            if out is None:
+                out = z.new_empty((src.shape[0], z.shape[1]))
+            out[start:stop] = z
             if residual is not None:
-                residual[start:stop].add_(out[start:stop])
+                residual[start:stop].add_(z)
+        if out is None:
+            return self._edge_mlp(net, e, h, ops)
         return out
 
 
@@ -316,30 +322,3 @@ def _mlp_in_place(net: nn.Sequential, z: Tensor) -> Tensor:
     for module in net:
         z = z.relu_() if isinstance(module, nn.ReLU) else module(z)
     return z
-
-
-def _out_features(net: nn.Sequential) -> int:
-    """The width of ``net``'s output: its last Linear's."""
-    return [m for m in net if isinstance(m, nn.Linear)][-1].out_features
-
-
-def _mlp_into(net: nn.Sequential, z: Tensor, target: Tensor) -> None:
-    """``target[:] = net(z)`` as :func:`_mlp_in_place` computes it (the same bits). A net that
-    ends with LayerNorm and ReLU (every edge and node net) has its last LayerNorm written
-    straight into ``target`` (``native_layer_norm.out``, the kernel of ``F.layer_norm``) and
-    rectified there, instead of a block copy into it: about 0.15 s of a pile-up-200 event's
-    GNN, 560 copies of 13,440 x 64 floats."""
-    modules = list(net)
-    norm, act = (modules[-2], modules[-1]) if len(modules) >= 2 else (None, None)
-    if not (isinstance(norm, nn.LayerNorm) and isinstance(act, nn.ReLU)
-            and norm.elementwise_affine and target.is_contiguous()):
-        target.copy_(_mlp_in_place(net, z))
-        return
-    body = modules[:-2]
-    for module in body:
-        z = z.relu_() if isinstance(module, nn.ReLU) else module(z)
-    rows = z.shape[0]
-    torch.ops.aten.native_layer_norm.out(z, list(norm.normalized_shape), norm.weight, norm.bias,
-                                         norm.eps, out0=target, out1=z.new_empty((rows, 1)),
-                                         out2=z.new_empty((rows, 1)))
-    target.relu_()
