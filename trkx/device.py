@@ -80,3 +80,18 @@ ROW_BLOCKED_DEVICES: tuple[str, ...] = ("cpu",)
 def row_blocked(tensor: torch.Tensor) -> bool:
     """Whether inference on ``tensor``'s device runs in row blocks (ROW_BLOCKED_DEVICES)."""
     return tensor.device.type in ROW_BLOCKED_DEVICES
+
+
+def numba_importable() -> bool:
+    """Whether numba can be imported (it is an optional dependency: the compiled CPU kernels
+    fall back to numpy or torch without it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
+
+
+def runs_compiled(tensor: torch.Tensor, devices: tuple[str, ...]) -> bool:
+    """Whether work on ``tensor``'s device takes a compiled (numba) CPU kernel: the device is
+    one of ``devices`` (a module's ``COMPILED_DEVICES``, which tests empty to run the GPU's
+    torch path on the CPU) and numba is importable."""
+    return tensor.device.type in devices and numba_importable()

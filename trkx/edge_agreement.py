@@ -56,6 +56,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from trkx.device import runs_compiled
 from trkx.edge_geometry import (
     MIN_RADIAL_STEP_MM,
     SLOPE_CLIP,
@@ -105,11 +106,7 @@ COMPILED_DEVICES: tuple[str, ...] = ("cpu",)
 
 def compiled(pos: Tensor) -> bool:
     """Whether the agreements of hits on ``pos``'s device come from the compiled kernel."""
-    if pos.device.type not in COMPILED_DEVICES:
-        return False
-    import importlib.util
-
-    return importlib.util.find_spec("numba") is not None
+    return runs_compiled(pos, COMPILED_DEVICES)
 
 
 def edge_agreement(pos: Tensor, edge_index: Tensor,

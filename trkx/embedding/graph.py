@@ -45,6 +45,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from trkx.device import numba_importable
+
 BACKENDS: tuple[str, ...] = ("auto", "bucket", "kdtree", "faiss_flat", "faiss_hnsw", "faiss_ivf",
                              "torch", "faiss_gpu")
 
@@ -172,13 +174,7 @@ def resolve_backend(backend: str, embedding: torch.Tensor | np.ndarray) -> str:
         return backend
     if isinstance(embedding, torch.Tensor) and embedding.is_cuda:
         return "faiss_gpu" if faiss_sees_gpu() else "torch"
-    return "bucket" if _numba_importable() else "kdtree"
-
-
-def _numba_importable() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("numba") is not None
+    return "bucket" if numba_importable() else "kdtree"
 
 
 def faiss_sees_gpu() -> bool:
@@ -290,7 +286,7 @@ def _table_to_edges_torch(table: torch.Tensor, rank: torch.Tensor) -> torch.Tens
 def table_to_edges(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """Unique directed pairs [2, E] (inner -> outer by ``rank``) from a proposal table, ordered
     by (inner, outer); compiled (trkx.embedding.bucket_search) when numba is importable."""
-    if _numba_importable():
+    if numba_importable():
         from trkx.embedding.bucket_search import unique_directed_pairs
 
         return unique_directed_pairs(table, rank)

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import torch
 
 from trkx.data.features import FEATURE_SCALES
+from trkx.device import runs_compiled
 from trkx.edge_geometry import (
     GEOMETRY_FEATURES,
     MIN_RADIAL_STEP_MM,
@@ -62,11 +63,7 @@ COMPILED_DEVICES: tuple[str, ...] = ("cpu",)
 
 def compiled(x: torch.Tensor) -> bool:
     """Whether the edge features of hits on ``x``'s device come from the compiled kernel."""
-    if x.device.type not in COMPILED_DEVICES:
-        return False
-    import importlib.util
-
-    return importlib.util.find_spec("numba") is not None
+    return runs_compiled(x, COMPILED_DEVICES)
 
 
 def hit_table(x: torch.Tensor, pos: torch.Tensor, feature_names: Sequence[str] | None = None,
