@@ -6,9 +6,11 @@ COMPILED_DEVICES of trkx.filter.features and trkx.edge_agreement).
 On a phi sector of the real event 21001 with its cells, it must give the CPU path's graph and
 tracks: both searches are exact (float32 distances summed in another order: a partner at a
 tie of the k-th distance or of the radius may differ), the unblocked forwards are the blocked
-ones' arithmetic, and the torch feature rows compute in float64 and round once, as the kernel
-does (their float64 functions differ from the kernel's in the last bits, which the float32
-rounding hides here: the same graph gives the same scores and tracks)."""
+ones' arithmetic, and the torch feature rows and agreements compute in float64 and round once,
+as the kernels do. Their float64 functions (torch's vectorised asinh and atan2 against libm's)
+may differ in a last bit, which the float32 rounding hides almost always (on the build machine
+the same graph gave the same scores and tracks, bit for bit), so the same graph must give
+scores within 1e-5 and the same track for all but 1e-4 of the hits on any CPU."""
 
 from __future__ import annotations
 
@@ -111,6 +113,7 @@ def test_cells_set_on_the_gpu_path_gives_the_cpu_tracks(tmp_path: Path, trackml_
     mates = pd.Series(hits).groupby(labels).transform("min").to_numpy()
     reference_mates = pd.Series(hits).groupby(reference).transform("min").to_numpy()
     assert (mates != reference_mates).mean() <= 1e-3
-    if not ours ^ theirs:                         # the same graph: the same tracks, exactly
-        assert torch.equal(graphs["gnn"].scores, reference_graphs["gnn"].scores)
-        assert np.array_equal(mates, reference_mates)
+    if not ours ^ theirs:                         # the same graph: the same tracks
+        torch.testing.assert_close(graphs["gnn"].scores, reference_graphs["gnn"].scores,
+                                   rtol=0, atol=1e-5)
+        assert (mates != reference_mates).mean() <= 1e-4

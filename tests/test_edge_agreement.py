@@ -98,9 +98,10 @@ def test_an_empty_graph_has_no_rows_and_a_bad_chunk_is_refused() -> None:
 
 
 def test_the_kernel_gives_the_torch_paths_values(monkeypatch) -> None:
-    """Both paths compute in float64 and round g once: on a 300-hit event with 3,000 edges the
-    beam-line agreement is the same to the bit, the along-track one to float32 rounding (its
-    turn is a cross product on one path, the sine of an atan2 difference on the other)."""
+    """Both paths compute in float64 and round g once: on a 300-hit event with 3,000 edges they
+    agree to the float32 rounding (the along-track turn is a cross product on one path, the sine
+    of an atan2 difference on the other; torch's own kernels may fuse multiply-adds on some
+    CPUs, so the bits are not asserted)."""
     pytest.importorskip("numba")
     generator = torch.Generator().manual_seed(4)
     pos = torch.stack([torch.rand(300, generator=generator) * 900 + 30,
@@ -113,5 +114,4 @@ def test_the_kernel_gives_the_torch_paths_values(monkeypatch) -> None:
     monkeypatch.setattr(agreement_module, "COMPILED_DEVICES", ())
     theirs = both_agreements(pos, edge_index, chunk_pairs=1000)
     assert ours.dtype == theirs.dtype == torch.float32 and 0.1 < float((ours < 1).float().mean())
-    assert torch.equal(ours[:, :2], theirs[:, :2])
-    torch.testing.assert_close(ours[:, 2:], theirs[:, 2:], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
