@@ -59,12 +59,14 @@ def _group_entries(src: np.ndarray, dst: np.ndarray, r: np.ndarray, z: np.ndarra
 
 
 @pjit
-def agreements(src: np.ndarray, dst: np.ndarray, pos: np.ndarray, beam_line: bool,
-               along_track: bool, z0_scale: float, slope_scale: float, cot_scale: float,
-               cot_clip: float, curvature_scale: float, clip: float, min_step: float,
-               z0_clip: float, slope_clip: float) -> np.ndarray:
+def agreements(src: np.ndarray, dst: np.ndarray, pos: np.ndarray, trajectory: np.ndarray,
+               beam_line: bool, along_track: bool, z0_scale: float, slope_scale: float,
+               cot_scale: float, cot_clip: float, curvature_scale: float,
+               clip: float) -> np.ndarray:
     """[E, 2 C] float64 g of each edge at its source and target, for the cues asked for in
-    this order (beam line, along the track), from hits ``pos`` [N, 3] = (r, phi, z) float64."""
+    this order (beam line, along the track), from hits ``pos`` [N, 3] = (r, phi, z) float64 and
+    the edges' (z0, phislope) ``trajectory`` [E, >= 2] float64 (trkx.edge_geometry's, read by
+    the beam-line cue only)."""
     n_edges, n_hits = len(src), pos.shape[0]
     r, phi, z = pos[:, 0].copy(), pos[:, 1].copy(), pos[:, 2].copy()
     x, y = r * np.cos(phi), r * np.sin(phi)
@@ -79,16 +81,9 @@ def agreements(src: np.ndarray, dst: np.ndarray, pos: np.ndarray, beam_line: boo
         k = order[a]
         e = k % n_edges
         hit, other = (src[e], dst[e]) if k < n_edges else (dst[e], src[e])
-        if beam_line:       # the edge's trajectory, i -> j (the same for both ends)
-            i, j = src[e], dst[e]
-            step = r[j] - r[i]
-            step = -max(-step, min_step) if step < 0 else max(step, min_step)
-            z0 = ((z[i] + z[j]) / 2.0 - (r[i] + r[j]) / 2.0 * (z[j] - z[i]) / step) / 1000.0
-            shifted = phi[j] - phi[i] + math.pi
-            dphi = shifted - 2.0 * math.pi * math.floor(shifted / (2.0 * math.pi)) - math.pi
-            slope = dphi / (step / 1000.0)
-            beam[a, 0] = min(max(z0, -z0_clip), z0_clip) / z0_scale
-            beam[a, 1] = min(max(slope, -slope_clip), slope_clip) / slope_scale
+        if beam_line:       # the edge's trajectory (the same for both ends)
+            beam[a, 0] = trajectory[e, 0] / z0_scale
+            beam[a, 1] = trajectory[e, 1] / slope_scale
         if along_track:
             sign = 1.0 if outward[k] else -1.0
             vx, vy = (x[other] - x[hit]) * sign, (y[other] - y[hit]) * sign

@@ -57,12 +57,7 @@ import torch
 from torch import Tensor
 
 from trkx.device import runs_compiled
-from trkx.edge_geometry import (
-    MIN_RADIAL_STEP_MM,
-    SLOPE_CLIP,
-    Z0_CLIP,
-    edge_trajectory,
-)
+from trkx.edge_geometry import edge_trajectory
 
 #: Columns of :func:`edge_agreement`: the best continuation's disagreement at each hit.
 AGREEMENT_FEATURES = 2
@@ -145,9 +140,11 @@ def _agreements(pos: Tensor, edge_index: Tensor, chunk_pairs: int, beam_line: bo
         from trkx.agreement_kernels import agreements
 
         src, dst = edge_index.contiguous().numpy()
-        g = agreements(src, dst, pos.contiguous().numpy(), beam_line, along_track, Z0_SCALE,
-                       SLOPE_SCALE, COT_SCALE, COT_CLIP, CURVATURE_SCALE, CLIP,
-                       MIN_RADIAL_STEP_MM, Z0_CLIP, SLOPE_CLIP)
+        trajectory = (edge_trajectory(pos, edge_index) if beam_line
+                      else pos.new_zeros((0, 2)))
+        g = agreements(src, dst, pos.contiguous().numpy(), trajectory.contiguous().numpy(),
+                       beam_line, along_track, Z0_SCALE, SLOPE_SCALE, COT_SCALE, COT_CLIP,
+                       CURVATURE_SCALE, CLIP)
         return torch.from_numpy(g).float()
     cues = ([_beam_line_cue(pos, edge_index)] if beam_line else []) + \
         ([_along_track_cue(pos)] if along_track else [])
