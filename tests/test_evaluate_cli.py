@@ -94,19 +94,27 @@ def test_evaluate_round_trip(evaluated, capsys):
     assert set(metrics["binned"]) == {"efficiency_vs_pt", "efficiency_vs_eta",
                                       "fake_rate_vs_eta", "duplicate_rate_vs_eta",
                                       "efficiency_vs_production_radius",
-                                      "efficiency_vs_particle_hits"}
+                                      "efficiency_vs_particle_hits", "efficiency_vs_vertex_z"}
     assert sum(metrics["binned"]["efficiency_vs_particle_hits"]["total"]) == \
         overall["n_signal_particles"]
     # the split by origin: every signal particle is prompt or secondary, all found here
     assert overall["n_signal_prompt"] + overall["n_signal_secondary"] == \
         overall["n_signal_particles"]
     assert overall["n_signal_prompt"] > 0 and overall["efficiency_prompt"] == 1.0
+    # the split by vertex |z|: the four bins hold every signal particle, all found here
+    bins = ("0_50", "50_100", "100_150", "150_up")
+    assert sum(overall[f"n_signal_vz_{b}"] for b in bins) == overall["n_signal_particles"]
+    assert sum(metrics["binned"]["efficiency_vs_vertex_z"]["total"]) == \
+        overall["n_signal_particles"]
+    assert all(overall[f"efficiency_vz_{b}"] in (1.0, None) for b in bins)
+    assert metrics["anchors"]["cuts"]["pt_min"] == 0.9
+    assert metrics["anchors"]["cuts"]["min_layers"] == 3
     by_radius = metrics["binned"]["efficiency_vs_production_radius"]
     assert sum(by_radius["total"]) == overall["n_signal_particles"]
     assert by_radius["total"][0] == overall["n_signal_prompt"]
     for name in ("efficiency_vs_pt", "efficiency_vs_eta", "fake_rate_vs_eta",
                  "duplicate_rate_vs_eta", "track_length", "efficiency_vs_production_radius",
-                 "efficiency_vs_particle_hits"):
+                 "efficiency_vs_particle_hits", "efficiency_vs_vertex_z"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(pd.read_csv(out / "tracks.csv")) == overall["n_tracks"]
     # each candidate track's fitted parameters, against the truth of its particle

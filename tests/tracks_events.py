@@ -42,9 +42,9 @@ def broken_after_third_hit(record):
 
 
 def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1,
-               production_radius=None) -> EventTruth:
+               production_radius=None, vertex_z=None, layer=None) -> EventTruth:
     """Per-hit truth for hits 1..N of the given particles (nhits computed, weight 1 except
-    noise 0 unless given; production radius unknown unless given)."""
+    noise 0 unless given; production radius, vertex z and layers unknown unless given)."""
     particle_id = np.asarray(particle_id, dtype=np.int64)
     n = len(particle_id)
     _, inverse, counts = np.unique(particle_id, return_inverse=True, return_counts=True)
@@ -60,4 +60,6 @@ def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1,
         hit_eta=np.asarray(eta if eta is not None else np.zeros(n), float),
         production_radius=(None if production_radius is None
                            else np.asarray(production_radius, float)),
+        vertex_z=None if vertex_z is None else np.asarray(vertex_z, float),
+        layer=None if layer is None else np.asarray(layer, np.int64),
     )

@@ -20,7 +20,13 @@ event record ``eventNNNNNNNNN*.pt`` (with per-hit truth), else the TrackML files
 
 Every efficiency is split into prompt particles (production radius <= 1 mm) and secondaries
 (``efficiency_prompt``, ``efficiency_secondary`` in ``metrics.json``, both printed), when the
-truth holds production vertices (TrackML particle files, records with ``production_radius``).
+truth holds production vertices (TrackML particle files, records with ``production_radius``),
+and by the vertex |z| along the beam (0-50, 50-100, 100-150, > 150 mm: ``efficiency_vz_*``, and
+per origin; plot ``efficiency_vs_vertex_z``); the prompt particles from |z| < 100 mm by their
+hit count (3, 4, 5+: ``efficiency_prompt_near_hits_*``). ``anchors`` in ``metrics.json`` (and a
+printed line) counts as the published pipelines do (HEPTv2's evaluation, trkx.tracks.anchors):
+the pixel part of the event, signal pT > 0.9 GeV, |eta| < 4, >= 3 pixel layers, the fake rate
+over the candidates whose majority particle is signal.
 
 Cuts and matching come from the ``metrics`` section of ``--config`` and ``--set``. Edge
 efficiency/purity of the evaluated records count the edges with ``score >= --edge-cut`` (default:
@@ -212,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from trkx.config import naming_overrides
     from trkx.data.errors import TrackMLFormatError
+    from trkx.tracks.anchors import ANCHOR_CUTS, anchor_evaluation, anchor_summary
     from trkx.tracks.binned import standard_rates
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.metrics import (
@@ -228,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
         matched_parameters,
         resolution_summary,
     )
+    from trkx.tracks.summary_text import anchor_line, short_particles_line, vertex_z_line
 
     with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
         cuts = config_section(args.config, args.overrides, "metrics", MetricCuts,
@@ -236,13 +244,15 @@ def run(args: argparse.Namespace) -> int:
     edge_cut = args.edge_cut if args.edge_cut is not None else (
         builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut)
     start = time.perf_counter()
-    evaluations, record_edges, matched = [], [], []
+    evaluations, anchor_evaluations, record_edges, matched = [], [], [], []
     for event_id, path in tqdm(sorted(track_files(args.tracks).items()), desc="evaluate",
                                unit="event"):
         truth, record, particle_table = load_truth(find_event_source(args.events, event_id),
                                                    event_id)
         try:
-            evaluations.append(evaluate_event(truth, read_tracks(path, event_id), cuts))
+            submission = read_tracks(path, event_id)
+            evaluations.append(evaluate_event(truth, submission, cuts))
+            anchor_evaluations.append(anchor_evaluation(truth, submission))
         except TrackMLFormatError as exc:
             raise TrackMLFormatError(f"{path}: {exc}") from exc
         fitted = path.parent / parameters_file_name(event_id)
@@ -268,8 +278,10 @@ def run(args: argparse.Namespace) -> int:
         cut = edge_cut if name == "gnn" else 0.0  # earlier stages' records: all edges kept
         edges[name] = stage_edge_metrics(name, folder, cut, cuts)
 
+    anchors = anchor_summary(anchor_evaluations)
     out = args.out
     report = {"cuts": cuts_dict(cuts), "overall": overall, "events": events,
+              "anchors": {"cuts": cuts_dict(ANCHOR_CUTS), "overall": anchors},
               "binned": {name: rate.to_dict() for name, rate in rates.items()},
               "edges": edges}
     resolution = None
@@ -313,12 +325,19 @@ def run(args: argparse.Namespace) -> int:
             rates["efficiency_vs_production_radius"], "particle production radius [mm]",
             "tracking efficiency", "Efficiency vs production radius", log_x=True,
             note=f"signal: {signal}\nfirst bin: prompt (<= 1 mm)\n{match}")
+    if "efficiency_vs_vertex_z" in rates:
+        figures["efficiency_vs_vertex_z"] = rate_figure(
+            rates["efficiency_vs_vertex_z"], "particle vertex |z| [mm]", "tracking efficiency",
+            "Efficiency vs vertex |z|", note=f"signal: {signal}\n{match}")
     if resolution is not None:
         figures["pt_resolution"] = resolution_figure(fitted_rows)
     for name, figure in figures.items():
         atomic_write(out / f"{name}.png",
                      lambda tmp, f=figure: f.savefig(tmp, format="png", dpi=110))
     print(format_table(_json_safe(overall), _json_safe(events)))
+    for line in (vertex_z_line(overall), short_particles_line(overall), anchor_line(anchors)):
+        if line is not None:
+            print("  " + line)
     if resolution is not None:
         print(format_resolution(resolution))
     for name, stage in edges.items():

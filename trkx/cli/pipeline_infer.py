@@ -255,8 +255,10 @@ def evaluate_pixel_events(prefixes: list[str], results: list[EventResult], out: 
 
     from trkx.cli._tracks_io import atomic_write
     from trkx.config import instantiate, load_config, section
+    from trkx.tracks.anchors import ANCHOR_CUTS, anchor_summary
     from trkx.tracks.metrics import MetricCuts, overall_summary
-    from trkx.tracks.projection import evaluate_pixel_truth, pixel_truth_file
+    from trkx.tracks.projection import pixel_truth_file, pixel_truth_labels, projected_evaluation
+    from trkx.tracks.summary_text import anchor_line, short_particles_line, vertex_z_line
 
     pixel = [(p, r) for p, r in zip(prefixes, results)
              if not r.has_truth and pixel_truth_file(p) is not None]
@@ -264,18 +266,27 @@ def evaluate_pixel_events(prefixes: list[str], results: list[EventResult], out: 
         return
     cuts = instantiate(MetricCuts, section(load_config(tracks_config), "metrics",
                                            str(tracks_config)), f"{tracks_config}: metrics")
-    evaluations = [evaluate_pixel_truth(p, pd.read_csv(r.path), r.event_id, cuts)
-                   for p, r in pixel]
+    evaluations, anchor_evaluations = [], []
+    for prefix, result in pixel:   # the event read once, counted both ways
+        record, mask, labels = pixel_truth_labels(prefix, pd.read_csv(result.path),
+                                                  result.event_id, cuts.pt_min)
+        evaluations.append(projected_evaluation(record, mask, labels, result.event_id, cuts))
+        anchor_evaluations.append(projected_evaluation(record, mask, labels, result.event_id,
+                                                       ANCHOR_CUTS))
     summary = overall_summary(evaluations)
+    anchors = anchor_summary(anchor_evaluations)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "pixel_truth.json",
-                 lambda tmp: tmp.write_text(json.dumps(summary, indent=1, default=float)))
+    text = json.dumps({**summary, "anchors": anchors}, indent=1, default=float)
+    atomic_write(out / "pixel_truth.json", lambda tmp: tmp.write_text(text))
     err = summary.get("efficiency_err") or 0.0
     print(f"pixel truth ({len(pixel)} event(s), tracks projected onto the hits with truth): "
           f"efficiency {summary['efficiency']:.3f} +- {err:.3f} of "
           f"{summary['n_signal_particles']} signal particles{_origin_text(summary)}, fake rate "
           f"{summary['fake_rate'] or 0.0:.3f}, duplicate rate "
           f"{summary['duplicate_rate'] or 0.0:.3f} -> {out / 'pixel_truth.json'}")
+    for line in (vertex_z_line(summary), short_particles_line(summary), anchor_line(anchors)):
+        if line is not None:
+            print("  " + line)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -47,7 +47,7 @@ HIT_ID, X, POS, VOLUME_ID, LAYER_ID, EVENT_ID = ("hit_id", "x", "pos", "volume_i
                                                  "event_id")
 PARTICLE_ID, PT, ETA, NHITS, WEIGHT, SIGNAL_HIT, TRACK_EDGES = (
     "particle_id", "pt", "eta", "nhits", "weight", "signal_hit", "track_edges")
-PRODUCTION_RADIUS = "production_radius"
+PRODUCTION_RADIUS, VERTEX_Z = "production_radius", "vertex_z"
 EDGE_INDEX, Y, Y_PID, SIGNAL, SCORES = "edge_index", "y", "y_pid", "signal", "scores"
 
 FIELDS: tuple[Field, ...] = (
@@ -66,6 +66,9 @@ FIELDS: tuple[Field, ...] = (
     Field(PRODUCTION_RADIUS, ("N",), torch.float32, "data",
           "truth: the particle's production radius sqrt(vx^2 + vy^2) [mm] (noise: 0); "
           "prompt particles have <= 1 mm (trkx.data.truth.PROMPT_RADIUS)"),
+    Field(VERTEX_Z, ("N",), torch.float32, "data",
+          "truth: the z of the particle's production vertex [mm] (noise: 0); the efficiency "
+          "by vertex |z| (trkx.tracks.metrics)"),
     Field(SIGNAL_HIT, ("N",), torch.bool, "data",
           "truth: hit of a signal particle (trkx.data.truth.SignalCuts)"),
     Field(TRACK_EDGES, (2, "T"), torch.int64, "data",
@@ -162,6 +165,7 @@ def build_event_record(hits: pd.DataFrame, cells: pd.DataFrame | None = None,
         data.weight = _tensor(per_hit["weight"].to_numpy(np.float32))
         data.production_radius = _tensor(np.hypot(per_hit["vx"], per_hit["vy"])
                                          .to_numpy(np.float32))
+        data.vertex_z = _tensor(per_hit["vz"].to_numpy(np.float32))
         data.signal_hit = _tensor(signal_hits(per_hit, signal_cuts or SignalCuts()))
         data.track_edges = _tensor(edges)
     return data

@@ -1,5 +1,5 @@
-"""Rates in bins (efficiency vs pT, eta, production radius and the particle's hit count; fake
-and duplicate rate vs eta) with intervals.
+"""Rates in bins (efficiency vs pT, eta, production radius, vertex |z| and the particle's hit
+count; fake and duplicate rate vs eta) with intervals.
 
 For a bin holding ``n`` trials of which ``k`` pass, the rate is ``k / n`` and its interval the
 Clopper-Pearson (exact binomial) central interval at 68.3% confidence,
@@ -31,6 +31,8 @@ RADIUS_BINS = np.array([0.01, 1.0, 10.0, 30.0, 100.0, 300.0, 1100.0])
 # hits a particle leaves: 3, 4, 5, 6 apart (the short particles a builder's length cut and
 # quality score decide on), then 7-8, 9-10, 11-13, 14-20, and 21 or more (counted at 21-30)
 HITS_BINS = np.array([2.5, 3.5, 4.5, 5.5, 6.5, 8.5, 10.5, 13.5, 20.5, 30.5])
+# the vertex |z| along the beam (mm): real luminous regions reach sigma_z ~ 55 mm with tails
+VERTEX_Z_BINS = np.array([0.0, 25.0, 50.0, 75.0, 100.0, 125.0, 150.0, 200.0, 300.0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,9 +77,9 @@ def binned_rate(values: np.ndarray, passed: np.ndarray, edges: np.ndarray) -> Bi
 
 def standard_rates(particles: pd.DataFrame, tracks: pd.DataFrame, pt_min: float,
                    max_eta: float | None, min_hits: int) -> dict[str, BinnedRate]:
-    """Efficiency vs pT (no pT cut), vs eta, vs the particle's hit count and vs production
-    radius (signal; the last when the table has production radii), fake and duplicate rate vs
-    eta."""
+    """Efficiency vs pT (no pT cut), vs eta, vs the particle's hit count, vs production
+    radius and vs vertex |z| (signal; the last two when the table has production radii and
+    vertices), fake and duplicate rate vs eta."""
     found = particles["n_matched_tracks"].to_numpy() > 0
     pt, eta = particles["pt"].to_numpy(), particles["eta"].to_numpy()
     enough = particles["nhits"].to_numpy() >= min_hits
@@ -102,4 +104,10 @@ def standard_rates(particles: pd.DataFrame, tracks: pd.DataFrame, pt_min: float,
         rates["efficiency_vs_production_radius"] = binned_rate(
             np.where(radius[known] <= PROMPT_RADIUS, RADIUS_BINS[0], radius[known]),
             found[known], RADIUS_BINS)
+    vertex_z = (np.abs(particles["vertex_z"].to_numpy(np.float64))
+                if "vertex_z" in particles else np.full(len(particles), np.nan))
+    known = signal & np.isfinite(vertex_z)
+    if known.any():
+        rates["efficiency_vs_vertex_z"] = binned_rate(
+            np.minimum(vertex_z[known], VERTEX_Z_BINS[-1] - 1.0), found[known], VERTEX_Z_BINS)
     return rates

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from trkx.arrays import as_numpy
-from trkx.data.record import HIT_TRUTH, PRODUCTION_RADIUS
-from trkx.data.truth import hit_truth
+from trkx.data.record import HIT_TRUTH, LAYER_ID, PRODUCTION_RADIUS, VERTEX_Z, VOLUME_ID
+from trkx.data.truth import hit_truth, layer_key
 
 _RECORD_FIELDS = HIT_TRUTH
 
@@ -36,16 +36,24 @@ class EventTruth:
     # float64, production radius of the hit's particle [mm]; NaN where the source has none
     # (records written before the field)
     production_radius: np.ndarray | None = None
+    # float64, z of the hit's particle's production vertex [mm]; NaN where the source has none
+    vertex_z: np.ndarray | None = None
+    # int64, the hit's detector layer (trkx.data.truth.layer_key); -1 where the source has none
+    layer: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        if self.production_radius is None:
-            object.__setattr__(self, "production_radius", np.full(len(self.hit_id), np.nan))
+        for name in ("production_radius", "vertex_z"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(len(self.hit_id), np.nan))
+        if self.layer is None:
+            object.__setattr__(self, "layer", np.full(len(self.hit_id), -1, dtype=np.int64))
 
     def subset(self, mask: np.ndarray) -> EventTruth:
         """The truth of the hits ``mask`` selects."""
         return EventTruth(self.event_id, self.hit_id[mask], self.particle_id[mask],
                           self.pt[mask], self.eta[mask], self.nhits[mask], self.weight[mask],
-                          self.hit_eta[mask], self.production_radius[mask])
+                          self.hit_eta[mask], self.production_radius[mask],
+                          self.vertex_z[mask], self.layer[mask])
 
     def frame(self) -> pd.DataFrame:
         """``hit_id, particle_id, weight``: the truth table :mod:`trkx.tracks.score` reads."""
@@ -83,9 +91,18 @@ def truth_from_record(record, label: str = "record") -> EventTruth:
         nhits=as_numpy(record.nhits).astype(np.int64),
         weight=as_numpy(record.weight).astype(np.float64),
         hit_eta=hit_eta,
-        production_radius=(None if getattr(record, PRODUCTION_RADIUS, None) is None else
-                           as_numpy(record.production_radius).astype(np.float64)),
+        production_radius=_optional(record, PRODUCTION_RADIUS),
+        vertex_z=_optional(record, VERTEX_Z),
+        layer=(None if getattr(record, VOLUME_ID, None) is None
+               or getattr(record, LAYER_ID, None) is None else
+               layer_key(as_numpy(record.volume_id), as_numpy(record.layer_id))),
     )
+
+
+def _optional(record, name: str) -> np.ndarray | None:
+    """The float64 per-hit field ``name`` of ``record``, or None where it has none."""
+    value = getattr(record, name, None)
+    return None if value is None else as_numpy(value).astype(np.float64)
 
 
 def truth_from_frames(event_id: int, hits: pd.DataFrame, particles: pd.DataFrame,
@@ -103,4 +120,7 @@ def truth_from_frames(event_id: int, hits: pd.DataFrame, particles: pd.DataFrame
         weight=per_hit["weight"].to_numpy(np.float64),
         hit_eta=np.arcsinh(z / np.maximum(np.hypot(x, y), 1e-9)),
         production_radius=np.hypot(per_hit["vx"], per_hit["vy"]).to_numpy(np.float64),
+        vertex_z=per_hit["vz"].to_numpy(np.float64),
+        layer=(layer_key(hits["volume_id"], hits["layer_id"])
+               if {"volume_id", "layer_id"} <= set(hits.columns) else None),
     )

@@ -100,6 +100,21 @@ def read_tables(prefix: str | Path, truth_part: str, cells: bool = False,
     return tables
 
 
+def pixel_truth_labels(prefix: str | Path, tracks: pd.DataFrame, event_id: int,
+                       signal_pt_min: float) -> tuple[Data, np.ndarray, np.ndarray]:
+    """The projected record of the event ``prefix`` (which has a pixel-truth part), the mask
+    of its hits with truth, and the track of every hit from ``tracks`` (``hit_id, track_id``;
+    hits it lacks are singletons, never candidates): read once, evaluated with any cuts by
+    :func:`projected_evaluation`."""
+    record, mask = projected_record(read_tables(prefix, PIXEL_TRUTH), False, signal_pt_min,
+                                    None, event_id)
+    by_hit = tracks.set_index("hit_id")["track_id"]
+    labels = by_hit.reindex(record.hit_id.numpy()).fillna(-1).to_numpy().astype(np.int64)
+    unassigned = labels < 0
+    labels[unassigned] = labels.max(initial=0) + 1 + np.arange(int(unassigned.sum()))
+    return record, mask, labels
+
+
 def evaluate_pixel_truth(prefix: str | Path, tracks: pd.DataFrame, event_id: int, cuts=None):
     """The projected evaluation of the tracks ``tracks`` (``hit_id, track_id``; hits it lacks
     are in no track) of the event ``prefix``, which has a pixel-truth part; ``cuts``
@@ -107,10 +122,5 @@ def evaluate_pixel_truth(prefix: str | Path, tracks: pd.DataFrame, event_id: int
     from trkx.tracks.metrics import MetricCuts
 
     cuts = cuts or MetricCuts()
-    record, mask = projected_record(read_tables(prefix, PIXEL_TRUTH), False, cuts.pt_min,
-                                    None, event_id)
-    by_hit = tracks.set_index("hit_id")["track_id"]
-    labels = by_hit.reindex(record.hit_id.numpy()).fillna(-1).to_numpy().astype(np.int64)
-    unassigned = labels < 0          # hits without a track: singletons, never candidates
-    labels[unassigned] = labels.max(initial=0) + 1 + np.arange(int(unassigned.sum()))
+    record, mask, labels = pixel_truth_labels(prefix, tracks, event_id, cuts.pt_min)
     return projected_evaluation(record, mask, labels, event_id, cuts)
