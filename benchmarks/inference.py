@@ -154,13 +154,13 @@ def edge_keys(edge_index: torch.Tensor, n: int) -> np.ndarray:
 def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
              recall: bool = False) -> dict:
     """Warm up on the first event, then time every event; evaluations when with truth."""
-    from trkx.cli._tracks_io import atomic_write
     from trkx.data.detector import load_detector
     from trkx.data.events import event_record
     from trkx.embedding.graph import build_edges
     from trkx.embedding.inference import embed
     from trkx.tracks.building import tracks_frame
     from trkx.tracks.event_truth import truth_from_record
+    from trkx.tracks.files import atomic_write
     from trkx.tracks.metrics import MetricCuts, evaluate_event
 
     detector = load_detector()
@@ -208,7 +208,7 @@ def stage_efficiencies(pipeline, prefixes: list[str]) -> dict[str, float]:
 
     detector = load_detector()
     builder = pipeline.builder
-    gnn_cut = builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut
+    gnn_cut = builder.edge_cut
     per_stage: dict[str, list] = {stage: [] for stage in LEARNED}
     evaluations = []
     for prefix in prefixes:

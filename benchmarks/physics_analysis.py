@@ -75,7 +75,7 @@ def pipeline_stages(graphs: dict[str, list[Data]], builder: TrackBuilder) -> lis
     """The stages of a trained pipeline from its graphs (``{stage: records}``): the embedding's
     and the filter's whole (the filter's hold only the edges it kept; a cut of None ignores
     their scores), the GNN's at the track builder's cut."""
-    cut = builder.walk_cut if builder.method == "walkthrough" else builder.cc_cut
+    cut = builder.edge_cut
     return [StageGraphs("embedding", graphs["embedding"], None),
             StageGraphs("filter", graphs["filter"], None), StageGraphs("gnn", graphs["gnn"], cut)]
 

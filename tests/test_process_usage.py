@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trkx.cli._process_usage import (
+from trkx.pipeline.process_usage import (
     own_peak_memory_gb,
     peak_memory_gb,
     process_cpu_seconds,

@@ -11,7 +11,7 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import hand_truth
-from trkx.cli.evaluate import FAKE_KIND_NAMES, format_table
+from trkx.tracks.summary_text import FAKE_KIND_NAMES, format_table
 from trkx.tracks.binned import binned_rate, standard_rates
 from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
 from trkx.tracks.metrics import (

@@ -40,18 +40,18 @@ def run(args: argparse.Namespace) -> int:
     require_folder(args.events, "--events", "folder of event records")   # before torch
     from tqdm import tqdm
 
-    from trkx.cli._tracks_io import (
-        TRACKS_FILE,
-        atomic_write,
-        track_builder,
-        tracks_file_name,
-    )
     from trkx.config import naming_overrides
     from trkx.data.errors import TrackMLFormatError
     from trkx.data.listing import record_event_id, record_paths
     from trkx.data.record import load_record
     from trkx.stage_tools import remove_stale
     from trkx.tracks.building import tracks_frame
+    from trkx.tracks.files import (
+        TRACKS_FILE,
+        atomic_write,
+        track_builder,
+        tracks_file_name,
+    )
     from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name, track_parameters
 
     with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it

@@ -61,10 +61,10 @@ def validate_steps(steps, config) -> None:
     """Check the config of every stage step (file + overrides) and of the track steps."""
     from trkx import stage_tools
     from trkx.cli import build_parser
-    from trkx.cli._tracks_io import config_section
     from trkx.cli.stages import stage_module
     from trkx.config import apply_overrides, instantiate, load_config, section
     from trkx.tracks.building import TrackBuilder
+    from trkx.tracks.files import config_section
     from trkx.tracks.metrics import MetricCuts
 
     parser = build_parser()

@@ -77,11 +77,26 @@ def embedding_uses_cells(raw: Mapping[str, Any], base: Path) -> bool:
     return isinstance(data, dict) and data.get("use_cells") is True
 
 
-def check_infer_inputs(events: Path | None, checkpoints: Path | None) -> None:
-    """Whole-pipeline ``trkx infer``: --events holds TrackML events and --checkpoints is a
-    folder (None: the command names the missing option itself)."""
+def check_infer_inputs(events: Path | None, out: Path | None, config: Path | None,
+                       checkpoints: Path | None, workers: int) -> None:
+    """Whole-pipeline ``trkx infer``: --events and --out are given, --config and
+    --checkpoints both or neither, --workers >= 1; --events holds TrackML events and
+    --checkpoints is a folder."""
+    from trkx.config import ConfigError
     from trkx.data.folders import require_folder, require_trackml_events
 
+    missing = [name for name, value in (("--events", events), ("--out", out)) if value is None]
+    if missing:
+        raise ConfigError(f"trkx infer needs a STAGE, or {', '.join(missing)} for the whole "
+                          "pipeline")
+    if (config is None) != (checkpoints is None):
+        given, other = ("--config", "--checkpoints") if checkpoints is None else \
+            ("--checkpoints", "--config")
+        raise ConfigError(f"trkx infer: {given} needs {other} too (or give neither: the "
+                          "models shipped with trkx)")
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers} (1: events in this "
+                          "process, N > 1: N parallel processes)")
     if events is not None:
         require_trackml_events(events, "--events")
     if checkpoints is not None:

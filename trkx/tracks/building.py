@@ -113,6 +113,12 @@ class TrackBuilder:
         if self.forward_eta < 0:
             raise ValueError(f"forward_eta must be >= 0, got {self.forward_eta}")
 
+    @property
+    def edge_cut(self) -> float:
+        """The score from which the method follows an edge: ``cc_cut`` (components) or
+        ``walk_cut`` (walkthrough); edges below it are never used."""
+        return self.cc_cut if self.method == "components" else self.walk_cut
+
     def build_graph(self, graph: ScoredGraph, pos: np.ndarray | None = None) -> np.ndarray:
         """Track id of every hit of ``graph`` (int64, compact, in order of first hit);
         ``pos`` [N, 3] = (r, phi, z) stitches pieces and places tracks in their region."""
@@ -140,8 +146,7 @@ class TrackBuilder:
                                        self.stitch_angle)
         sure = None
         if self.short_score is not None:
-            cut = self.cc_cut if self.method == "components" else self.walk_cut
-            above = graph.score >= cut
+            above = graph.score >= self.edge_cut
             sure = track_mean_score(labels, graph.src[above], graph.dst[above],
                                     graph.score[above]) >= self.short_score
         labels = dissolve_short(labels, self.min_length, self.min_length_forward,
@@ -149,8 +154,7 @@ class TrackBuilder:
         if self.quality_cut is None or self.quality is None or pos is None \
                 or graph.layer is None:
             return compact_labels(labels), None
-        cut = self.cc_cut if self.method == "components" else self.walk_cut
-        table = scored_track_table(labels, pos, graph, cut, self.quality)
+        table = scored_track_table(labels, pos, graph, self.edge_cut, self.quality)
         long = table["n_hits"].to_numpy() >= 3
         doubted_ids = table["track_id"].to_numpy()[long & (table["quality"].to_numpy()
                                                            < self.quality_cut)]
@@ -170,9 +174,8 @@ class TrackBuilder:
 
     def build_with_table(self, record) -> tuple[np.ndarray, pd.DataFrame | None]:
         """:meth:`build`'s track ids and :meth:`build_graph_with_table`'s track table."""
-        cut = self.cc_cut if self.method == "components" else self.walk_cut
         return self.build_graph_with_table(
-            graph_from_record(record, self.orientation, min_score=cut),
+            graph_from_record(record, self.orientation, min_score=self.edge_cut),
             getattr(record, "pos", None))
 
 

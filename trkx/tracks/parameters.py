@@ -34,7 +34,7 @@ def track_parameters(record, labels: np.ndarray, builder: TrackBuilder,
     (:meth:`TrackBuilder.build_with_table`), is taken as it is instead of fitting again."""
     if table is not None:
         return table[list(COLUMNS)].reset_index(drop=True)
-    cut = builder.cc_cut if builder.method == "components" else builder.walk_cut
+    cut = builder.edge_cut
     graph = graph_from_record(record, builder.orientation, min_score=cut)
     table = track_table(labels, as_numpy(record.pos), as_numpy(record.volume_id),
                         as_numpy(record.layer_id), graph.src, graph.dst, graph.score)

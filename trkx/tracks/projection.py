@@ -124,3 +124,20 @@ def evaluate_pixel_truth(prefix: str | Path, tracks: pd.DataFrame, event_id: int
     cuts = cuts or MetricCuts()
     record, mask, labels = pixel_truth_labels(prefix, tracks, event_id, cuts.pt_min)
     return projected_evaluation(record, mask, labels, event_id, cuts)
+
+
+def pixel_truth_report(events: list[tuple[str, pd.DataFrame, int]], cuts=None) -> dict:
+    """The pooled evaluation of tracks on events with a pixel-truth part: ``events`` are
+    ``(prefix, tracks, event_id)``; each event is read once and counted with ``cuts``
+    (trkx.tracks.metrics.MetricCuts, default its defaults) and as the anchors count
+    (trkx.tracks.anchors): trkx's summary, with the anchors' under ``anchors``."""
+    from trkx.tracks.anchors import ANCHOR_CUTS, anchor_summary
+    from trkx.tracks.metrics import MetricCuts, overall_summary
+
+    cuts = cuts or MetricCuts()
+    own, anchors = [], []
+    for prefix, tracks, event_id in events:
+        record, mask, labels = pixel_truth_labels(prefix, tracks, event_id, cuts.pt_min)
+        own.append(projected_evaluation(record, mask, labels, event_id, cuts))
+        anchors.append(projected_evaluation(record, mask, labels, event_id, ANCHOR_CUTS))
+    return {**overall_summary(own), "anchors": anchor_summary(anchors)}

@@ -1,6 +1,6 @@
-"""File handling shared by ``trkx build-tracks`` and ``trkx evaluate`` (the only track code
-that touches files): finding event records and track files, reading them with clear errors,
-and atomic writes (temporary file in the destination folder, then ``os.replace``).
+"""Track files, as ``trkx build-tracks``, ``trkx infer`` and ``trkx evaluate`` read and write
+them: finding event records and track files, reading them with clear errors, and atomic writes
+(temporary file in the destination folder, then ``os.replace``).
 """
 
 from __future__ import annotations
@@ -44,6 +44,21 @@ def track_builder(config_path: str | None, overrides: list[str], checkpoint: Pat
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     return instantiate(TrackBuilder, options, f"{label}: builder")
+
+
+def evaluation_settings(config_path: str | None, overrides: list[str],
+                        checkpoint: Path | None) -> tuple[object, float]:
+    """``(MetricCuts, edge cut)`` of an evaluation: the config's ``metrics`` section, and the
+    cut of its builder (null keys from the GNN checkpoint's working point), from which a
+    record's edge counts as kept."""
+    from trkx.config import naming_overrides
+    from trkx.tracks.metrics import MetricCuts
+
+    label = config_path or "--set"
+    with naming_overrides(overrides, label):   # a bad --set names it
+        cuts = config_section(config_path, overrides, "metrics", MetricCuts, label)
+        builder = track_builder(config_path, overrides, checkpoint)
+    return cuts, builder.edge_cut
 
 
 def track_files(folder: Path) -> dict[int, Path]:
@@ -112,5 +127,6 @@ def find_event_source(folder: Path, event_id: int) -> Path:
                             f"{name}-{{hits,particles,truth}}.csv[.gz] for event {event_id}")
 
 
-__all__ = ["ConfigError", "atomic_write", "config_section", "find_event_source",
+__all__ = ["ConfigError", "atomic_write", "config_section", "evaluation_settings",
+           "find_event_source",
            "read_parameters", "read_tracks", "track_files", "tracks_file_name"]

@@ -1,0 +1,220 @@
+"""Many events through the trained pipeline: the batch engine of ``trkx infer``.
+
+:func:`infer_events` runs each model set (trkx.pipeline.model_sets) on its events, in this
+process or in ``workers`` spawned processes that each load the pipeline once and use ``threads``
+torch threads, and writes per event the tracks (``eventNNNNNNNNN-tracks.csv``), the track
+parameters (``eventNNNNNNNNN-parameters.csv``) and, with :attr:`Outputs.graphs`, the graph
+record of every stage. Throughput is measured from the moment the first pipeline is loaded and
+ready to the last event's tracks written (loading excluded; the start times of workers are
+compared on ``time.monotonic``, one clock for all processes):
+
+    events_per_second = events / wall_seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+#: The stages whose graph records :class:`Outputs` can hold.
+STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+
+if TYPE_CHECKING:
+    from trkx.pipeline.inference import TrainedPipeline
+    from trkx.pipeline.model_sets import ModelGroup
+
+
+@dataclass(frozen=True)
+class PipelineSource:
+    """Everything needed to load the trained pipeline (picklable, so a worker loads its own)."""
+
+    config: Path
+    checkpoints: Path
+    overrides: tuple[str, ...]
+    device: torch.device
+
+    def load(self) -> TrainedPipeline:
+        from trkx.pipeline.inference import TrainedPipeline
+
+        return TrainedPipeline.load(self.config, self.checkpoints, self.overrides, self.device)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where one run writes: tracks (and timing, evaluation) to ``tracks``; with ``graphs``,
+    the graph record of every stage to ``graphs/STAGE/eventNNNNNNNNN.pt``."""
+
+    tracks: Path
+    graphs: Path | None = None
+
+    def graph_path(self, stage: str, event_id: int) -> Path:
+        from trkx.stage_tools import output_path
+
+        assert self.graphs is not None
+        return output_path(event_id, self.graphs / stage)
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """One event's outcome: its tracks file, seconds per stage, and whether it has truth."""
+
+    event_id: int
+    path: Path
+    seconds: dict[str, float]
+    has_truth: bool
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """The events' results in the order given, the wall seconds of the inference (loading
+    excluded), the torch threads per process and the most processes used at once."""
+
+    results: list[EventResult]
+    wall_seconds: float
+    threads: int
+    workers: int
+
+    @property
+    def events_per_second(self) -> float:
+        return len(self.results) / self.wall_seconds if self.wall_seconds > 0 else float("inf")
+
+
+def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outputs,
+                ) -> EventResult:
+    """One event through the engine (trkx.pipeline.reconstruct); its tracks file and track
+    parameters written atomically (and the stage graphs when ``out.graphs`` is set)."""
+    from trkx.data.errors import EventFileNotFoundError
+    from trkx.data.io import find_part_file
+    from trkx.data.record import save_record
+    from trkx.pipeline.reconstruct import reconstruct_event
+    from trkx.tracks.files import atomic_write, tracks_file_name
+    from trkx.tracks.parameters import parameters_file_name
+
+    try:
+        find_part_file(prefix, "truth")
+        has_truth = True
+    except EventFileNotFoundError:
+        has_truth = False
+    event = reconstruct_event(pipeline, detector, prefix, graphs_with_truth=out.graphs
+                              is not None)
+    start = time.perf_counter()
+    path = atomic_write(out.tracks / tracks_file_name(event.event_id),
+                        lambda tmp: event.tracks.to_csv(tmp, index=False))
+    atomic_write(out.tracks / parameters_file_name(event.event_id),
+                 lambda tmp: event.parameters.to_csv(tmp, index=False))
+    seconds = {**event.seconds, "write": time.perf_counter() - start}
+    if out.graphs is not None:
+        for stage, graph in event.graphs.items():
+            save_record(graph, out.graph_path(stage, event.event_id))
+    return EventResult(event.event_id, path, {**seconds, "total": sum(seconds.values()),
+                                              "n_hits": event.n_hits}, has_truth)
+
+
+#: A worker's pipeline, detector, start time and threads, or the error loading them raised.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(source: PipelineSource, threads: int) -> None:
+    """Pool initializer: set this worker's threads, load the pipeline once. A loading error is
+    kept and raised by the first event, so the parent reports it like any other error."""
+    from trkx.threads import configure_threads
+
+    configure_threads(threads)
+    try:
+        from trkx.data.detector import load_detector
+
+        _WORKER.update(pipeline=source.load(), detector=load_detector(),
+                       threads=torch.get_num_threads(), ready=time.monotonic())
+    except Exception as exc:  # re-raised in the parent through the first event's future
+        _WORKER["error"] = exc
+
+
+def _worker_event(prefix: str, out: Outputs) -> tuple[EventResult, float, int]:
+    if "error" in _WORKER:
+        raise _WORKER["error"]
+    return (infer_event(_WORKER["pipeline"], _WORKER["detector"], prefix, out),
+            _WORKER["ready"], _WORKER["threads"])
+
+
+def run_in_process(source: PipelineSource, prefixes: list[str], out: Outputs, bar: Any,
+                   ) -> tuple[list[EventResult], float, int]:
+    """Events one after another here: (results in order, wall seconds, torch threads)."""
+    from trkx.data.detector import load_detector
+
+    pipeline, detector = source.load(), load_detector()
+    start = time.monotonic()
+    results = []
+    for prefix in prefixes:
+        results.append(infer_event(pipeline, detector, prefix, out))
+        bar.update(1)
+    return results, time.monotonic() - start, torch.get_num_threads()
+
+
+def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, bar: Any,
+                   workers: int, threads: int) -> tuple[list[EventResult], float, int]:
+    """Events in ``workers`` spawned processes of ``threads`` threads each: (results in the
+    order of ``prefixes``, wall seconds from the first worker ready, threads per worker). An
+    error or Ctrl-C drops the queued events, stops the workers and removes the temporary file
+    of an event cut short."""
+    from concurrent.futures import as_completed
+
+    from trkx.parallel import worker_pool
+
+    try:
+        with worker_pool(workers, _init_worker, (source, threads), context="spawn") as pool:
+            futures = {pool.submit(_worker_event, prefix, out): i
+                       for i, prefix in enumerate(prefixes)}
+            done: dict[int, tuple[EventResult, float, int]] = {}
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                bar.update(1)
+            end = time.monotonic()
+    except BaseException:
+        for tmp in out.tracks.glob(".event*-tracks.csv.*.tmp"):   # atomic_write's temporary files
+            tmp.unlink(missing_ok=True)
+        raise
+    start = min(ready for _, ready, _ in done.values())
+    return ([done[i][0] for i in range(len(prefixes))], end - start,
+            max(n for _, _, n in done.values()))
+
+
+def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
+                 overrides: tuple[str, ...], device: torch.device, workers: int,
+                 progress: bool = True) -> BatchResult:
+    """Every model set on its events (each set loaded once per process), ``workers``
+    processes at most (never more than a set's events); the results in ``prefixes``' order.
+    Files of other events left in the output folders by an earlier run are removed."""
+    from tqdm import tqdm
+
+    from trkx.stage_tools import remove_stale
+    from trkx.threads import choose_threads
+    from trkx.tracks.files import TRACKS_FILE
+    from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name
+
+    by_prefix: dict[str, EventResult] = {}
+    wall, threads, used = 0.0, 1, 1
+    with tqdm(total=len(prefixes), desc="trkx infer", unit="event", disable=not progress) as bar:
+        for group in groups:
+            source = PipelineSource(group.config, group.checkpoints, overrides, device)
+            n = min(workers, len(group.events))
+            if n == 1:
+                results, seconds, threads = run_in_process(source, group.events, out, bar)
+            else:
+                results, seconds, threads = run_in_workers(
+                    source, group.events, out, bar, n, max(1, choose_threads(None) // n))
+            by_prefix.update(zip(group.events, results))
+            wall += seconds
+            used = max(used, n)
+    results = [by_prefix[p] for p in prefixes]
+    remove_stale(out.tracks, [r.path for r in results], TRACKS_FILE)
+    remove_stale(out.tracks, [r.path.parent / parameters_file_name(r.event_id)
+                              for r in results], PARAMETERS_FILE)
+    if out.graphs is not None:
+        for stage in STAGES:
+            remove_stale(out.graphs / stage, [out.graph_path(stage, r.event_id)
+                                              for r in results])
+    return BatchResult(results, wall, threads, used)
