@@ -1,0 +1,52 @@
+"""The shipped cells set along the beam: on a simulated pile-up-200 event with a wide luminous
+region (sigma_z 120 mm, vertices out to ~300 mm), the efficiency in each bin of the vertex |z|
+(trkx.tracks.metrics) stays above a floor that a broken model, or one that has learnt absolute
+z as a prior, misses. The floors are the shipped set's measured figures on this event, less a
+margin for other machines' rounding (issue 58: the efficiency falls along the beam)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trkx.cli import main as trkx_main
+from trkx.models import CELLS, shipped_models
+from trkx.pipeline.inference import TrainedPipeline
+from trkx.tracks.event_truth import truth_from_frames
+from trkx.tracks.metrics import evaluate_event, event_summary
+
+pytestmark = pytest.mark.slow
+
+#: Per vertex |z| bin (mm: 0-50, 50-100, 100-150, > 150), the floor; beside it the shipped cells
+#: set's figure on this event (2 cores, AVX2, fp32) and the bin's signal particles. Raise the
+#: floors with the models (they fall along the beam today: issue 58).
+FLOORS = {
+    "0_50": 0.93,       # 0.963 of 294
+    "50_100": 0.92,     # 0.956 of 274
+    "100_150": 0.81,    # 0.852 of 244
+    "150_up": 0.50,     # 0.551 of 321
+}
+
+
+@pytest.fixture(scope="module")
+def wide_event(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("wide")
+    assert trkx_main(["simulate", "--out", str(folder), "--n-events", "1", "--seed", "58",
+                      "--pileup", "200", "--first-event-id", "580", "--vertex-sigma-z",
+                      "120"]) == 0
+    return folder / "event000000580"
+
+
+def test_the_cells_set_keeps_its_efficiency_along_the_beam(wide_event: Path) -> None:
+    from trkx.data.io import load_event
+
+    models = shipped_models(CELLS)
+    tracks = TrainedPipeline.load(models.config, models.checkpoints).reconstruct(wide_event)
+    hits, particles, truth = load_event(wide_event, ["hits", "particles", "truth"],
+                                        detector=None)
+    summary = event_summary(evaluate_event(truth_from_frames(580, hits, particles, truth),
+                                           tracks))
+    for name, floor in FLOORS.items():
+        assert summary[f"n_signal_vz_{name}"] >= 100
+        assert summary[f"efficiency_vz_{name}"] >= floor, name
