@@ -11,7 +11,6 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import hand_truth
-from trkx.tracks.summary_text import FAKE_KIND_NAMES, format_table
 from trkx.tracks.binned import binned_rate, standard_rates
 from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
 from trkx.tracks.metrics import (
@@ -21,6 +20,7 @@ from trkx.tracks.metrics import (
     event_summary,
     overall_summary,
 )
+from trkx.tracks.summary_text import FAKE_KIND_NAMES, format_table
 
 
 def submission(track_of_hit) -> pd.DataFrame:
