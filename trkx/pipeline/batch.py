@@ -90,7 +90,7 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     from trkx.data.errors import EventFileNotFoundError
     from trkx.data.io import find_part_file
     from trkx.data.record import save_record
-    from trkx.pipeline.reconstruct import reconstruct_event
+    from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.files import atomic_write, tracks_file_name
     from trkx.tracks.parameters import parameters_file_name
 

@@ -13,6 +13,8 @@ so one setting decides the precision of all three learned stages.
     pipeline = TrainedPipeline.load("configs/quickstart.yaml", "runs/quickstart/checkpoints")
     tracks = pipeline.reconstruct("data/event000000001")  # event_id, hit_id, track_id
 
+:func:`reconstruct_event` is the engine of ``trkx infer`` (trkx.pipeline.batch): it reads one
+event, runs the pipeline and returns the tracks, their parameters and the seconds per stage.
 The shipped models are two sets, chosen per event (cells or not): their Python face is
 :class:`trkx.pipeline.reconstruct.Reconstructor`, which makes ``trkx infer``'s tracks.
 
@@ -41,7 +43,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -298,9 +300,45 @@ class TrainedPipeline:
         submission frame ``event_id, hit_id, track_id``, one row per hit of the event
         (trkx.pipeline.reconstruct, the engine of ``trkx infer``)."""
         from trkx.data.detector import load_detector
-        from trkx.pipeline.reconstruct import reconstruct_event
 
         return reconstruct_event(self, load_detector(), prefix).tracks
+
+
+@dataclass(frozen=True, eq=False)
+class EventTracks:
+    """What one event gives: its record's graphs after each stage (the GNN's alone unless asked
+    for: :func:`reconstruct_event`), the tracks, the track parameters, seconds per stage
+    (``load`` ... ``parameters``) and the hit count."""
+
+    event_id: int
+    graphs: dict[str, Any]
+    tracks: pd.DataFrame
+    parameters: pd.DataFrame
+    seconds: dict[str, float]
+    n_hits: int
+
+
+def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os.PathLike,
+                      graphs_with_truth: bool = False) -> EventTracks:
+    """Read the event ``prefix``, run ``pipeline``, fit the tracks. ``graphs_with_truth``
+    returns every stage's graph with its edge labels (the truth is read for them; the tracks
+    never read it); without it, the GNN's graph alone."""
+    from trkx.data.events import event_record
+    from trkx.tracks.building import tracks_frame
+
+    start = time.perf_counter()
+    record = event_record(str(prefix), detector, pipeline.use_cells, pipeline.signal_pt_min,
+                          with_truth=graphs_with_truth)
+    seconds = {"load": time.perf_counter() - start}
+    graphs, labels, table, laps = pipeline.run_with_table(
+        record, edge_labels=graphs_with_truth, stage_graphs=graphs_with_truth)
+    seconds.update(laps)
+    start = time.perf_counter()
+    parameters = pipeline.track_parameters(graphs["gnn"], labels, table)
+    seconds["parameters"] = time.perf_counter() - start
+    event_id = int(record.event_id)
+    return EventTracks(event_id, graphs, tracks_frame(record.hit_id, labels, event_id),
+                       parameters, seconds, int(record.num_nodes))
 
 
 def warm_up_record(hits: int, use_cells: bool, device: torch.device) -> Data:

@@ -1,9 +1,7 @@
-"""The tracks of one TrackML event: the engine of ``trkx infer`` and of the Python API.
+"""The tracks of TrackML events from Python, as ``trkx infer`` makes them.
 
-:func:`reconstruct_event` reads an event, runs a loaded :class:`TrainedPipeline` and returns
-its tracks (the challenge's ``event_id, hit_id, track_id``), each track's parameters
-(trkx.tracks.parameters) and the seconds per stage; ``trkx infer`` writes what it returns.
-:class:`Reconstructor` is the Python face of the same command: it chooses the models per event
+:class:`Reconstructor` is the Python face of the command (its engine is
+:func:`trkx.pipeline.inference.reconstruct_event`): it chooses the models per event
 exactly as ``trkx infer`` does (trkx.pipeline.model_sets: without a config and checkpoints,
 the shipped cells set on an event with a cells file, the hits-only set on the others), loads
 each set once, and says which set it used::
@@ -18,7 +16,6 @@ each set once, and says which set it used::
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,43 +24,6 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from trkx.pipeline.inference import TrainedPipeline
-
-
-@dataclass(frozen=True, eq=False)
-class EventTracks:
-    """What one event gives: its record's graphs after each stage (the GNN's alone unless asked
-    for: :func:`reconstruct_event`), the tracks, the track parameters, seconds per stage
-    (``load`` ... ``parameters``) and the hit count."""
-
-    event_id: int
-    graphs: dict[str, Any]
-    tracks: pd.DataFrame
-    parameters: pd.DataFrame
-    seconds: dict[str, float]
-    n_hits: int
-
-
-def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os.PathLike,
-                      graphs_with_truth: bool = False) -> EventTracks:
-    """Read the event ``prefix``, run ``pipeline``, fit the tracks. ``graphs_with_truth``
-    returns every stage's graph with its edge labels (the truth is read for them; the tracks
-    never read it); without it, the GNN's graph alone."""
-    from trkx.data.events import event_record
-    from trkx.tracks.building import tracks_frame
-
-    start = time.perf_counter()
-    record = event_record(str(prefix), detector, pipeline.use_cells, pipeline.signal_pt_min,
-                          with_truth=graphs_with_truth)
-    seconds = {"load": time.perf_counter() - start}
-    graphs, labels, table, laps = pipeline.run_with_table(
-        record, edge_labels=graphs_with_truth, stage_graphs=graphs_with_truth)
-    seconds.update(laps)
-    start = time.perf_counter()
-    parameters = pipeline.track_parameters(graphs["gnn"], labels, table)
-    seconds["parameters"] = time.perf_counter() - start
-    event_id = int(record.event_id)
-    return EventTracks(event_id, graphs, tracks_frame(record.hit_id, labels, event_id),
-                       parameters, seconds, int(record.num_nodes))
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,6 +88,8 @@ class Reconstructor:
         if self._detector is None:
             self._detector = load_detector()
         name = self.models_for(prefix)
+        from trkx.pipeline.inference import reconstruct_event
+
         event = reconstruct_event(self.pipeline(name), self._detector, prefix)
         return Reconstruction(event.tracks, event.parameters, name, event.seconds)
 
