@@ -3,7 +3,7 @@
     python benchmarks/allocator.py --infer-events $TRKX_DATA/real_pixel_truth \
         --graphs runs/alloc31/graphs/filter --json benchmarks/results/allocator.json
 
-Every figure comes from a child process started with one allocator (trkx/allocator.py):
+Every figure comes from a child process started with one allocator (trkx/runtime/allocator.py):
 ``mimalloc`` (trkx's default), ``jemalloc`` (where the system has it), ``glibc`` (trkx's
 fallback settings), ``off`` (the C library's defaults) and ``before`` (what trkx 0.2.0 did:
 glibc's defaults for ``trkx infer``, a 64 KiB mmap threshold for training). Per allocator:
@@ -37,7 +37,7 @@ from pathlib import Path
 import harness
 from harness import peak_rss_kib, rss_kib
 
-from trkx import allocator
+from trkx.runtime import allocator
 
 ALLOCATORS = ("mimalloc", "jemalloc", "glibc", "off", "before")
 MODEL = {"hidden": 64, "n_graph_iters": 6, "n_mlp_layers": 2}

@@ -117,10 +117,10 @@ def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: st
                 partitioner: str, model_kwargs: dict, steps: int, threads: int,
                 out_dir: str, overlap: bool = True, allocator: str = "trkx") -> None:
     """Training steps of InteractionGNN; world == 1: single process with CSR GraphOps.
-    ``allocator``: ``trkx``, the allocator of trkx commands (trkx/allocator.py: the preload
+    ``allocator``: ``trkx``, the allocator of trkx commands (trkx/runtime/allocator.py: the preload
     this benchmark re-executed itself under, inherited, else glibc's caching settings);
     ``off``: the C library's defaults (measure_steps spawns the ranks without the preload)."""
-    from trkx import allocator as allocators
+    from trkx.runtime import allocator as allocators
 
     if allocator == "trkx" and allocators.mapped_allocator() is None:
         allocators.apply_glibc_settings()

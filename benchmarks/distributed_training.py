@@ -67,8 +67,8 @@ def main() -> int:
     args = harness.parse(parser)       # --threads: one process uses them all, P share them
     if args.events is None:
         parser.error("--events DIR is required")
-    from trkx.checkpoint import load_checkpoint
     from trkx.data.listing import record_paths
+    from trkx.files.checkpoint import load_checkpoint
     paths = record_paths(str(args.events))
     if len(paths) < 2:
         raise SystemExit(f"{args.events}: needs two event records (train, validate)")

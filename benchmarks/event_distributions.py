@@ -17,7 +17,7 @@ with their particle and the particle table. From a view :func:`event_samples` ta
   the z of each primary vertex (the bits of the particle id, :mod:`trkx.data.particle_id`)
   with a prompt (``r_v <= 1 mm``) such particle;
 * ``edge_{dr,dphi,dz,deta}`` and ``signal_edge_*``: the geometry features
-  (:func:`trkx.edge_geometry.edge_geometry`: ``dr, dz`` in m, ``dphi / pi``, ``deta``) of
+  (:func:`trkx.edges.geometry.edge_geometry`: ``dr, dz`` in m, ``dphi / pi``, ``deta``) of
   the truth-graph edges (:func:`trkx.data.truth.truth_graph`, consecutive hits of a particle
   ordered by distance from its vertex) on the truth hits, all and those of signal particles
   (``pT >= 1 GeV``, ``>= 3`` truth hits);
@@ -51,7 +51,7 @@ from trkx.data.detector import Detector
 from trkx.data.features import cell_features, cylindrical
 from trkx.data.particle_id import decode_particle_id
 from trkx.data.truth import SignalCuts, layer_key, pseudorapidity, truth_graph
-from trkx.edge_geometry import edge_geometry
+from trkx.edges.geometry import edge_geometry
 
 PIXEL_VOLUMES = (7, 8, 9)
 VOLUMES = (7, 8, 9, 12, 13, 14, 16, 17, 18)

@@ -40,7 +40,7 @@ def start() -> None:
     """The process entry of a benchmark: trkx's caching allocator (re-executes once under it),
     as every ``trkx`` command does. Call it before torch is imported."""
     global _STARTED
-    from trkx.allocator import setup
+    from trkx.runtime.allocator import setup
     setup()
     _STARTED = time.perf_counter()
 
@@ -97,7 +97,7 @@ def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argp
     """Parse, then apply ``--threads`` (trkx's rule: --threads > TRKX_THREADS > cores) and
     place ``--plot`` beside ``--json`` when not given."""
     args = p.parse_args(argv)
-    from trkx.threads import configure_threads
+    from trkx.runtime.threads import configure_threads
     if hasattr(args, "threads"):
         args.threads = configure_threads(args.threads)
     if getattr(args, "plot", False) is None and args.json is not None:
@@ -171,7 +171,7 @@ def machine() -> dict[str, Any]:
         info["torch"] = torch.__version__
         info["gpu"] = (torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
     with contextlib.suppress(Exception):
-        from trkx.allocator import active
+        from trkx.runtime.allocator import active
         info["allocator"] = active()
     return info
 
@@ -208,7 +208,7 @@ def write_json(path: Path | None, figures: dict[str, Any]) -> None:
     """Write ``figures`` with the ``run`` object (atomically; nothing when ``path`` is None)."""
     if path is None:
         return
-    from trkx.atomic import atomic_write
+    from trkx.files.atomic import atomic_write
     text = json.dumps({**figures, "run": provenance()}, indent=1, default=_plain)
     atomic_write(path, lambda tmp: tmp.write_text(text + "\n"))
     print(f"wrote {path}")

@@ -79,12 +79,12 @@ def gnn_data(sample_prefix: Path, tmp_path_factory: pytest.TempPathFactory,
 
 @pytest.fixture(params=["compiled", "torch"])
 def agreement_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Which implementation the edge agreements take (trkx.edge_agreement): the compiled
+    """Which implementation the edge agreements take (trkx.edges.agreement): the compiled
     kernel (the CPU's, needs numba) or the torch enumeration (the GPU's, forced on the CPU)."""
-    import trkx.edge_agreement
+    import trkx.edges.agreement
 
     if request.param == "torch":
-        monkeypatch.setattr(trkx.edge_agreement, "COMPILED_DEVICES", ())
+        monkeypatch.setattr(trkx.edges.agreement, "COMPILED_DEVICES", ())
     else:
         pytest.importorskip("numba")
     return request.param

@@ -17,7 +17,7 @@ from torch_geometric.data import Data
 
 from tests.distributed_worker import make_graph
 from trkx.data.record import load_record, save_record
-from trkx.edge_loss import edge_weights, weighted_bce
+from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.gnn.local_ops import CsrGraphOps
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN

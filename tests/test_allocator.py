@@ -1,4 +1,4 @@
-"""The memory allocator of trkx processes (trkx/allocator.py): a ``trkx`` child process runs
+"""The memory allocator of trkx processes (trkx/runtime/allocator.py): a ``trkx`` child process runs
 under the caching allocator that trkx sets up itself, or the one TRKX_ALLOCATOR names, and the
 tracks of ``trkx infer`` are the same bytes whichever allocator served the tensors."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trkx import allocator
+from trkx.runtime import allocator
 
 pytestmark = [pytest.mark.subprocess,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc, /proc")]
@@ -106,7 +106,7 @@ def test_glibc_settings_keep_freed_blocks_for_reuse() -> None:
     its time."""
     probe = """
 import ctypes, re, sys
-from trkx import allocator
+from trkx.runtime import allocator
 if sys.argv[1] == "set":
     assert allocator.apply_glibc_settings() and allocator.active() == "glibc"
 libc = ctypes.CDLL("libc.so.6")

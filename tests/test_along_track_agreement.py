@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from trkx.edge_agreement import (
+from trkx.edges.agreement import (
     CLIP,
     COT_CLIP,
     COT_SCALE,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trkx.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from trkx.cli import main
+from trkx.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from trkx.gnn.checkpoint import load_model
 from trkx.gnn.model import InteractionGNN
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from trkx.checkpoint import save_checkpoint
 from trkx.cli import main
 from trkx.config import ConfigError, load_config
 from trkx.data.record import save_record
 from trkx.embedding.model import EmbeddingMLP
+from trkx.files.checkpoint import save_checkpoint
 
 from .gnn_records import graph_record
 

@@ -18,7 +18,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def training_config(argv: tuple[str, ...]) -> dict:
-    """The config `trkx train STAGE ARGV` trains with (trkx.stage_tools.run_train)."""
+    """The config `trkx train STAGE ARGV` trains with (trkx.stages.tools.run_train)."""
     args = list(argv)
     sets = [args[i + 1] for i, arg in enumerate(args) if arg == "--set"]
     checkpoint = args[args.index("--checkpoint") + 1]

@@ -2,7 +2,7 @@
 search (the layer masked inside it), the filter and GNN forwards unblocked (as on a GPU: trkx.
 device.ROW_BLOCKED_DEVICES), the filter's edge features and cell agreement as torch rows and the
 GNN's edge agreement as the torch enumeration (not the CPU's compiled kernels: the
-COMPILED_DEVICES of trkx.filter.features and trkx.edge_agreement).
+COMPILED_DEVICES of trkx.filter.features and trkx.edges.agreement).
 On a phi sector of the real event 21001 with its cells, it must give the CPU path's graph and
 tracks: both searches are exact (float32 distances summed in another order: a partner at a
 tie of the k-th distance or of the radius may differ), the unblocked forwards are the blocked
@@ -22,11 +22,11 @@ import pandas as pd
 import pytest
 import torch
 
-import trkx.device
-import trkx.edge_agreement as agreement_module
+import trkx.edges.agreement as agreement_module
 import trkx.embedding.graph as graph_module
 import trkx.filter.features as features_module
 import trkx.gnn.edge_inputs as edge_inputs_module
+import trkx.runtime.device
 from trkx.filter.model import FilterMLP
 from trkx.gnn.model import InteractionGNN
 
@@ -88,7 +88,7 @@ def test_cells_set_on_the_gpu_path_gives_the_cpu_tracks(tmp_path: Path, trackml_
         calls["edge_agreement"] += 1
         return agreement(*args, **kwargs)
 
-    monkeypatch.setattr(trkx.device, "ROW_BLOCKED_DEVICES", ())
+    monkeypatch.setattr(trkx.runtime.device, "ROW_BLOCKED_DEVICES", ())
     monkeypatch.setattr(features_module, "COMPILED_DEVICES", ())
     monkeypatch.setattr(agreement_module, "COMPILED_DEVICES", ())
     monkeypatch.setattr(features_module, "torch_rows", counted_rows)

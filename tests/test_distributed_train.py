@@ -20,9 +20,9 @@ import yaml
 from torch_geometric.data import Data
 
 from tests.distributed_worker import make_graph
-from trkx.checkpoint import load_checkpoint
 from trkx.cli import main
 from trkx.data.record import save_record
+from trkx.files.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 # edge inputs on: each rank's block needs the whole event's edge geometry and filter scores

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-import trkx.edge_agreement as agreement_module
-from trkx.edge_agreement import CLIP, SLOPE_SCALE, Z0_SCALE, both_agreements, edge_agreement
-from trkx.edge_geometry import edge_trajectory
+import trkx.edges.agreement as agreement_module
+from trkx.edges.agreement import CLIP, SLOPE_SCALE, Z0_SCALE, both_agreements, edge_agreement
+from trkx.edges.geometry import edge_trajectory
 
 RADII_MM = torch.tensor([32.0, 72.0, 116.0, 172.0, 260.0, 360.0])
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from trkx.edge_geometry import SLOPE_CLIP, Z0_CLIP, edge_trajectory
+from trkx.edges.geometry import SLOPE_CLIP, Z0_CLIP, edge_trajectory
 from trkx.gnn.edge_inputs import edge_inputs, model_edge_inputs
 from trkx.gnn.model import InteractionGNN
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from trkx.checkpoint import save_checkpoint
 from trkx.cli import main
 from trkx.data.record import build_event_record, save_record
+from trkx.files.checkpoint import save_checkpoint
 from trkx.gnn.model import InteractionGNN
 from trkx.tracks.building import TrackBuilder
 

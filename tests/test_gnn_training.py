@@ -10,7 +10,7 @@ import torch
 
 from trkx.cli import main
 from trkx.data.record import load_record, save_record
-from trkx.edge_loss import edge_weights, weighted_bce
+from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.gnn.checkpoint import load_model
 from trkx.gnn.inference import score_edges
 from trkx.gnn.metrics import edge_metrics, weighted_auc

@@ -61,8 +61,8 @@ def test_filter_and_gnn_do_not_import_each_other() -> None:
 
 
 def is_cli(module: str) -> bool:
-    """The command-line glue: trkx.cli, trkx.stage_tools, the stages' cli modules."""
-    return (within(module, "trkx.cli") or module in ("trkx.__main__", "trkx.stage_tools")
+    """The command-line glue: trkx.cli, trkx.stages.tools, the stages' cli modules."""
+    return (within(module, "trkx.cli") or module in ("trkx.__main__", "trkx.stages.tools")
             or module.endswith(".cli"))
 
 

@@ -1,4 +1,5 @@
-"""`trkx infer --device auto|cpu|cuda` and ``TrainedPipeline.load(device=...)`` (trkx.device):
+"""`trkx infer --device auto|cpu|cuda` and ``TrainedPipeline.load(device=...)``
+(trkx.runtime.device):
 the device plumbing on the CPU (no CUDA is faked): ``cpu`` and ``auto`` give the default's
 tracks byte for byte and say which device ran in timing.json and the summary line; ``cuda``
 without CUDA and an unknown device are one line, exit 2; every stage keeps its tensors on the
@@ -16,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from trkx.cli import main as trkx_main
 from trkx.config import ConfigError
-from trkx.device import DEVICES, device_label, gpu_name, resolve_device
+from trkx.runtime.device import DEVICES, device_label, gpu_name, resolve_device
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 

@@ -1,4 +1,4 @@
-"""Inference paths: precision fp32 | bf16 for every learned stage (trkx.precision), GNN
+"""Inference paths: precision fp32 | bf16 for every learned stage (trkx.runtime.precision), GNN
 scoring without isolated nodes."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
-from trkx import precision
 from trkx.config import ConfigError
 from trkx.embedding.inference import embed
 from trkx.embedding.model import EmbeddingMLP
@@ -19,6 +18,7 @@ from trkx.filter.model import FilterMLP
 from trkx.gnn.inference import score_edges
 from trkx.gnn.model import InteractionGNN
 from trkx.pipeline.config import load_pipeline_config
+from trkx.runtime import precision
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trkx.data.errors import EventFileNotFoundError, TrackMLFormatError
 from trkx.data.io import frames_equal, iter_events, load_event, read_part, write_event
 from trkx.data.schema import SCHEMAS
+from trkx.files.errors import EventFileNotFoundError, TrackMLFormatError
 
 
 def test_reads_the_complete_sample_event(sample_prefix: Path) -> None:

@@ -13,7 +13,7 @@ import pytorch_lightning as pl
 import torch
 
 from trkx.models.curves import stage_curve
-from trkx.schedules import warmup_cosine
+from trkx.stages.schedules import warmup_cosine
 from trkx.training.fit import _same_run
 
 from .test_training_driver import CONFIG, train

@@ -43,9 +43,9 @@ labels = walkthrough.walkthrough_tracks(graph, 0.5)
 assert len(set(labels[:4])) == 1 and labels[4] == labels[5] != labels[0], labels
 # the filter's edge features (cells and trajectory columns) and the GNN's agreements
 import torch
-from trkx import agreement_kernels
+from trkx.edges import agreement_kernels
 from trkx.data.features import CELL_FEATURES, POSITION_FEATURES
-from trkx.edge_agreement import both_agreements
+from trkx.edges.agreement import both_agreements
 from trkx.filter import feature_kernels
 from trkx.filter.features import edge_features
 generator = torch.Generator().manual_seed(0)

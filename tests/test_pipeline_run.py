@@ -11,9 +11,9 @@ import pytest
 import torch
 import yaml
 
-from trkx.checkpoint import load_checkpoint
 from trkx.cli import main as trkx_main
 from trkx.data.record import load_record
+from trkx.files.checkpoint import load_checkpoint
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from trkx.cli import main
-from trkx.data.errors import TrackMLFormatError
 from trkx.data.io import load_event
 from trkx.data.record import (
     FIELD,
@@ -19,6 +18,7 @@ from trkx.data.record import (
     load_record,
     save_record,
 )
+from trkx.files.errors import TrackMLFormatError
 
 DESIGN = Path(__file__).resolve().parents[1] / "docs" / "design.md"
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from trkx.checkpoint import load_checkpoint
+from trkx.files.checkpoint import load_checkpoint
 from trkx.pipeline.config import load_pipeline_config
 from trkx.pipeline.steps import plan_steps
 from trkx.training.fit import _resume_key, _same_run, deterministic_algorithms

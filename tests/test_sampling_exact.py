@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trkx.edge_loss import edge_weights, weighted_bce
+from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.gnn.local_ops import CsrGraphOps
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.module import GNNModule

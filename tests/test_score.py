@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trkx.data.errors import TrackMLFormatError
 from trkx.data.io import load_event
+from trkx.files.errors import TrackMLFormatError
 from trkx.tracks.score import match_tracks, score_event
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trkx.checkpoint import CheckpointError
 from trkx.cli import main as trkx_main
+from trkx.files.checkpoint import CheckpointError
 from trkx.models import FILES, MANIFEST, verify
 from trkx.models.package import CARD, package
 from trkx.pipeline.inference import TrainedPipeline

@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 from trkx.cli.stages import STAGES, stage_module
-from trkx.stage_commands import StageCommands
+from trkx.stages.commands import StageCommands
 
 CONSTANTS = ("NAME", "SECTIONS", "DEFAULT_CONFIG")
 FUNCTIONS = ("check_config", "count_events", "train", "infer")

@@ -1,5 +1,5 @@
 """Every stage's validation splits its signal-edge efficiency into prompt and secondary
-particles: the shared figures (trkx.figures) and the embedding's graph metrics."""
+particles: the shared figures (trkx.edges.figures) and the embedding's graph metrics."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import torch
 from torch_geometric.data import Data
 
+from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 from trkx.embedding.labels import graph_metrics
-from trkx.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 
 
 def test_origin_counts_pool_over_events_before_the_ratio() -> None:

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from trkx.cli import main
-from trkx.threads import available_cores, choose_threads
+from trkx.runtime.threads import available_cores, choose_threads
 
 
 def torch_threads(*args: str, env: dict[str, str]) -> int:
-    code = ("import sys, torch; from trkx.threads import configure_threads; "
+    code = ("import sys, torch; from trkx.runtime.threads import configure_threads; "
             "configure_threads(int(sys.argv[1]) if len(sys.argv) > 1 else None); "
             "print(torch.get_num_threads())")
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
@@ -44,11 +44,12 @@ def test_numba_gets_the_count() -> None:
     # The command line: the pool itself is sized before numba is imported.
     cli = "from trkx.cli import main; main(['--threads', '1', 'info', 'no/such/event'])"
     assert numba_threads(cli, env) == (1, 1)
-    assert numba_threads("from trkx.threads import configure_threads; configure_threads(None)",
+    assert numba_threads("from trkx.runtime.threads import configure_threads; "
+                         "configure_threads(None)",
                          {**env, "TRKX_THREADS": "1"}) == (1, 1)
     # numba imported first (pool of 2): at most the count of its threads work, and a later
     # compilation does not fail on a changed NUMBA_NUM_THREADS.
-    late = ("import numba, numpy; from trkx.threads import configure_threads; "
+    late = ("import numba, numpy; from trkx.runtime.threads import configure_threads; "
             "configure_threads(1); "
             "numba.njit(parallel=True)(lambda a: a.sum())(numpy.ones(10))")
     assert numba_threads(late, {**env, "NUMBA_NUM_THREADS": "2"}) == (1, 2)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trkx.checkpoint import load_checkpoint
 from trkx.cli import main
+from trkx.files.checkpoint import load_checkpoint
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gnn.yaml"
 

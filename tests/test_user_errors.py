@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from trkx.checkpoint import save_checkpoint
 from trkx.cli import main
 from trkx.config import load_config
 from trkx.embedding.model import EmbeddingMLP
+from trkx.files.checkpoint import save_checkpoint
 from trkx.filter.model import FilterMLP
 
 from .test_cli_errors import error_line

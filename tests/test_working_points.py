@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from trkx.schedules import warmup_cosine
+from trkx.edges.working_point import cut_for_edges_per_hit, cut_for_efficiency
+from trkx.stages.schedules import warmup_cosine
 from trkx.tracks.building import TrackBuilder, dissolve_short
 from trkx.tracks.tuning import builder_options, tune_cut
-from trkx.working_point import cut_for_edges_per_hit, cut_for_efficiency
 
 from .tracks_events import broken_after_third_hit, noise_free_simulated_record
 

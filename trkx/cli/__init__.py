@@ -20,11 +20,11 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from trkx import allocator
 from trkx.config import ConfigError
-from trkx.data.errors import TrackMLFormatError
+from trkx.files.errors import TrackMLFormatError
 from trkx.pipeline.runner import StepFailed
-from trkx.threads import ThreadsError, configure_threads
+from trkx.runtime import allocator
+from trkx.runtime.threads import ThreadsError, configure_threads
 from trkx.training.fit import StageFailed
 
 #: Exceptions that mean a user mistake: one line, exit status 2.
@@ -103,7 +103,8 @@ def listen_to_interrupts() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Called without ``argv`` (the ``trkx`` script, ``python -m trkx``), it is
-    the process entry and first puts the memory allocator in place (trkx/allocator.py), which
+    the process entry and first puts the memory allocator in place
+    (trkx/runtime/allocator.py), which
     may re-execute the process once; with ``argv`` (tests, other code) the process is left as
     it is."""
     args = build_parser().parse_args(argv)

@@ -17,9 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def available_parts(prefix: str) -> list[str]:
     """The parts of an event that exist on disk (hits must)."""
-    from trkx.data.errors import EventFileNotFoundError
     from trkx.data.io import find_part_file
     from trkx.data.schema import PARTS
+    from trkx.files.errors import EventFileNotFoundError
 
     parts = []
     for part in PARTS:

@@ -72,11 +72,11 @@ def format_table(table: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trkx.atomic import atomic_write
     from trkx.config import ConfigError
-    from trkx.data.errors import TrackMLFormatError
     from trkx.data.listing import record_paths
     from trkx.data.record import load_record
+    from trkx.files.atomic import atomic_write
+    from trkx.files.errors import TrackMLFormatError
     from trkx.gnn.distributed.figures import mean_figures, partition_figures
 
     if any(P < 1 for P in args.world_sizes):

@@ -21,7 +21,8 @@ pipeline once and using ``max(1, T // N)`` torch threads, T the command's thread
 (``--threads`` / ``TRKX_THREADS``); ``--workers 1`` runs them in this process
 (trkx.pipeline.batch; ``events_per_second`` excludes loading).
 
-``--device auto|cpu|cuda`` (:mod:`trkx.device`; default ``auto``: CUDA when torch sees it) is
+``--device auto|cpu|cuda`` (:mod:`trkx.runtime.device`; default ``auto``: CUDA when torch sees
+it) is
 where the networks, neighbour search, edge inputs and GNN run (what stays on the CPU:
 :mod:`trkx.pipeline.inference`); ``cuda`` on a machine without CUDA is one line, exit 2.
 """
@@ -32,7 +33,7 @@ import argparse
 import json
 from pathlib import Path
 
-from trkx.device import DEVICES
+from trkx.runtime.device import DEVICES
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from trkx.pipeline.preflight import check_checkpoints, check_infer_inputs
 
     check_infer_inputs(args.events, args.out, args.config, args.checkpoints, args.workers)
-    from trkx.device import resolve_device
+    from trkx.runtime.device import resolve_device
 
     device = resolve_device(args.device, "--device")   # `--device cuda` without CUDA: here
     from trkx.data.listing import event_prefixes

@@ -59,10 +59,10 @@ def check_init_from(config: str, overrides: list[str]) -> None:
 
 def validate_steps(steps, config) -> None:
     """Check the config of every stage step (file + overrides) and of the track steps."""
-    from trkx import stage_tools
     from trkx.cli import build_parser
     from trkx.cli.stages import stage_module
     from trkx.config import apply_overrides, instantiate, load_config, section
+    from trkx.stages import tools as stage_tools
     from trkx.tracks.building import TrackBuilder
     from trkx.tracks.files import config_section
     from trkx.tracks.metrics import MetricCuts
@@ -88,8 +88,8 @@ def validate_steps(steps, config) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trkx.atomic import atomic_write
     from trkx.cli import main as trkx_main
+    from trkx.files.atomic import atomic_write
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.preflight import check_run_events
     from trkx.pipeline.runner import plan_states, run_steps, seconds_per_stage

@@ -24,7 +24,7 @@ def read_submission(path: str, event_id: int) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    from trkx.data.errors import EventFileNotFoundError, TrackMLFormatError
+    from trkx.files.errors import EventFileNotFoundError, TrackMLFormatError
 
     try:
         table = pd.read_csv(path)

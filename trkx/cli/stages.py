@@ -1,7 +1,7 @@
 """``trkx train STAGE`` and ``trkx infer STAGE``: one command shape for every learned stage.
 
 Each stage package ``trkx.<stage>`` provides ``trkx.<stage>.cli``, which implements
-:class:`trkx.stage_commands.StageCommands`; the arguments are the same for all of them.
+:class:`trkx.stages.commands.StageCommands`; the arguments are the same for all of them.
 ``trkx infer`` without a STAGE runs the whole trained pipeline (:mod:`trkx.cli.pipeline_infer`).
 """
 
@@ -12,7 +12,7 @@ import functools
 import importlib
 from typing import cast
 
-from trkx.stage_commands import StageCommands
+from trkx.stages.commands import StageCommands
 
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
 
@@ -23,7 +23,7 @@ def stage_module(stage: str) -> StageCommands:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from trkx import stage_tools
+    from trkx.stages import tools as stage_tools
 
     helps = {"train": f"train one pipeline stage ({', '.join(STAGES)})",
              "infer": "tracks of TrackML events with a trained pipeline (or one STAGE's "

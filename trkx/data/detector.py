@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trkx.data.errors import TrackMLFormatError
+from trkx.files.errors import TrackMLFormatError
 
 _ROTATION_COLUMNS = [f"rot_{g}{loc}" for g in "xyz" for loc in "uvw"]
 _COLUMNS = ["volume_id", "layer_id", "module_id", "cx", "cy", "cz", *_ROTATION_COLUMNS,

@@ -48,8 +48,8 @@ def event_record(prefix: str, detector: Detector, use_cells: bool, signal_pt_min
                  with_truth: bool = True) -> Data:
     """The record of one TrackML event (cells only read when ``use_cells``; particles and
     truth when they exist and ``with_truth``: inference needs neither)."""
-    from trkx.data.errors import EventFileNotFoundError
     from trkx.data.io import event_id_from_prefix, find_part_file, load_event
+    from trkx.files.errors import EventFileNotFoundError
 
     parts = ["hits", "particles", "truth"] if with_truth else ["hits"]
     try:

@@ -9,8 +9,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from trkx.data.errors import EventFileNotFoundError
 from trkx.data.listing import event_prefixes
+from trkx.files.errors import EventFileNotFoundError
 
 #: What each part is called in messages ("training needs truth files").
 PART_NAMES = {"hits": "hit", "cells": "cell", "particles": "particle", "truth": "truth"}

@@ -24,10 +24,10 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from trkx.atomic import default_file_mode
-from trkx.data.errors import EventFileNotFoundError, TrackMLFormatError
 from trkx.data.schema import PARTS, SCHEMAS
 from trkx.data.validate import validate_event, validate_part
+from trkx.files.atomic import default_file_mode
+from trkx.files.errors import EventFileNotFoundError, TrackMLFormatError
 
 __all__ = [
     "EventFileNotFoundError",

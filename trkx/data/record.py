@@ -24,11 +24,11 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
-from trkx.atomic import load_tensors, save_tensors
 from trkx.data.detector import Detector
-from trkx.data.errors import TrackMLFormatError
 from trkx.data.features import cylindrical, hit_features
 from trkx.data.truth import SignalCuts, hit_truth, signal_hits, truth_graph, vertex_distance
+from trkx.files.atomic import load_tensors, save_tensors
+from trkx.files.errors import TrackMLFormatError
 
 
 @dataclass(frozen=True)

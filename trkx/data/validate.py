@@ -13,8 +13,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from trkx.data.errors import TrackMLFormatError
 from trkx.data.schema import NAN_FORBIDDEN, OPTIONAL_COLUMNS, SCHEMAS, UNIQUE_KEYS
+from trkx.files.errors import TrackMLFormatError
 
 
 def _line(row: int) -> int:

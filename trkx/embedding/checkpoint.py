@@ -1,10 +1,10 @@
-"""The trained embedding on disk (format: :mod:`trkx.checkpoint`) and its loader."""
+"""The trained embedding on disk (format: :mod:`trkx.files.checkpoint`) and its loader."""
 
 from __future__ import annotations
 
 import os
 
-from trkx.checkpoint import Checkpoint, build_network, load_checkpoint
+from trkx.files.checkpoint import Checkpoint, build_network, load_checkpoint
 
 
 def load_model(path: str | os.PathLike):

@@ -1,4 +1,4 @@
-"""``trkx train embedding`` and ``trkx infer embedding`` (the shape: :mod:`trkx.stage_tools`).
+"""``trkx train embedding`` and ``trkx infer embedding`` (the shape: :mod:`trkx.stages.tools`).
 
 Config sections, one-to-one onto constructors: ``model`` -> EmbeddingMLP (the network),
 ``module`` -> EmbeddingModule (its training), ``data`` ->
@@ -56,7 +56,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     from trkx.data.events import load_records
     from trkx.embedding.model import EmbeddingMLP
     from trkx.embedding.module import EmbeddingModule
-    from trkx.stage_tools import fit_on_records, load_split
+    from trkx.stages.tools import fit_on_records, load_split
     from trkx.training import TrainerOptions
     from trkx.training.data import EmbeddingData
 
@@ -101,8 +101,8 @@ def check_training_events(part: EventSlice, key: str, use_cells: bool) -> None:
 def check_record_truth(records: list[Data], folder: str, key: str) -> None:
     """Saved records train only when they carry the truth of their hits (records written by
     `trkx infer embedding` from events without truth do not)."""
-    from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import EDGE_TRUTH_SOURCES
+    from trkx.files.errors import TrackMLFormatError
 
     for record in records:
         missing = [k for k in EDGE_TRUTH_SOURCES if getattr(record, k, None) is None]
@@ -129,12 +129,12 @@ def check_cells(events: Path, use_cells: bool, checkpoint: Path) -> None:
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
           n_events: int | None) -> int:
     from trkx.config import instantiate, section
-    from trkx.data.errors import TrackMLFormatError
     from trkx.data.events import load_records
     from trkx.embedding.checkpoint import load_model
     from trkx.embedding.inference import EmbeddingInference, embedding_graph
     from trkx.embedding.labels import graph_metrics
-    from trkx.stage_tools import write_records
+    from trkx.files.errors import TrackMLFormatError
+    from trkx.stages.tools import write_records
     from trkx.training.data import EmbeddingData
 
     network, stored = load_model(checkpoint)

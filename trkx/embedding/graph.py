@@ -45,7 +45,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from trkx.device import numba_importable
+from trkx.runtime.device import numba_importable
 
 BACKENDS: tuple[str, ...] = ("auto", "bucket", "kdtree", "faiss_flat", "faiss_hnsw", "faiss_ivf",
                              "torch", "faiss_gpu")

@@ -16,7 +16,7 @@ from torch_geometric.data import Data
 from trkx.embedding.graph import BACKENDS, build_edges
 from trkx.embedding.labels import label_edges
 from trkx.embedding.model import EmbeddingMLP
-from trkx.precision import check_precision, dense_precision
+from trkx.runtime.precision import check_precision, dense_precision
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def layer_key(record: Data) -> torch.Tensor:
 def embed(network: EmbeddingMLP, x: torch.Tensor, chunk_size: int = 262144,
           precision: str = "fp32") -> torch.Tensor:
     """Embeddings [N, d] float32 of all hits, in chunks of ``chunk_size`` rows, the dense layers
-    at ``precision`` (fp32 or bf16: :mod:`trkx.precision`)."""
+    at ``precision`` (fp32 or bf16: :mod:`trkx.runtime.precision`)."""
     network.eval()
     if not len(x):
         return x.new_zeros((0, network.net[-1].out_features))

@@ -4,7 +4,7 @@ For candidate edges with labels y (truth-graph edge), y_pid (same particle) and 
 (truth edge of a signal particle):
 
     edge efficiency = #(signal edges kept) / #(signal truth pairs)
-    purity          = #(y edges kept) / #(edges kept)          (trkx.figures: one definition)
+    purity          = #(y edges kept) / #(edges kept)          (trkx.edges.figures: one definition)
     purity_pid      = #(y_pid edges kept) / #(edges kept)
     edges per hit   = #(edges kept) / N
 """
@@ -18,7 +18,7 @@ from torch_geometric.data import Data
 from trkx.arrays import as_numpy
 from trkx.data.record import EDGE_TRUTH_SOURCES
 from trkx.data.truth import edge_truth
-from trkx.figures import all_kept, edge_efficiency, edge_purity, secondary_edges
+from trkx.edges.figures import all_kept, edge_efficiency, edge_purity, secondary_edges
 
 
 def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, ...]:

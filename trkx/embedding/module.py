@@ -22,12 +22,12 @@ import pytorch_lightning as pl
 import torch
 from torch_geometric.data import Data
 
+from trkx.edges.working_point import cut_for_efficiency
 from trkx.embedding.graph import build_edges
 from trkx.embedding.labels import graph_metrics, label_edges
 from trkx.embedding.model import EmbeddingMLP
 from trkx.embedding.pairs import hard_negative_pairs, hinge_loss, pair_labels, random_pairs
-from trkx.schedules import adamw_warmup_cosine, check_horizon, total_steps
-from trkx.working_point import cut_for_efficiency
+from trkx.stages.schedules import adamw_warmup_cosine, check_horizon, total_steps
 
 
 def phi_sector(record: Data, sectors: int, generator: np.random.Generator) -> Data:

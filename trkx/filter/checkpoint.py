@@ -1,4 +1,4 @@
-"""The trained edge filter on disk (format: :mod:`trkx.checkpoint`), its loader and the
+"""The trained edge filter on disk (format: :mod:`trkx.files.checkpoint`), its loader and the
 inference options that may override its working point."""
 
 from __future__ import annotations
@@ -6,20 +6,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from trkx.checkpoint import Checkpoint, build_network, load_checkpoint
+from trkx.files.checkpoint import Checkpoint, build_network, load_checkpoint
 
 
 @dataclass(frozen=True)
 class FilterInference:
     """Config section ``inference``: the score cut (None: the checkpoint's working point), the
-    number of edges scored at once and the precision of the dense layers (trkx.precision)."""
+    number of edges scored at once and the precision of the dense layers
+    (trkx.runtime.precision)."""
 
     score_cut: float | None = None
     chunk_size: int = 500_000
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
-        from trkx.precision import check_precision
+        from trkx.runtime.precision import check_precision
 
         check_precision(self.precision)
         if self.score_cut is not None and not 0.0 <= self.score_cut <= 1.0:

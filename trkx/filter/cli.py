@@ -1,4 +1,4 @@
-"""``trkx train filter`` and ``trkx infer filter`` (the shape: :mod:`trkx.stage_tools`).
+"""``trkx train filter`` and ``trkx infer filter`` (the shape: :mod:`trkx.stages.tools`).
 
 Input events are the embedding stage's records (``*.pt`` with ``edge_index`` and labels).
 Config sections, one-to-one onto constructors: ``model`` -> FilterMLP (the network),
@@ -46,8 +46,8 @@ def count_events(folder: str) -> int:
 
 def check_edges(records: list[Data], folder: str, key: str, labels: bool = True) -> None:
     """The filter trains (and runs) on the embedding stage's (labelled) graphs."""
-    from trkx.data.errors import TrackMLFormatError
     from trkx.data.record import EDGE_INDEX, EDGE_LABELS
+    from trkx.files.errors import TrackMLFormatError
 
     keys = (EDGE_INDEX, *EDGE_LABELS) if labels else (EDGE_INDEX,)
     for record in records:
@@ -64,7 +64,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     from trkx.data.events import load_records
     from trkx.filter.model import FilterMLP
     from trkx.filter.module import FilterModule
-    from trkx.stage_tools import fit_on_records, load_split
+    from trkx.stages.tools import fit_on_records, load_split
     from trkx.training import TrainerOptions
     from trkx.training.data import StageData
 
@@ -95,7 +95,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     from trkx.filter.checkpoint import FilterInference, load_model
     from trkx.filter.inference import apply_cut, score_edges
     from trkx.filter.module import filter_metrics
-    from trkx.stage_tools import write_records
+    from trkx.stages.tools import write_records
 
     options = instantiate(FilterInference, section(config, "inference", label),
                           f"{label}: inference")

@@ -1,5 +1,5 @@
 """The filter's edge features in one compiled pass over the edges (CPU; the math:
-trkx.filter.features and trkx.edge_geometry).
+trkx.filter.features and trkx.edges.geometry).
 
 For edge e = i -> j the kernel reads two rows of a hit-major table (the hit features, then r,
 phi, z, eta and, with cells, x = r cos phi, y = r sin phi and the unscaled cluster directions)
@@ -41,7 +41,7 @@ CELL_COLUMNS = 4
 
 @njit
 def wrap(angle: float) -> float:
-    """``angle`` mapped into [-pi, pi) (trkx.edge_geometry.wrap_angle)."""
+    """``angle`` mapped into [-pi, pi) (trkx.edges.geometry.wrap_angle)."""
     shifted = angle + math.pi
     return shifted - 2.0 * math.pi * math.floor(shifted / (2.0 * math.pi)) - math.pi
 

@@ -1,6 +1,6 @@
 """Edge features of the filter: both hits' features and the edge geometry.
 
-The geometry block (dr, dphi, dz, deta, scaled) is :func:`trkx.edge_geometry.edge_geometry`,
+The geometry block (dr, dphi, dz, deta, scaled) is :func:`trkx.edges.geometry.edge_geometry`,
 which the GNN's edge inputs share. With cluster-shape features (``dir_eta``, ``dir_phi`` among
 the hit feature names) the agreement between the edge's own direction, eta_e = asinh(dz / |dxy|)
 and phi_e = atan2(dy, dx), and the direction measured by each hit's cluster is added:
@@ -8,7 +8,8 @@ and phi_e = atan2(dy, dx), and the direction measured by each hit's cluster is a
     a_eta(h) = dir_eta(h) - eta_e,   a_phi(h) = wrap(dir_phi(h) - phi_e),   h in {i, j}.
 
 With ``trajectory`` the edge's straight-line trajectory (z0, phislope, rphislope:
-:func:`trkx.edge_geometry.edge_trajectory`, the columns the GNN's edge inputs share) closes the row.
+:func:`trkx.edges.geometry.edge_trajectory`, the columns the GNN's edge inputs share) closes
+the row.
 
 Row layout: [x_i, x_j, dr, dphi, dz, deta (, a_eta(i), a_phi(i), a_eta(j), a_phi(j))
 (, z0, phislope, rphislope)].
@@ -30,8 +31,7 @@ from collections.abc import Sequence
 import torch
 
 from trkx.data.features import FEATURE_SCALES
-from trkx.device import runs_compiled
-from trkx.edge_geometry import (
+from trkx.edges.geometry import (
     GEOMETRY_FEATURES,
     MIN_RADIAL_STEP_MM,
     SLOPE_CLIP,
@@ -42,6 +42,7 @@ from trkx.edge_geometry import (
     trajectory_rows,
     wrap_angle,
 )
+from trkx.runtime.device import runs_compiled
 
 CELL_AGREEMENT_FEATURES = 4
 

@@ -16,7 +16,7 @@ from torch_geometric.data import Data
 from trkx.data.record import EDGE_LABELS
 from trkx.filter.features import compiled, edge_features, has_cell_directions, hit_table
 from trkx.filter.model import FilterMLP
-from trkx.precision import dense_precision
+from trkx.runtime.precision import dense_precision
 
 
 @torch.no_grad()
@@ -24,7 +24,7 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
                 precision: str = "fp32") -> torch.Tensor:
     """Scores [E] of ``record.edge_index``, on the device of ``record.x`` (the network's);
     ``chunk_size=None`` scores all edges at once; ``precision`` of the dense layers: fp32 or
-    bf16 (:mod:`trkx.precision`)."""
+    bf16 (:mod:`trkx.runtime.precision`)."""
     network.eval()
     device = record.x.device
     names = getattr(record, "feature_names", None) if network.cell_agreement else None

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from trkx.device import row_blocked
 from trkx.filter.features import edge_feature_count
+from trkx.runtime.device import row_blocked
 
 
 class FilterMLP(nn.Module):

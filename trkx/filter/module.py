@@ -11,10 +11,10 @@ memory) and minimises the weighted binary cross-entropy
 where r(e) is the production radius of the particle of the edge's first hit (the secondaries,
 7% of the signal, are otherwise learned as rarely as they occur: issue 46; 1: off),
 
-with AdamW and a linear warm-up + cosine learning-rate schedule in steps (trkx.schedules).
+with AdamW and a linear warm-up + cosine learning-rate schedule in steps (trkx.stages.schedules).
 
 Working point: validation scores every edge of its events (chunked) and chooses the cut that
-keeps ``target_efficiency`` of the signal edges the filter receives (trkx.working_point),
+keeps ``target_efficiency`` of the signal edges the filter receives (trkx.edges.working_point),
 raised when needed so that it keeps at most ``max_edges_per_hit`` edges per hit over the
 validation events (null: no bound; the bound wins over the efficiency target); it logs, at
 that cut, the efficiency, the share of fake edges removed (rejection), purity and edges per hit.
@@ -28,19 +28,19 @@ import pytorch_lightning as pl
 import torch
 from torch_geometric.data import Data
 
-from trkx.edge_loss import edge_weights, weighted_bce
-from trkx.figures import (
+from trkx.edges.figures import (
     edge_purity,
     kept_edges,
     origin_counts,
     origin_efficiencies,
     secondary_edges,
 )
+from trkx.edges.loss import edge_weights, weighted_bce
+from trkx.edges.working_point import cut_for_edges_per_hit, cut_for_efficiency
 from trkx.filter.features import edge_features
 from trkx.filter.inference import score_edges
 from trkx.filter.model import FilterMLP
-from trkx.schedules import adamw_warmup_cosine, check_horizon, total_steps
-from trkx.working_point import cut_for_edges_per_hit, cut_for_efficiency
+from trkx.stages.schedules import adamw_warmup_cosine, check_horizon, total_steps
 
 TARGETS = ("y", "y_pid")
 

@@ -1,4 +1,4 @@
-"""The trained GNN on disk (format: :mod:`trkx.checkpoint`) and its loader.
+"""The trained GNN on disk (format: :mod:`trkx.files.checkpoint`) and its loader.
 
 ``constructor`` holds the InteractionGNN keyword arguments; the ``module`` section of the stage
 config (graph_ops, loss settings) travels in ``config``.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from trkx.checkpoint import Checkpoint, build_network, load_checkpoint
+from trkx.files.checkpoint import Checkpoint, build_network, load_checkpoint
 
 
 def load_model(path: str | os.PathLike):
@@ -23,14 +23,14 @@ def load_model(path: str | os.PathLike):
 @dataclass(frozen=True)
 class GNNInference:
     """Config section ``inference``: the local kernel (None: the trained module's
-    ``graph_ops``) and the precision of the dense layers (trkx.precision: fp32 or bf16)."""
+    ``graph_ops``) and the precision of the dense layers (trkx.runtime.precision: fp32 or bf16)."""
 
     graph_ops: str | None = None
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
         from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES
-        from trkx.precision import check_precision
+        from trkx.runtime.precision import check_precision
 
         check_precision(self.precision)
         if self.graph_ops is not None and self.graph_ops not in GRAPH_OPS_CHOICES:

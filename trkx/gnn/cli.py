@@ -1,4 +1,4 @@
-"""``trkx train gnn`` and ``trkx infer gnn`` (the shape: :mod:`trkx.stage_tools`).
+"""``trkx train gnn`` and ``trkx infer gnn`` (the shape: :mod:`trkx.stages.tools`).
 
 Config (``configs/gnn.yaml``), one section per constructor:
 
@@ -129,15 +129,15 @@ def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
           n_events: int | None) -> int:
     from trkx.config import instantiate, section
-    from trkx.data.errors import TrackMLFormatError
     from trkx.data.listing import record_paths
     from trkx.data.record import load_record
+    from trkx.files.errors import TrackMLFormatError
     from trkx.gnn.checkpoint import GNNInference, load_model
     from trkx.gnn.edge_inputs import model_edge_inputs
     from trkx.gnn.inference import score_edges
     from trkx.gnn.ops_factory import KernelChooser
     from trkx.gnn.records import INFERENCE_KEYS, check_graph_record
-    from trkx.stage_tools import write_records
+    from trkx.stages.tools import write_records
 
     options = instantiate(GNNInference, section(config, "inference", label),
                           f"{label}: inference")

@@ -2,10 +2,10 @@
 
 For an edge i -> j of the filter-stage graph with filter score s_ij:
 
-    A_ij = [dr, dphi, dz, deta (scaled, trkx.edge_geometry.edge_geometry), s_ij,
-            z0, phislope, rphislope (trkx.edge_geometry.edge_trajectory),
-            g_i, g_j (trkx.edge_agreement.edge_agreement),
-            g'_i, g'_j (trkx.edge_agreement.along_track_agreement)]
+    A_ij = [dr, dphi, dz, deta (scaled, trkx.edges.geometry.edge_geometry), s_ij,
+            z0, phislope, rphislope (trkx.edges.geometry.edge_trajectory),
+            g_i, g_j (trkx.edges.agreement.edge_agreement),
+            g'_i, g'_j (trkx.edges.agreement.along_track_agreement)]
 
 A model with ``edge_features = a`` takes the first a columns: 5 (the geometry and the filter
 score, the models trained before the trajectory columns existed), 8, 10 or 12. The geometry saves
@@ -26,8 +26,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.edge_agreement import both_agreements, edge_agreement
-from trkx.edge_geometry import edge_geometry, edge_trajectory, endpoints
+from trkx.edges.agreement import both_agreements, edge_agreement
+from trkx.edges.geometry import edge_geometry, edge_trajectory, endpoints
 
 EDGE_INPUT_NAMES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "filter_score",
                                      "z0", "phislope", "rphislope",

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import KernelChooser, build_graph_ops
-from trkx.precision import dense_precision
+from trkx.runtime.precision import dense_precision
 
 
 def drop_isolated_nodes(x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
@@ -39,7 +39,7 @@ def score_edges(model: InteractionGNN, x: Tensor, edge_index: Tensor, graph_ops:
         graph_ops: ``"csr"``, ``"scatter"`` or ``"auto"`` (see :mod:`trkx.gnn.ops_factory`).
         chooser: remembers ``"auto"`` decisions across events.
         precision: ``fp32`` or ``bf16`` (autocast of the dense layers; sums stay float32;
-            :mod:`trkx.precision`).
+            :mod:`trkx.runtime.precision`).
         edge_attr: [E, a] edge inputs when the model takes them (trkx.gnn.edge_inputs).
     """
     model.eval()

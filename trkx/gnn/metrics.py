@@ -1,10 +1,10 @@
 """The GNN's edge metrics (docs/design.md, "Figures").
 
 For edges ``k`` with truth label ``y_k`` (a truth-graph edge), signal flag ``sig_k`` (a truth
-edge of a signal particle), score ``p_k`` and loss weight ``w_k`` (:mod:`trkx.edge_loss`), at
+edge of a signal particle), score ``p_k`` and loss weight ``w_k`` (:mod:`trkx.edges.loss`), at
 cut ``c``:
 
-    efficiency     = #{k : sig_k, p_k >= c} / #{k : sig_k}        (trkx.figures)
+    efficiency     = #{k : sig_k, p_k >= c} / #{k : sig_k}        (trkx.edges.figures)
     purity         = #{k : y_k, p_k >= c} / #{k : p_k >= c}
     AUC            = P_w(p_pos > p_neg) + 1/2 P_w(p_pos = p_neg),  pairs drawn with weights w
                      (positives: y_k; negatives: not y_k; the weighted Mann-Whitney statistic)
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from trkx.figures import edge_efficiency, edge_purity, kept_edges
+from trkx.edges.figures import edge_efficiency, edge_purity, kept_edges
 
 
 def weighted_auc(scores: Tensor, y: Tensor, weights: Tensor) -> float:

@@ -47,8 +47,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from trkx.device import row_blocked
 from trkx.gnn.graph_ops import GraphOps
+from trkx.runtime.device import row_blocked
 
 AGGREGATIONS: tuple[str, ...] = ("sum", "mean")
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU,

@@ -2,12 +2,12 @@
 
 Each step is one event graph, or one sampled minibatch (:mod:`trkx.gnn.sampling`) whose loss
 counts only the edges of its ``target_edge_mask``. The loss is the weighted BCE of
-:mod:`trkx.edge_loss`; validation pools all events of the epoch and logs ``val_loss``,
+:mod:`trkx.edges.loss`; validation pools all events of the epoch and logs ``val_loss``,
 ``val_efficiency`` (signal edges kept), ``val_purity`` (true among kept) and ``val_auc`` at
 ``edge_cut``.
 
 The learning rate warms up linearly for ``lr_warmup_steps`` and decays on a cosine to the end
-of the step budget (trkx.schedules; ``lr_step_size > 0`` keeps the older step decay).
+of the step budget (trkx.stages.schedules; ``lr_step_size > 0`` keeps the older step decay).
 
 Working point (``working_point()``, stored in the checkpoint): the track builder's cut chosen
 on the validation events for the best track efficiency at fake rate <= ``fake_rate_target``
@@ -22,13 +22,13 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from trkx.data.record import PRODUCTION_RADIUS, PT
-from trkx.edge_loss import edge_weights, weighted_bce
-from trkx.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
+from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
+from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES, KernelChooser, build_graph_ops
-from trkx.schedules import adamw_warmup_cosine, check_horizon, total_steps
+from trkx.stages.schedules import adamw_warmup_cosine, check_horizon, total_steps
 from trkx.tracks.event_truth import has_truth
 
 
@@ -46,11 +46,11 @@ class GNNModule(pl.LightningModule):
         true_weight: loss weight of other truth edges.
         fake_weight: loss weight of fake edges.
         signal_pt_power: a signal edge's weight is ``signal_weight * min(pT, signal_pt_cap)^p``
-            (pT in GeV, of the edge's first hit; 0: no pT factor; trkx.edge_loss). The
+            (pT in GeV, of the edge's first hit; 0: no pT factor; trkx.edges.loss). The
             validation metrics keep the plain class weights, so runs stay comparable.
         signal_pt_cap: the pT (GeV) above which the factor stops growing.
         secondary_weight: factor on the weight of secondary particles' signal edges
-            (production radius > 1 mm; trkx.edge_loss); 1: off.
+            (production radius > 1 mm; trkx.edges.loss); 1: off.
         edge_cut: score above which an edge is kept, for the metrics (until a working
             point is chosen).
         lr_warmup_steps: linear warm-up steps of the cosine schedule.

@@ -8,8 +8,8 @@ import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
-from trkx.data.errors import TrackMLFormatError
 from trkx.data.record import EDGE_INDEX, SIGNAL, X, Y, check_record, load_record
+from trkx.files.errors import TrackMLFormatError
 
 TRAINING_KEYS: tuple[str, ...] = (X, EDGE_INDEX, Y, SIGNAL)
 INFERENCE_KEYS: tuple[str, ...] = (X, EDGE_INDEX)

@@ -7,7 +7,7 @@ file and the hits-only set on the others (:func:`models_for`).
 
 ``trkx/models/NAME/`` holds one trained pipeline, self-contained::
 
-    embedding.pt filter.pt gnn.pt       trkx checkpoints (trkx.checkpoint, weights_only loading)
+    embedding.pt filter.pt gnn.pt       trkx checkpoints (trkx.files.checkpoint, weights_only)
     embedding.yaml filter.yaml gnn.yaml the stage configs the checkpoints were trained with
     tracks.yaml                         track building and evaluation settings
     pipeline.yaml                       the pipeline config naming them (its ``events`` section
@@ -26,7 +26,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from trkx.checkpoint import CheckpointError
+from trkx.files.checkpoint import CheckpointError
 
 #: The models ``trkx infer`` uses by default: pile-up 200, hits only (configs/pu200.yaml).
 DEFAULT = "pu200"

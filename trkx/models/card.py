@@ -38,7 +38,7 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def _inputs(workdir: Path) -> str:
     """What the models read of each hit, from the embedding checkpoint's config."""
-    from trkx.checkpoint import load_checkpoint
+    from trkx.files.checkpoint import load_checkpoint
 
     embedding = load_checkpoint(workdir / "checkpoints" / "embedding.pt", "embedding")
     if not (embedding.config.get("data") or {}).get("use_cells"):
@@ -68,7 +68,7 @@ def _value(value: Any) -> str:
 
 
 def _stage_rows(workdir: Path, curves: dict[str, list[dict[str, float]]]) -> list[str]:
-    from trkx.checkpoint import load_checkpoint
+    from trkx.files.checkpoint import load_checkpoint
 
     rows = ["| stage | network | steps (best) | train seconds | working point | validation |",
             "|---|---|---|---|---|---|"]

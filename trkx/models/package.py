@@ -41,8 +41,8 @@ def package(recipe: Path, workdir: Path, out: Path,
             benchmarks: dict[str, Path] | None = None) -> Path:
     """Write the shipped-model folder ``out`` from the ``trkx run`` of ``recipe`` in
     ``workdir`` (``benchmarks``: name -> JSON quoted by the card); returns ``out``."""
-    from trkx.checkpoint import load_checkpoint
     from trkx.config import apply_overrides, load_config
+    from trkx.files.checkpoint import load_checkpoint
     from trkx.models.card import card_text
     from trkx.models.curves import learning_curves, plot_curves
     from trkx.pipeline.config import load_pipeline_config

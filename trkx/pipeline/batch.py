@@ -52,7 +52,7 @@ class Outputs:
     graphs: Path | None = None
 
     def graph_path(self, stage: str, event_id: int) -> Path:
-        from trkx.stage_tools import output_path
+        from trkx.stages.tools import output_path
 
         assert self.graphs is not None
         return output_path(event_id, self.graphs / stage)
@@ -87,9 +87,9 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
                 ) -> EventResult:
     """One event through the engine (trkx.pipeline.reconstruct); its tracks file and track
     parameters written atomically (and the stage graphs when ``out.graphs`` is set)."""
-    from trkx.data.errors import EventFileNotFoundError
     from trkx.data.io import find_part_file
     from trkx.data.record import save_record
+    from trkx.files.errors import EventFileNotFoundError
     from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.files import atomic_write, tracks_file_name
     from trkx.tracks.parameters import parameters_file_name
@@ -121,7 +121,7 @@ _WORKER: dict[str, Any] = {}
 def _init_worker(source: PipelineSource, threads: int) -> None:
     """Pool initializer: set this worker's threads, load the pipeline once. A loading error is
     kept and raised by the first event, so the parent reports it like any other error."""
-    from trkx.threads import configure_threads
+    from trkx.runtime.threads import configure_threads
 
     configure_threads(threads)
     try:
@@ -162,7 +162,7 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
     of an event cut short."""
     from concurrent.futures import as_completed
 
-    from trkx.parallel import worker_pool
+    from trkx.runtime.parallel import worker_pool
 
     try:
         with worker_pool(workers, _init_worker, (source, threads), context="spawn") as pool:
@@ -190,8 +190,8 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
     Files of other events left in the output folders by an earlier run are removed."""
     from tqdm import tqdm
 
-    from trkx.stage_tools import remove_stale
-    from trkx.threads import choose_threads
+    from trkx.runtime.threads import choose_threads
+    from trkx.stages.tools import remove_stale
     from trkx.tracks.files import TRACKS_FILE
     from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name
 

@@ -102,7 +102,7 @@ class StagePlan:
 class InferencePlan:
     """Options of pipeline inference, applied to every stage's ``inference`` section (they
     replace the stage configs' values there): the precision of the dense layers of the three
-    learned stages (trkx.precision) and the GNN's local kernel."""
+    learned stages (trkx.runtime.precision) and the GNN's local kernel."""
 
     precision: str = "fp32"     # fp32 | bf16
     graph_ops: str = "csr"      # csr | scatter | auto (auto: timed on the host)
@@ -116,7 +116,7 @@ class InferencePlan:
 
     def __post_init__(self) -> None:
         from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES
-        from trkx.precision import check_precision
+        from trkx.runtime.precision import check_precision
 
         check_precision(self.precision)
         if self.graph_ops not in GRAPH_OPS_CHOICES:

@@ -21,10 +21,10 @@ The shipped models are two sets, chosen per event (cells or not): their Python f
 Edge truth labels are attached only when asked (``edge_labels=True``, for per-stage figures):
 inference does not need them.
 
-The device (``device="auto"|"cpu"|"cuda"``, :mod:`trkx.device`; ``auto`` takes CUDA when torch
-sees it) holds the three networks; :meth:`TrainedPipeline.run` moves the hit tensors the learned
-stages read (``x``, ``pos``) there once, and the embedding, neighbour search, filter, edge inputs
-and GNN run there on the same code as on the CPU. What runs on the CPU, and why:
+The device (``device="auto"|"cpu"|"cuda"``, :mod:`trkx.runtime.device`; ``auto`` takes CUDA
+when torch sees it) holds the three networks; :meth:`TrainedPipeline.run` moves the hit tensors
+the learned stages read (``x``, ``pos``) there once, and the embedding, neighbour search,
+filter, edge inputs and GNN run there on the same code as on the CPU. What runs on the CPU, and why:
 
 - reading the event files and building the record (pandas);
 - turning the neighbour table into unique inner -> outer edges (a numba kernel; the table goes
@@ -50,7 +50,7 @@ import torch
 from torch_geometric.data import Data
 
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
-from trkx.device import resolve_device, synchronize
+from trkx.runtime.device import resolve_device, synchronize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,7 +111,7 @@ class TrainedPipeline:
         settings of the pipeline YAML ``config`` (and ``--set``-style ``overrides``); for the
         shipped models, chosen per event, :class:`trkx.pipeline.reconstruct.Reconstructor`. The
         models run on ``device``: ``auto`` (CUDA when available), ``cpu``, ``cuda`` or a
-        ``torch.device`` (:mod:`trkx.device`; ``cuda`` without CUDA is a ConfigError)."""
+        ``torch.device`` (:mod:`trkx.runtime.device`; ``cuda`` without CUDA is a ConfigError)."""
         from trkx.pipeline.config import load_pipeline_config
 
         if config is None or checkpoints is None:
@@ -223,7 +223,7 @@ class TrainedPipeline:
 
     @property
     def precisions(self) -> dict[str, str]:
-        """The precision of each learned stage's dense layers (trkx.precision)."""
+        """The precision of each learned stage's dense layers (trkx.runtime.precision)."""
         return {"embedding": self.embedding_options.precision,
                 "filter": self.filter_options.precision, "gnn": self.gnn_precision}
 

@@ -27,8 +27,8 @@ class ModelGroup(NamedTuple):
 
 def has_cells(prefix: str) -> bool:
     """Whether the event ``prefix`` comes with a cells file."""
-    from trkx.data.errors import EventFileNotFoundError
     from trkx.data.io import find_part_file
+    from trkx.files.errors import EventFileNotFoundError
 
     try:
         find_part_file(prefix, "cells")

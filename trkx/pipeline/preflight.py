@@ -106,7 +106,7 @@ def check_infer_inputs(events: Path | None, out: Path | None, config: Path | Non
 def check_checkpoints(paths: Mapping[str, Path]) -> None:
     """Read and verify every checkpoint (format, stage, checksum), ``{stage: path}``, before
     any event runs or any worker starts: a bad file fails here, not after the progress bar."""
-    from trkx.checkpoint import load_checkpoint
+    from trkx.files.checkpoint import load_checkpoint
 
     for stage, path in paths.items():
         load_checkpoint(path, stage)

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trkx.atomic import atomic_write
 from trkx.config import config_files
+from trkx.files.atomic import atomic_write
 
 
 class StepFailed(RuntimeError):

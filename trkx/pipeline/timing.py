@@ -25,8 +25,8 @@ def run_settings(device: torch.device, precision: str, graph_ops: str) -> dict[s
     """What a run was made with, in the order of the summary line and as ``timing.json``'s
     top-level keys: ``device`` (cpu, cuda:I), ``gpu`` (its name; None on the CPU),
     ``precision``, ``graph_ops``, ``allocator``. A new choice of the run goes here once."""
-    from trkx import allocator
-    from trkx.device import device_label, gpu_name
+    from trkx.runtime import allocator
+    from trkx.runtime.device import device_label, gpu_name
 
     return {"device": device_label(device), "gpu": gpu_name(device), "precision": precision,
             "graph_ops": graph_ops, "allocator": allocator.active()}

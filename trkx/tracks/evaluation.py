@@ -51,9 +51,9 @@ class TrackEvaluation:
 def load_truth(source: Path, event_id: int):
     """``(EventTruth, record or None, particles table or None)`` from a record file or a
     TrackML prefix."""
-    from trkx.data.errors import TrackMLFormatError
     from trkx.data.io import load_event
     from trkx.data.record import load_record
+    from trkx.files.errors import TrackMLFormatError
     from trkx.tracks.event_truth import truth_from_frames, truth_from_record
 
     if source.suffix == ".pt":
@@ -88,7 +88,7 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
     """Evaluate every tracks file of ``tracks_folder`` (module docstring); ``edge_cut`` is the
     GNN score from which a record's edge counts as kept; ``stages`` are ``(name, folder)`` of
     earlier stages' records, every edge of which counts."""
-    from trkx.data.errors import TrackMLFormatError
+    from trkx.files.errors import TrackMLFormatError
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.files import (
         find_event_source,

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trkx.atomic import atomic_write
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
-from trkx.data.errors import TrackMLFormatError
+from trkx.files.atomic import atomic_write
+from trkx.files.errors import TrackMLFormatError
 
 TRACKS_FILE = re.compile(r"^event(\d{9})-tracks\.csv$")
 
@@ -32,7 +32,7 @@ def config_section(config_path: str | None, overrides: list[str], name: str, tar
 def track_builder(config_path: str | None, overrides: list[str], checkpoint: Path | None):
     """The TrackBuilder of the config's ``builder`` section; its null keys come from the GNN
     checkpoint's working point (the cut and track length tuned on validation events)."""
-    from trkx.checkpoint import load_checkpoint
+    from trkx.files.checkpoint import load_checkpoint
     from trkx.tracks.building import TrackBuilder
     from trkx.tracks.tuning import builder_options
 

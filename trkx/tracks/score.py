@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trkx.data.errors import TrackMLFormatError
+from trkx.files.errors import TrackMLFormatError
 
 
 @dataclass(frozen=True, eq=False)

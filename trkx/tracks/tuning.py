@@ -30,7 +30,7 @@ Records without hit positions or layers, or events without a fake (or a matched)
 the quality out.
 
 The GNN calls this at the end of training so its checkpoint carries the builder's working
-point (:meth:`TunedCut.working_point`; trkx.working_point has the edge-level rule); a
+point (:meth:`TunedCut.working_point`; trkx.edges.working_point has the edge-level rule); a
 checkpoint from before the forward length (no ``min_length_forward``) applies its
 ``min_length`` everywhere, and one from before the short-track score builds without it
 (:func:`builder_options`).

@@ -7,7 +7,7 @@
     -> load RUN/best.ckpt (best validation ``monitor``; the last weights when no validation
        ran) -> validate those weights once
     -> module.working_point() if defined -> refuse a stage that keeps ~no signal edges
-    -> trkx.checkpoint.save_checkpoint(constructor, weights, working point, config, metrics)
+    -> trkx.files.checkpoint.save_checkpoint(constructor, weights, working point, config, metrics)
 
 The run folder ``RUN`` sits beside the model file: ``runs/filter.pt`` trains in
 ``runs/filter.run/`` (``config.json``, ``last.ckpt``, ``best.ckpt``, ``logs/``).
@@ -92,7 +92,7 @@ def _resume_point(run: Path, config: Mapping[str, Any], resume: bool, log) -> Pa
 def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None]) -> None:
     """Load the network weights of the model file ``path`` (same stage, same constructor, or
     one whose input layers read fewer leading columns: :func:`widened_weights`)."""
-    from trkx.checkpoint import CheckpointError, load_checkpoint
+    from trkx.files.checkpoint import CheckpointError, load_checkpoint
 
     if not Path(path).is_file():
         raise CheckpointError(f"trainer.init_from {path}: no such model file")
@@ -215,8 +215,8 @@ def _fit_stage(stage: str, build_module: Callable[[], Any], network: Callable[[A
     import pytorch_lightning as pl
     import torch
 
-    from trkx.atomic import atomic_write
-    from trkx.checkpoint import save_checkpoint
+    from trkx.files.atomic import atomic_write
+    from trkx.files.checkpoint import save_checkpoint
 
     checkpoint = Path(checkpoint)
     run = run_folder(checkpoint)

@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trkx.data.errors import TrackMLFormatError
 from trkx.data.io import event_id_from_prefix, read_part
 from trkx.data.particle_id import decode_particle_id, encode_particle_id
 from trkx.data.simulate.fitted_spectra import FIT
@@ -51,6 +50,7 @@ from trkx.data.simulate.spectra import (
     sample_histogram2d,
     sample_quantiles,
 )
+from trkx.files.errors import TrackMLFormatError
 
 #: PDG id magnitudes and their share among charged hadrons (real sample event), and masses.
 PARTICLE_TYPES = np.array([211, 321, 2212])

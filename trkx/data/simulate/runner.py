@@ -32,7 +32,7 @@ from trkx.data.simulate.particles import (
     load_particles,
     particle_sources,
 )
-from trkx.parallel import worker_pool
+from trkx.runtime.parallel import worker_pool
 
 
 @dataclass(frozen=True)

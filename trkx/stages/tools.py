@@ -4,7 +4,7 @@
     trkx infer STAGE [--config FILE] --checkpoint FILE --events DIR --out DIR
                      [--n-events N] [--set KEY=VALUE ...]
 
-Each stage module ``trkx.<stage>.cli`` implements :class:`trkx.stage_commands.StageCommands`
+Each stage module ``trkx.<stage>.cli`` implements :class:`trkx.stages.commands.StageCommands`
 (``NAME``, ``SECTIONS``, ``DEFAULT_CONFIG``, ``check_config``, ``count_events``, ``train``,
 ``infer``); this module parses the arguments,
 builds the config (file, then ``--set``), checks every key before any work and writes outputs.
@@ -27,7 +27,7 @@ from trkx.config import (
     load_config,
     naming_overrides,
 )
-from trkx.stage_commands import StageCommands
+from trkx.stages.commands import StageCommands
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
@@ -135,7 +135,7 @@ def check_infer_folders(events: Path, out: Path) -> None:
 
 
 def run_infer(stage: StageCommands, args: argparse.Namespace) -> int:
-    from trkx.checkpoint import load_checkpoint
+    from trkx.files.checkpoint import load_checkpoint
 
     missing = [f"--{name}" for name in ("events", "out") if getattr(args, name) is None]
     if missing:

@@ -1,4 +1,4 @@
-"""The edge agreements of trkx.edge_agreement, compiled (CPU; the math is there).
+"""The edge agreements of trkx.edges.agreement, compiled (CPU; the math is there).
 
 An entry is an edge at one of its hits. The entries are grouped by hit, inward before outward
 (a counting sort), and for every hit each pair (inward entry e, outward entry f), a
@@ -65,7 +65,7 @@ def agreements(src: np.ndarray, dst: np.ndarray, pos: np.ndarray, trajectory: np
                clip: float) -> np.ndarray:
     """[E, 2 C] float64 g of each edge at its source and target, for the cues asked for in
     this order (beam line, along the track), from hits ``pos`` [N, 3] = (r, phi, z) float64 and
-    the edges' (z0, phislope) ``trajectory`` [E, >= 2] float64 (trkx.edge_geometry's, read by
+    the edges' (z0, phislope) ``trajectory`` [E, >= 2] float64 (trkx.edges.geometry's, read by
     the beam-line cue only)."""
     n_edges, n_hits = len(src), pos.shape[0]
     r, phi, z = pos[:, 0].copy(), pos[:, 1].copy(), pos[:, 2].copy()

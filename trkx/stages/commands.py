@@ -1,9 +1,9 @@
 """The interface of a learned stage's commands: what ``trkx.<stage>.cli`` (embedding, filter,
-gnn) provides to ``trkx train STAGE`` and ``trkx infer STAGE`` (:mod:`trkx.stage_tools`).
+gnn) provides to ``trkx train STAGE`` and ``trkx infer STAGE`` (:mod:`trkx.stages.tools`).
 
 A stage's cli module implements :class:`StageCommands` with module-level constants and
 functions; the command shape, config building and output writing stay in
-:mod:`trkx.stage_tools`. Nothing here imports torch.
+:mod:`trkx.stages.tools`. Nothing here imports torch.
 """
 
 from __future__ import annotations

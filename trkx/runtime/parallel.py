@@ -6,7 +6,7 @@ parent drops the queued jobs and terminates the workers instead of waiting for t
 
 Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent alone
 handles it, so the user sees one line, not one traceback per worker. A job that was running when
-the pool is cancelled is lost; writers must therefore write atomically (``trkx.atomic``).
+the pool is cancelled is lost; writers must therefore write atomically (``trkx.files.atomic``).
 """
 
 from __future__ import annotations

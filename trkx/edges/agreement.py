@@ -2,7 +2,7 @@
 
 In the barrel of a wide luminous region (sigma_z 50 mm) one edge's own geometry no longer
 separates a track's edges from the fakes: every straight line from the beam line is plausible.
-What the edges of one track share is their trajectory (trkx.edge_geometry.edge_trajectory):
+What the edges of one track share is their trajectory (trkx.edges.geometry.edge_trajectory):
 the same z0 at the beam line and the same turning rate phislope ~ 1 / (2R). A fake edge between
 hits of two tracks rarely has a neighbour edge that continues it with the same z0 and phislope.
 Message passing could learn that comparison, but a summed aggregation over 10-20 edges per hit,
@@ -41,7 +41,7 @@ region, where fakes then pass as easily; docs/levers.md.)
 
 The continuations at a hit with d_in inward and d_out outward edges number d_in d_out (about 9
 million on a pile-up-200 event's filter-stage graph of 1 million edges). On the CPU a compiled
-kernel (trkx.agreement_kernels) visits each once per hit and keeps the minima (0.09 s on event
+kernel (trkx.edges.agreement_kernels) visits each once per hit and keeps the minima (0.09 s on event
 21001's 1.07M edges, 2 threads); elsewhere (the GPU's path) torch enumerates them in chunks of
 at most ``chunk_pairs``, so that memory stays bounded, and reduces each chunk (0.32 s on the
 same graph on the CPU in float32). Both compute in float64 from the float32 positions and
@@ -56,8 +56,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from trkx.device import runs_compiled
-from trkx.edge_geometry import edge_trajectory
+from trkx.edges.geometry import edge_trajectory
+from trkx.runtime.device import runs_compiled
 
 #: Columns of :func:`edge_agreement`: the best continuation's disagreement at each hit.
 AGREEMENT_FEATURES = 2
@@ -92,7 +92,7 @@ def _chunk_bounds(pair_counts: Tensor, chunk_pairs: int) -> list[tuple[int, int]
 Cue = tuple[Callable[[Tensor, Tensor, Tensor, Tensor], Tensor], Callable[[Tensor, Tensor], Tensor]]
 
 
-#: Devices whose agreements come from the compiled kernel (trkx.agreement_kernels: each
+#: Devices whose agreements come from the compiled kernel (trkx.edges.agreement_kernels: each
 #: continuation visited once, nothing materialised); elsewhere (a GPU), or without numba, the
 #: torch enumeration below. Both compute in float64 and round g once to float32. Tests empty it
 #: to run the GPU's path on the CPU.
@@ -137,7 +137,7 @@ def _agreements(pos: Tensor, edge_index: Tensor, chunk_pairs: int, beam_line: bo
     pos = pos.float().double()          # the float32 positions, exactly, in float64
     edge_index = edge_index.long()
     if compiled(pos):
-        from trkx.agreement_kernels import agreements
+        from trkx.edges.agreement_kernels import agreements
 
         src, dst = edge_index.contiguous().numpy()
         trajectory = (edge_trajectory(pos, edge_index) if beam_line

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trkx.data.errors import TrackMLFormatError
+from trkx.files.errors import TrackMLFormatError
 from trkx.words import with_article
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trkx.data.errors import TrackMLFormatError
+from trkx.files.errors import TrackMLFormatError
 from trkx.words import with_article
 
 FORMAT = "trkx-checkpoint/1"
@@ -81,7 +81,7 @@ def save_checkpoint(path: str | os.PathLike, stage: str, constructor: Mapping[st
                     state_dict: Mapping[str, Any], working_point: Mapping[str, float],
                     config: Mapping[str, Any], metrics: Mapping[str, float]) -> Path:
     """Write a checkpoint atomically (temp file in the destination folder, then rename)."""
-    from trkx.atomic import save_tensors
+    from trkx.files.atomic import save_tensors
 
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}")
@@ -97,7 +97,7 @@ def save_checkpoint(path: str | os.PathLike, stage: str, constructor: Mapping[st
 
 def load_checkpoint(path: str | os.PathLike, stage: str) -> Checkpoint:
     """Read and verify a checkpoint of ``stage``; :class:`CheckpointError` on anything wrong."""
-    from trkx.atomic import DamagedFileError, load_tensors
+    from trkx.files.atomic import DamagedFileError, load_tensors
 
     path = Path(path)
     if not path.is_file():

@@ -1,0 +1,2 @@
+"""The shape every learned stage implements: its ``trkx train`` / ``trkx infer STAGE`` command
+plumbing (tools, commands) and its learning-rate schedule (schedules)."""
