@@ -31,6 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the sample event, has ~50). A list such as 5.49,50 covers both: "
                              "event ID takes the (ID mod length)-th value, so consecutive events "
                              "cycle through the list whatever --workers is")
+    parser.add_argument("--field-map", choices=("uniform", "solenoid"), default="uniform",
+                        help="the magnetic field: uniform 2 T (default), or solenoid: 2 T at the "
+                             "centre, falling off along the beam as the real events' field does "
+                             "(1.85 T at |z| = 900 mm, 1.0 T at 1,924 mm; fitted to the real "
+                             "sample event)")
     parser.add_argument("--noise", type=float, default=0.17, metavar="F",
                         help="share of noise hits (default 0.17)")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
@@ -62,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     from trkx.config import ConfigError
     from trkx.data.simulate.event import SimulationConfig
+    from trkx.data.simulate.physics import PhysicsConfig
     from trkx.data.simulate.runner import plan_jobs, run_jobs
 
     if args.particles_from is None and args.n_events is None:
@@ -79,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
                          args.particles_from, sigma_z)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    config = SimulationConfig(noise_fraction=args.noise)
+    config = SimulationConfig(physics=PhysicsConfig(field_map=args.field_map),
+                              noise_fraction=args.noise)
     for _ in tqdm(run_jobs(jobs, args.out, max(1, args.workers), config), total=len(jobs),
                   desc="simulate", unit="event"):
         pass

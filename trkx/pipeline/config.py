@@ -45,7 +45,9 @@ class EventPlan:
 
     With ``simulate`` true, ``train_events + val_events + test_events`` events are simulated at
     pile-up ``pileup`` from ``seed``, primary vertices spread by ``vertex_sigma_z`` mm along the
-    beam (``trkx simulate --vertex-sigma-z``; a list is cycled over the event ids). The default
+    beam (``trkx simulate --vertex-sigma-z``; a list is cycled over the event ids), in the
+    magnetic field ``field_map`` (``trkx simulate --field-map``: ``uniform`` 2 T, or
+    ``solenoid``, falling off along the beam as the real events' field does). The default
     alternates the two releases of the real data: the Kaggle training events (5.49 mm, the
     simulator's fit) and the later release of the sample event and event 21001 (~50 mm).
     Otherwise ``train_dir``, ``val_dir`` and ``test_dir`` (TrackML event folders) are used as
@@ -63,11 +65,16 @@ class EventPlan:
     workers: int = 1
     vertex_sigma_z: list[float] | float = field(
         default_factory=lambda: [FIT["vertex_sigma_z"], LATER_RELEASE_SIGMA_Z])
+    field_map: str = "uniform"
     train_dir: str | None = None
     val_dir: str | None = None
     test_dir: str | None = None
 
     def __post_init__(self) -> None:
+        from trkx.data.simulate.physics import FIELD_MAPS
+
+        if self.field_map not in FIELD_MAPS:
+            raise ValueError(f"field_map {self.field_map!r} is not one of {', '.join(FIELD_MAPS)}")
         if self.simulate:
             for name in ("train_events", "val_events", "test_events"):
                 if getattr(self, name) < 1:

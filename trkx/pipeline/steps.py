@@ -60,7 +60,8 @@ def _simulate_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
             "simulate", "--out", str(out), "--n-events", str(counts[split]),
             "--seed", str(plan.seed), "--pileup", str(plan.pileup),
             "--first-event-id", str(FIRST_EVENT_ID[split]), "--workers", str(plan.workers),
-            "--vertex-sigma-z", plan.sigma_z_arg()),
+            "--vertex-sigma-z", plan.sigma_z_arg(),
+            *(() if plan.field_map == "uniform" else ("--field-map", plan.field_map))),
             out))
     return steps
 

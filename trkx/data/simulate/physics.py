@@ -16,6 +16,16 @@ module normal ``n``) traverses ``x = t (1 + f_support) / cos(alpha)`` of materia
   per pT > 1 GeV particle, real 11.05); the extra material is the low-Z support and services,
   whose interaction length per radiation length is far above silicon's.
 
+The field. ``field_map="uniform"`` is a constant ``Bz = field``; ``"solenoid"`` falls off along
+the beam as the real events' field does:
+
+    Bz(z) = field (1 + exp(-h / w)) / (1 + exp((|z| - h) / w)),   h = 1924 mm, w = 381 mm,
+
+fitted to the real sample event's truth (each particle's curvature through three consecutive
+true crossings against its momentum there: 2.00 T up to |z| ~ 400 mm, 1.85 T at 900 mm, 1.6-1.7
+T at 1,300 mm, 1.3 T at 1,750 mm, 0.2-0.6 T beyond 2,000 mm; docs/levers.md). The propagator
+takes the field at the start of each step between layers.
+
 Other measurement rules, all fitted to the real files (see the realism benchmark):
 
 * crossings with ``|cos(incidence)| < min_incidence_cos`` (0.1) leave no hit: real events have
@@ -34,13 +44,18 @@ import numpy as np
 
 SILICON_RADIATION_LENGTH = 93.7      # mm
 SILICON_INTERACTION_LENGTH = 465.0   # mm
+#: The solenoid's fall-off along the beam (module docstring), fitted to the real sample event.
+SOLENOID_HALF_LENGTH = 1924.0        # mm, h
+SOLENOID_EDGE_WIDTH = 381.0          # mm, w
+FIELD_MAPS: tuple[str, ...] = ("uniform", "solenoid")
 
 
 @dataclass(frozen=True)
 class PhysicsConfig:
     """Physics switches and constants of the simulation (all configurable)."""
 
-    field: float = 2.0                     # T, along +z
+    field: float = 2.0                     # T, along +z (at z = 0 with the solenoid map)
+    field_map: str = "uniform"             # uniform | solenoid (falls off along the beam)
     support_fraction: float = 1.0          # extra material per crossing, as a fraction of Si
     multiple_scattering: bool = True
     hadronic_scale: float = 10.0           # x the silicon-only interaction probability
@@ -54,6 +69,19 @@ class PhysicsConfig:
     pixel_threshold: float = 0.0           # drop cells under this fraction of a cluster's max
     lorentz_tan: float = 0.11              # tan(Lorentz angle): charge drift per unit depth
     endcap_depth: tuple[float, float] = (2.4, 1.7)   # endcap segment factor: pixel, strip
+
+
+    def __post_init__(self) -> None:
+        if self.field_map not in FIELD_MAPS:
+            raise ValueError(f"field_map {self.field_map!r} is not one of {', '.join(FIELD_MAPS)}")
+
+    def field_at(self, z: np.ndarray) -> np.ndarray:
+        """Bz (T) at the points of z coordinate ``z`` (mm): the module docstring's map."""
+        z = np.asarray(z, dtype=np.float64)
+        if self.field_map == "uniform":
+            return np.full(z.shape, self.field)
+        h, w = SOLENOID_HALF_LENGTH, SOLENOID_EDGE_WIDTH
+        return self.field * (1.0 + np.exp(-h / w)) / (1.0 + np.exp((np.abs(z) - h) / w))
 
 
 def highland_angle(momentum: np.ndarray, beta: np.ndarray, charge: np.ndarray,

@@ -11,6 +11,9 @@ Every step advances all live particles together (numpy over particles x layers):
    (overlapping modules give two), kept with the hit efficiency;
 4. the particle moves to the crossing, scatters (Highland) in the silicon it crossed, and may
    end there in a hadronic interaction; loopers stop after ``max_turning_angle`` of turning.
+
+Each step is a helix in the field at its start (``PhysicsConfig.field_at``: uniform, or the
+solenoid's fall-off along the beam).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
     for _ in range(config.max_crossings):
         if alive.size == 0:
             break
-        radius = helix_radius(pt[alive], charge[alive], config.field)
+        radius = helix_radius(pt[alive], charge[alive], config.field_at(pos[alive, 2]))
         step, layer = _next_layer(pos[alive], phi[alive], cot[alive], radius, sense[alive],
                                   last_layer[alive], surfaces, barrel, disks)
         curls = turned[alive] + step / radius > config.max_turning_angle
