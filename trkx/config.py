@@ -11,6 +11,7 @@ overrides ``key=value`` or ``section.key=value`` are parsed as YAML scalars.
 from __future__ import annotations
 
 import contextlib
+import copy
 import difflib
 import inspect
 import os
@@ -69,18 +70,27 @@ def config_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
+#: Parsed config files, by (resolved path, modification time, size): a file is parsed once per
+#: process while it is unchanged; every reader gets its own deep copy.
+_PARSED: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
 def _read_mapping(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
-    try:
-        content = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
-    if content is None:
-        return {}
-    if not isinstance(content, dict):
-        raise ConfigError(f"{path}: a config must be a mapping of keys to values")
-    return content
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _PARSED:
+        try:
+            content = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+        if content is None:
+            content = {}
+        if not isinstance(content, dict):
+            raise ConfigError(f"{path}: a config must be a mapping of keys to values")
+        _PARSED[key] = content
+    return copy.deepcopy(_PARSED[key])
 
 
 def _includes(content: dict[str, Any], path: Path) -> list[str]:

@@ -67,7 +67,7 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trkx.pipeline.preflight import check_checkpoints, check_infer_inputs
+    from trkx.pipeline.preflight import check_infer_inputs
 
     check_infer_inputs(args.events, args.out, args.config, args.checkpoints, args.workers)
     from trkx.runtime.device import resolve_device
@@ -86,9 +86,6 @@ def run(args: argparse.Namespace) -> int:
     if not prefixes:
         raise FileNotFoundError(f"{args.events}: no TrackML events (event*-hits.csv[.gz])")
     groups = model_groups(args.config, args.checkpoints, prefixes)
-    for group in groups:                                 # every file fails before any event
-        load_pipeline_config(group.config, args.overrides)
-        check_checkpoints(checkpoint_paths(group.checkpoints))
     config = load_pipeline_config(groups[0].config, args.overrides)
     out = Outputs(args.out, args.graphs)
     reset_peak_memory()              # this command's peak, not earlier steps of `trkx run`
@@ -101,11 +98,18 @@ def run(args: argparse.Namespace) -> int:
     print(summary_line(report, args.out, settings))
     if args.evaluate is False:
         return 0
-    from trkx.tracks.files import evaluation_settings
+    from trkx.tracks.files import config_section, evaluation_settings
+    from trkx.tracks.metrics import MetricCuts
 
-    cuts, edge_cut = evaluation_settings(str(config.stage_config_path(config.tracks)),
-                                         list(config.tracks.overrides),
-                                         checkpoint_paths(groups[0].checkpoints)["gnn"])
+    tracks_config = str(config.stage_config_path(config.tracks))
+    overrides = list(config.tracks.overrides)
+    loaded = batch.pipelines[0]
+    if loaded is not None:       # the working point of the pipeline that made the tracks
+        cuts = config_section(tracks_config, overrides, "metrics", MetricCuts, tracks_config)
+        edge_cut = loaded.builder.edge_cut
+    else:
+        cuts, edge_cut = evaluation_settings(tracks_config, overrides,
+                                             checkpoint_paths(groups[0].checkpoints)["gnn"])
     _evaluate_pixel_events(prefixes, results, args.out / "evaluate", cuts)
     if args.evaluate or all(r.has_truth for r in results):
         _evaluate(args, cuts, edge_cut)

@@ -71,12 +71,14 @@ class EventResult:
 @dataclass(frozen=True)
 class BatchResult:
     """The events' results in the order given, the wall seconds of the inference (loading
-    excluded), the torch threads per process and the most processes used at once."""
+    excluded), the torch threads per process, the most processes used at once, and each model
+    set's pipeline where it was loaded in this process (None where workers loaded it)."""
 
     results: list[EventResult]
     wall_seconds: float
     threads: int
     workers: int
+    pipelines: list[TrainedPipeline | None]
 
     @property
     def events_per_second(self) -> float:
@@ -140,12 +142,13 @@ def _worker_event(prefix: str, out: Outputs) -> tuple[EventResult, float, int]:
             _WORKER["ready"], _WORKER["threads"])
 
 
-def run_in_process(source: PipelineSource, prefixes: list[str], out: Outputs, bar: Any,
+def run_in_process(pipeline: TrainedPipeline, prefixes: list[str], out: Outputs, bar: Any,
                    ) -> tuple[list[EventResult], float, int]:
-    """Events one after another here: (results in order, wall seconds, torch threads)."""
+    """Events one after another here with the loaded ``pipeline``: (results in order, wall
+    seconds, torch threads)."""
     from trkx.data.detector import load_detector
 
-    pipeline, detector = source.load(), load_detector()
+    detector = load_detector()
     start = time.monotonic()
     results = []
     for prefix in prefixes:
@@ -185,24 +188,35 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
 def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
                  overrides: tuple[str, ...], device: torch.device, workers: int,
                  progress: bool = True) -> BatchResult:
-    """Every model set on its events (each set loaded once per process), ``workers``
-    processes at most (never more than a set's events); the results in ``prefixes``' order.
+    """Every model set on its events, ``workers`` processes at most (never more than a set's
+    events); the results in ``prefixes``' order. Before any event runs, every set is loaded here
+    (when its events run in this process) or its checkpoints verified (when workers load it):
+    each checkpoint is read once per process, and a bad file fails before the first event.
     Files of other events left in the output folders by an earlier run are removed."""
     from tqdm import tqdm
 
+    from trkx.pipeline.inference import checkpoint_paths
+    from trkx.pipeline.preflight import check_checkpoints
     from trkx.runtime.threads import choose_threads
     from trkx.stages.tools import remove_stale
     from trkx.tracks.files import TRACKS_FILE
     from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name
 
+    plans = []
+    for group in groups:
+        source = PipelineSource(group.config, group.checkpoints, overrides, device)
+        n = min(workers, len(group.events))
+        if n == 1:
+            plans.append((group, source, n, source.load()))
+        else:
+            check_checkpoints(checkpoint_paths(group.checkpoints))
+            plans.append((group, source, n, None))
     by_prefix: dict[str, EventResult] = {}
     wall, threads, used = 0.0, 1, 1
     with tqdm(total=len(prefixes), desc="trkx infer", unit="event", disable=not progress) as bar:
-        for group in groups:
-            source = PipelineSource(group.config, group.checkpoints, overrides, device)
-            n = min(workers, len(group.events))
-            if n == 1:
-                results, seconds, threads = run_in_process(source, group.events, out, bar)
+        for group, source, n, pipeline in plans:
+            if pipeline is not None:
+                results, seconds, threads = run_in_process(pipeline, group.events, out, bar)
             else:
                 results, seconds, threads = run_in_workers(
                     source, group.events, out, bar, n, max(1, choose_threads(None) // n))
@@ -217,4 +231,4 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
         for stage in STAGES:
             remove_stale(out.graphs / stage, [out.graph_path(stage, r.event_id)
                                               for r in results])
-    return BatchResult(results, wall, threads, used)
+    return BatchResult(results, wall, threads, used, [plan[3] for plan in plans])
