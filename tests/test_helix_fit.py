@@ -136,3 +136,26 @@ def test_built_tracks_parameters_resolve_their_particles():
     assert summary["eta"]["median_abs"] <= 0.01
     assert summary["charge_correct"] >= 0.98
     assert summary["z0_mm"]["median_abs"] <= 1.0 and summary["d0_mm"]["median_abs"] <= 0.2
+
+
+def test_a_wrong_hit_does_not_bend_the_circle():
+    """A track built with a wrong hit (another particle's, tens of mm off its circle) at its
+    outer end: the weighted, outlier-robust fit keeps the particle's pT and charge; an
+    unweighted least-squares circle through all hits would not (issue 59: 0.90 of the matched
+    tracks had their charge right before)."""
+    points, truth = _ideal_tracks(1000, seed=5)
+    slow = (truth["pt"] < 5.0) & (np.abs(truth["eta"]) < 1.0)
+    points = points[slow]
+    wrong = points[:, -1].copy()
+    phi = np.arctan2(wrong[:, 1], wrong[:, 0]) + 40.0 / np.hypot(wrong[:, 0], wrong[:, 1])
+    r = np.hypot(wrong[:, 0], wrong[:, 1])
+    wrong[:, 0], wrong[:, 1] = r * np.cos(phi), r * np.sin(phi)        # 40 mm along phi
+    hits = np.concatenate([points, wrong[:, None, :]], axis=1)
+    n_tracks, n_hits = hits.shape[:2]
+    track = np.repeat(np.arange(n_tracks), n_hits)
+    flat = hits.reshape(-1, 3)
+    volume = np.tile(np.r_[np.full(n_hits - 4, 8), np.full(4, 13)], n_tracks)
+    fit = fit_helices(track, flat[:, 0], flat[:, 1], flat[:, 2], volume, field=FIELD)
+    np.testing.assert_array_equal(fit.charge, truth["charge"][slow])
+    np.testing.assert_allclose(fit.pt, truth["pt"][slow], rtol=0.02)
+    assert n_tracks > 20

@@ -11,8 +11,15 @@ once (sums per track by ``np.bincount``, no Python loop per track):
 
        e_i = sqrt((x_i - a)^2 + (y_i - b)^2) - R,
 
-   which remove the algebraic fit's bias on short arcs. ``R`` is capped at
-   :data:`MAX_RADIUS` (straight tracks).
+   which remove the algebraic fit's bias on short arcs. The steps are weighted (iteratively
+   reweighted least squares): each hit by the inverse variance of its residual, the fine
+   pitch and, in an endcap, the coarse radial pitch projected onto the circle's normal
+   (``sigma_i^2 = sigma_fine^2 + (sigma_r cos beta_i)^2``, ``beta_i`` between the hit's
+   radial direction and the normal), times a Cauchy weight ``1 / (1 + (e_i / c)^2)``,
+   ``c = OUTLIER_SCALE`` (0.5 mm), so that a wrong or noise hit tens of mm off the circle does
+   not bend it. ``R`` is capped at :data:`MAX_RADIUS`: a straight line through the hits'
+   principal direction is taken instead when its robust loss
+   ``sum_i (sigma_0 / sigma_i)^2 log(1 + (e_i / c)^2)`` is the smaller.
 2. **Line** ``z = z0 + s cot(theta)``: least squares of the hits' ``z`` on their path length
    ``s_i = h R wrap(alpha_i - alpha_0)`` from the point of closest approach to the beam line,
    ``alpha`` the angle around the circle's centre and ``h`` the turning sense.
@@ -51,7 +58,9 @@ PT_PER_TESLA_MM = 0.299792458e-3
 FIELD_TESLA = 2.0
 #: Largest circle radius (mm): a straight track.
 MAX_RADIUS = 1.0e7
-GAUSS_NEWTON_STEPS = 3
+GAUSS_NEWTON_STEPS = 6
+#: mm: a hit this far off the circle weighs half as much (the Cauchy weight of the fit).
+OUTLIER_SCALE = 0.5
 
 # volume -> (sigma of the precise transverse coordinate, sigma of the coarse one) in mm, from
 # the module pitches of detectors.csv (pitch / sqrt(12)); the coarse one is z in the barrels
@@ -60,6 +69,8 @@ _PITCH = {7: (0.050, 0.056), 8: (0.050, 0.056), 9: (0.050, 0.056),
           12: (0.080, 1.2), 13: (0.080, 1.2), 14: (0.080, 1.2),
           16: (0.12, 10.4), 17: (0.12, 10.4), 18: (0.12, 10.4)}
 BARREL_VOLUMES = (8, 13, 17)
+#: mm: the pixel's fine resolution, the unit of the circle fit's weights.
+PIXEL_SIGMA = _PITCH[8][0] / np.sqrt(12.0)
 
 
 def hit_resolutions(volume_id: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -106,11 +117,82 @@ def _sums(inverse: np.ndarray, n_tracks: int, *values: np.ndarray) -> list[np.nd
     return [np.bincount(inverse, weights=v, minlength=n_tracks) for v in values]
 
 
-def _rss(inverse: np.ndarray, n_tracks: int, u: np.ndarray, v: np.ndarray, a: np.ndarray,
-         b: np.ndarray, radius: np.ndarray) -> np.ndarray:
-    """Per track, the sum of squared geometric residuals to the circle ``(a, b, radius)``."""
+def _hit_weights(u: np.ndarray, v: np.ndarray, x: np.ndarray, y: np.ndarray, a: np.ndarray,
+                 b: np.ndarray, res: np.ndarray, sigma_fine: np.ndarray,
+                 sigma_r: np.ndarray) -> np.ndarray:
+    """Per hit, ``(sigma_0 / sigma_i)^2 / (1 + (res_i / OUTLIER_SCALE)^2)``: the inverse
+    variance of its circle residual (the fine pitch, and in an endcap the coarse radial pitch
+    times the cosine between the hit's radial direction and the circle's normal there),
+    relative to the pixel's ``sigma_0``, times a Cauchy weight that lets a hit far off the
+    circle (a wrong hit, noise) pull no more than :data:`OUTLIER_SCALE` does."""
+    du, dv = u - a, v - b
+    dist = np.maximum(np.hypot(du, dv), 1e-12)
+    r = np.maximum(np.hypot(x, y), 1e-12)
+    cos_beta = (du * x + dv * y) / (dist * r)
+    sigma2 = sigma_fine ** 2 + (sigma_r * cos_beta) ** 2
+    return (PIXEL_SIGMA ** 2 / sigma2) / (1.0 + (res / OUTLIER_SCALE) ** 2)
+
+
+def _robust_rss(inverse: np.ndarray, n_tracks: int, u, v, x, y, sigma_fine, sigma_r,
+                a: np.ndarray, b: np.ndarray, radius: np.ndarray) -> np.ndarray:
+    """Per track, the sum of ``(sigma_0 / sigma_i)^2 log(1 + (res_i / OUTLIER_SCALE)^2)``: the
+    robust loss whose minimum the weights of :func:`_hit_weights` find."""
     res = np.hypot(u - a[inverse], v - b[inverse]) - radius[inverse]
-    return np.bincount(inverse, weights=res * res, minlength=n_tracks)
+    weight = _hit_weights(u, v, x, y, a[inverse], b[inverse], np.zeros_like(res), sigma_fine,
+                          sigma_r)
+    return np.bincount(inverse, weights=weight * np.log1p((res / OUTLIER_SCALE) ** 2),
+                       minlength=n_tracks)
+
+
+def _three_point_start(inverse: np.ndarray, n_tracks: int, u: np.ndarray, v: np.ndarray,
+                       x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per track, the circle ``(a, b, radius)`` (centred coordinates) through its innermost,
+    middle and outermost hits by transverse radius; :data:`MAX_RADIUS` where they are on a
+    line (or the track has fewer than 3 hits)."""
+    order = np.lexsort((np.hypot(x, y), inverse))
+    start = np.searchsorted(inverse[order], np.arange(n_tracks), side="left")
+    stop = np.searchsorted(inverse[order], np.arange(n_tracks), side="right")
+    last = max(len(order) - 1, 0)
+    pick = [order[np.clip(i, 0, last)] if len(order) else np.zeros(n_tracks, np.int64)
+            for i in (start, (start + stop - 1) // 2, stop - 1)]
+    (u1, v1), (u2, v2), (u3, v3) = ((u[i], v[i]) for i in pick) if len(order) else \
+        ((np.zeros(n_tracks), np.zeros(n_tracks)),) * 3
+    det = 2.0 * (u1 * (v2 - v3) + u2 * (v3 - v1) + u3 * (v1 - v2))
+    q1, q2, q3 = u1 * u1 + v1 * v1, u2 * u2 + v2 * v2, u3 * u3 + v3 * v3
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = (q1 * (v2 - v3) + q2 * (v3 - v1) + q3 * (v1 - v2)) / det
+        b = (q1 * (u3 - u2) + q2 * (u1 - u3) + q3 * (u2 - u1)) / det
+    radius = np.hypot(u1 - a, v1 - b)
+    ok = np.isfinite(radius) & (radius <= MAX_RADIUS) & (stop - start >= 3)
+    return np.where(ok, a, 0.0), np.where(ok, b, MAX_RADIUS), np.where(ok, radius, MAX_RADIUS)
+
+
+def _weighted_circle(inverse, n_tracks, n, fitted, u, v, x, y, sigma_fine, sigma_r, a, b,
+                     radius):
+    """Gauss-Newton steps on the weighted geometric residuals (:func:`_hit_weights`, the
+    weights renewed at every step: iteratively reweighted least squares) from ``(a, b,
+    radius)`` in the centred coordinates ``u, v``."""
+    for _ in range(GAUSS_NEWTON_STEPS):
+        du, dv = u - a[inverse], v - b[inverse]
+        dist = np.maximum(np.hypot(du, dv), 1e-12)
+        res = dist - radius[inverse]
+        w = _hit_weights(u, v, x, y, a[inverse], b[inverse], res, sigma_fine, sigma_r)
+        ju, jv = -du / dist, -dv / dist            # d res / d(a, b); d res / d R = -1
+        s_uu, s_uv, s_vv, s_u, s_v, s_1, r_u, r_v, r_1 = _sums(
+            inverse, n_tracks, w * ju * ju, w * ju * jv, w * jv * jv, w * ju, w * jv, w,
+            w * ju * res, w * jv * res, w * res)
+        jtj = np.stack([np.stack([s_uu, s_uv, -s_u], -1), np.stack([s_uv, s_vv, -s_v], -1),
+                        np.stack([-s_u, -s_v, s_1], -1)], -2)
+        step = _solve3(jtj, -np.stack([r_u, r_v, -r_1], -1))
+        step = np.nan_to_num(step, nan=np.inf)
+        new_radius = radius + step[:, 2]
+        # a step towards an ever larger circle (a straight track) is not taken
+        good = np.isfinite(step).all(axis=1) & fitted & (new_radius > 0) & \
+            (new_radius <= MAX_RADIUS)
+        a = np.where(good, a + np.where(good, step[:, 0], 0.0), a)
+        b = np.where(good, b + np.where(good, step[:, 1], 0.0), b)
+        radius = np.where(good, new_radius, radius)
+    return a, b, radius
 
 
 def _solve3(m: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -157,28 +239,24 @@ def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarra
     usable = np.isfinite(a) & np.isfinite(b) & np.isfinite(radius) & (radius <= MAX_RADIUS)
     a, b = np.where(usable, a, far_a), np.where(usable, b, far_b)
     radius = np.where(usable, radius, MAX_RADIUS)
-    straight = _rss(inverse, n_tracks, u, v, far_a, far_b, np.full(n_tracks, MAX_RADIUS)) < \
-        _rss(inverse, n_tracks, u, v, a, b, radius)
+    sigma_fine, _, sigma_r = hit_resolutions(volumes)
+    # two starts, each refined by the weighted steps: the algebraic circle, and the circle
+    # through the innermost, middle and outermost hits (which a wrong hit cannot pull); the
+    # one of smaller robust loss is kept
+    fits = [_weighted_circle(inverse, n_tracks, n, fitted, u, v, x, y, sigma_fine, sigma_r,
+                             *start)
+            for start in ((a, b, radius), _three_point_start(inverse, n_tracks, u, v, x, y))]
+    losses = [_robust_rss(inverse, n_tracks, u, v, x, y, sigma_fine, sigma_r, *fit)
+              for fit in fits]
+    second = losses[1] < losses[0]
+    a, b, radius = (np.where(second, late, early) for early, late in zip(*fits))
+    # a nearly straight track: the line through the hits' principal direction, when its robust
+    # weighted residuals are smaller than the circle's
+    straight = _robust_rss(inverse, n_tracks, u, v, x, y, sigma_fine, sigma_r, far_a, far_b,
+                           np.full(n_tracks, MAX_RADIUS)) < \
+        _robust_rss(inverse, n_tracks, u, v, x, y, sigma_fine, sigma_r, a, b, radius)
     a, b = np.where(straight, far_a, a), np.where(straight, far_b, b)
     radius = np.where(straight, MAX_RADIUS, radius)
-    for _ in range(GAUSS_NEWTON_STEPS):
-        du, dv = u - a[inverse], v - b[inverse]
-        dist = np.maximum(np.hypot(du, dv), 1e-12)
-        res = dist - radius[inverse]
-        ju, jv = -du / dist, -dv / dist            # d res / d(a, b); d res / d R = -1
-        s_uu, s_uv, s_vv, s_u, s_v, r_u, r_v, r_1 = _sums(
-            inverse, n_tracks, ju * ju, ju * jv, jv * jv, ju, jv, ju * res, jv * res, res)
-        jtj = np.stack([np.stack([s_uu, s_uv, -s_u], -1), np.stack([s_uv, s_vv, -s_v], -1),
-                        np.stack([-s_u, -s_v, n], -1)], -2)
-        step = _solve3(jtj, -np.stack([r_u, r_v, -r_1], -1))
-        step = np.nan_to_num(step, nan=np.inf)
-        new_radius = radius + step[:, 2]
-        # a step towards an ever larger circle (a straight track) is not taken
-        good = np.isfinite(step).all(axis=1) & fitted & (new_radius > 0) & \
-            (new_radius <= MAX_RADIUS)
-        a = np.where(good, a + np.where(good, step[:, 0], 0.0), a)
-        b = np.where(good, b + np.where(good, step[:, 1], 0.0), b)
-        radius = np.where(good, new_radius, radius)
     a, b = a + mx, b + my
     du, dv = x - a[inverse], y - b[inverse]
     res_xy = np.hypot(du, dv) - radius[inverse]
