@@ -4,7 +4,7 @@ A script calls :func:`start` first (``if __name__ == "__main__"``, before torch 
 its arguments with :func:`parser` and :func:`parse`, times with :func:`timed` (or
 :func:`best_of`), draws with :func:`pyplot` and :func:`save_figure` and ends with
 :func:`write_json`, which keeps the script's figures at the top level (the keys README, the
-model card and ``trkx.models.package`` read) and adds one ``run`` object: the command line, the
+model card and ``trkx.packaging.package`` read) and adds one ``run`` object: the command line, the
 commit and whether the tree had uncommitted changes, the date, the wall seconds since
 :func:`start` and the machine (:func:`machine`): any figure traces back to what made it.
 Memory is read from /proc (Linux): :func:`rss_kib`, :func:`peak_rss_kib`, :func:`reset_peak_rss`.

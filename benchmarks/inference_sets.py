@@ -12,7 +12,7 @@ event (load to write) over the hits-only set's, issue 47's figure (target <= 1.2
 ``pass_ratios``, the same ratio for each pair of neighbouring passes: its spread is the noise
 of the machine.
 ``--cells-models DIR`` times a candidate cells set (a folder with ``pipeline.yaml`` and the
-three model files, e.g. one ``trkx.models.package`` wrote) instead of the shipped one, so a
+three model files, e.g. one ``trkx.packaging.package`` wrote) instead of the shipped one, so a
 change is measured before it ships.
 
 ``peak_memory_gb``: per set, the peak resident memory of a separate ``trkx infer`` process

@@ -1,4 +1,4 @@
-"""What a training that spans many sessions relies on (trkx.training, trkx.models.curves): a
+"""What a training that spans many sessions relies on (trkx.training, trkx.packaging.curves): a
 fixed learning-rate horizon that a larger budget does not move, ``last.ckpt`` written one step
 after each validation (a killed run loses at most the steps since it), and training seconds
 summed over the stretches of a resumed run, read back as learning curves."""
@@ -12,7 +12,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from trkx.models.curves import stage_curve
+from trkx.packaging.curves import stage_curve
 from trkx.stages.schedules import warmup_cosine
 from trkx.training.fit import _same_run
 
@@ -119,7 +119,7 @@ def test_a_key_later_counted_as_a_budget_keeps_older_runs_resumable() -> None:
 def test_the_card_counts_a_resumed_training_over_all_its_stretches(tmp_path: Path) -> None:
     """The last invocation's step marker of a resumed training holds only that stretch (here
     the 28 s of an export); the logged ``train_seconds`` hold every stretch."""
-    from trkx.models.card import training_seconds
+    from trkx.packaging.card import training_seconds
 
     steps = tmp_path / ".trkx" / "steps"
     steps.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The model card names the commit its recipe came from (trkx.models.card.recipe_commit): a
+"""The model card names the commit its recipe came from (trkx.packaging.card.recipe_commit): a
 recipe edited after its models shipped (a new long stretch) no longer reproduces them."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from trkx.models.card import _reproduce_note, recipe_commit
+from trkx.packaging.card import _reproduce_note, recipe_commit
 
 
 def git(repo: Path, *args: str) -> str:

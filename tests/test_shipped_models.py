@@ -14,7 +14,7 @@ import pytest
 from trkx.cli import main as trkx_main
 from trkx.files.checkpoint import CheckpointError
 from trkx.models import FILES, MANIFEST, verify
-from trkx.models.package import CARD, package
+from trkx.packaging.package import CARD, package
 from trkx.pipeline.inference import TrainedPipeline
 
 pytestmark = pytest.mark.slow

@@ -41,10 +41,9 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from trkx.config import naming_overrides
-    from trkx.data.listing import record_event_id, record_paths
+    from trkx.data.listing import record_event_id, record_paths, remove_stale
     from trkx.data.record import load_record
     from trkx.files.errors import TrackMLFormatError
-    from trkx.stages.tools import remove_stale
     from trkx.tracks.building import tracks_frame
     from trkx.tracks.files import (
         TRACKS_FILE,

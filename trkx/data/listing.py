@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 RECORD_PATTERN = "*.pt"
+#: The name of a stage's record of one event.
+RECORD_FILE = re.compile(r"^event\d{9}\.pt$")
 _EVENT_NUMBER = re.compile(r"event(\d+)")
 
 
@@ -44,3 +47,22 @@ def record_event_id(path: str | os.PathLike) -> int:
     name has none."""
     match = _EVENT_NUMBER.search(Path(path).stem)
     return int(match.group(1)) if match else -1
+
+
+def output_path(event_id: int, out_dir: str | Path) -> Path:
+    """Where the record of one event goes."""
+    return Path(out_dir) / f"event{int(event_id):09d}.pt"
+
+
+def remove_stale(out_dir: Path, written: Iterable[Path], pattern: re.Pattern = RECORD_FILE,
+                 ) -> int:
+    """Delete output files of earlier runs in ``out_dir`` (names matching ``pattern``) that
+    this run did not write, so a reused folder holds only this run's outputs."""
+    keep = {Path(p).resolve() for p in written}
+    stale = [p for p in Path(out_dir).iterdir()
+             if pattern.match(p.name) and p.resolve() not in keep]
+    for path in stale:
+        path.unlink()
+    if stale:
+        print(f"{out_dir}: removed {len(stale)} file(s) of an earlier run")
+    return len(stale)

@@ -16,8 +16,8 @@ file and the hits-only set on the others (:func:`models_for`).
     card.md                             the model card: how they were made, what they measure
 
 :func:`shipped_models` checks every file against ``SHA256SUMS`` before anything is loaded, so
-a damaged or hand-edited file is refused with one line naming it. ``python -m
-trkx.models.package`` writes such a folder from a ``trkx run`` work directory.
+a damaged or hand-edited file is refused with one line naming it. ``trkx
+package`` (trkx.packaging) writes such a folder from a ``trkx run`` work directory.
 """
 
 from __future__ import annotations

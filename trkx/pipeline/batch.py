@@ -52,7 +52,7 @@ class Outputs:
     graphs: Path | None = None
 
     def graph_path(self, stage: str, event_id: int) -> Path:
-        from trkx.stages.tools import output_path
+        from trkx.data.listing import output_path
 
         assert self.graphs is not None
         return output_path(event_id, self.graphs / stage)
@@ -195,10 +195,10 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
     Files of other events left in the output folders by an earlier run are removed."""
     from tqdm import tqdm
 
+    from trkx.data.listing import remove_stale
     from trkx.pipeline.inference import checkpoint_paths
     from trkx.pipeline.preflight import check_checkpoints
     from trkx.runtime.threads import choose_threads
-    from trkx.stages.tools import remove_stale
     from trkx.tracks.files import TRACKS_FILE
     from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name
 

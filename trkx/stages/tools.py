@@ -15,7 +15,6 @@ overrides it); ``trkx infer STAGE`` without ``--config`` uses the config stored 
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from trkx.config import (
     load_config,
     naming_overrides,
 )
+from trkx.data.listing import output_path, remove_stale
 from trkx.stages.commands import StageCommands
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from trkx.training.data import EventSlice, StageData
     from trkx.training.fit import FitResult
 
-RECORD_FILE = re.compile(r"^event\d{9}\.pt$")
 
 
 def add_set_argument(parser: argparse.ArgumentParser, example: str) -> None:
@@ -160,25 +159,6 @@ def run_infer(stage: StageCommands, args: argparse.Namespace) -> int:
             stage.check_config(config, label)
     return int(stage.infer(config, label, Path(str(checkpoint)), args.events, args.out,
                            args.n_events) or 0)
-
-
-def output_path(event_id: int, out_dir: str | Path) -> Path:
-    """Where the record of one event goes."""
-    return Path(out_dir) / f"event{int(event_id):09d}.pt"
-
-
-def remove_stale(out_dir: Path, written: Iterable[Path], pattern: re.Pattern = RECORD_FILE,
-                 ) -> int:
-    """Delete output files of earlier runs in ``out_dir`` (names matching ``pattern``) that
-    this run did not write, so a reused folder holds only this run's outputs."""
-    keep = {Path(p).resolve() for p in written}
-    stale = [p for p in Path(out_dir).iterdir()
-             if pattern.match(p.name) and p.resolve() not in keep]
-    for path in stale:
-        path.unlink()
-    if stale:
-        print(f"{out_dir}: removed {len(stale)} file(s) of an earlier run")
-    return len(stale)
 
 
 def write_records(records: Iterable[Data], out: Path, transform: Callable[[Data], Data],

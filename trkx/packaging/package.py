@@ -1,13 +1,13 @@
 """Package a trained pipeline as shipped models (the layout of :mod:`trkx.models`):
 
-    python -m trkx.models.package --recipe configs/pu200.yaml --workdir runs/pu200 \\
+    trkx package --recipe configs/pu200.yaml --workdir runs/pu200 \\
         --out trkx/models/pu200
 
 copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first), writes each
 stage's config as the checkpoint stores it (the exact config it was trained with: includes
 merged, overrides applied), the recipe's tracks config (overrides applied) and a
 ``pipeline.yaml`` naming them with the recipe's ``events`` and ``inference`` sections, then
-``SHA256SUMS`` and the model card ``card.md`` (:mod:`trkx.models.card`: from the run's records
+``SHA256SUMS`` and the model card ``card.md`` (:mod:`trkx.packaging.card`: from the run's records
 and the benchmark JSON files given with ``--physics``, ``--real-events``, ``--inference``),
 with the learning curves of every stage beside it (``curves.json``, ``curves.png``). The
 folder is replaced whole (built beside it, then renamed).
@@ -15,10 +15,8 @@ folder is replaced whole (built beside it, then renamed).
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,7 @@ from trkx.models import FILES, MANIFEST, manifest_text, verify
 
 STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
 CARD = "card.md"
-#: The learning curves beside the card (trkx.models.curves): documentation, not in SHA256SUMS.
+#: The learning curves beside the card (trkx.packaging.curves): documentation, not in SHA256SUMS.
 CURVES_JSON, CURVES_PLOT = "curves.json", "curves.png"
 
 
@@ -43,8 +41,8 @@ def package(recipe: Path, workdir: Path, out: Path,
     ``workdir`` (``benchmarks``: name -> JSON quoted by the card); returns ``out``."""
     from trkx.config import apply_overrides, load_config
     from trkx.files.checkpoint import load_checkpoint
-    from trkx.models.card import card_text
-    from trkx.models.curves import learning_curves, plot_curves
+    from trkx.packaging.card import card_text
+    from trkx.packaging.curves import learning_curves, plot_curves
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import checkpoint_paths
 
@@ -90,24 +88,3 @@ def package(recipe: Path, workdir: Path, out: Path,
     finally:
         shutil.rmtree(build, ignore_errors=True)
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trkx.models.package",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipe", type=Path, required=True, help="the pipeline YAML trained")
-    parser.add_argument("--workdir", type=Path, required=True, help="its `trkx run` workdir")
-    parser.add_argument("--out", type=Path, required=True, help="the shipped-model folder")
-    for bench in ("physics", "real-events", "inference"):
-        parser.add_argument(f"--{bench}", type=Path, default=None, metavar="JSON",
-                            help=f"benchmarks/{bench.replace('-', '_')}.py JSON the card quotes")
-    args = parser.parse_args(argv)
-    benchmarks = {name: path for name, path in (("physics", args.physics),
-                                                ("real_events", args.real_events),
-                                                ("inference", args.inference)) if path}
-    print(f"shipped models -> {package(args.recipe, args.workdir, args.out, benchmarks)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -133,8 +133,8 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
               benchmarks: dict[str, Path],
               curves: dict[str, list[dict[str, float]]] | None = None) -> str:
     """The markdown of the model card of ``folder`` (shipped from ``workdir``), with the
-    learning curves ``curves`` (trkx.models.curves) when given."""
-    from trkx.models.curves import curve_rows
+    learning curves ``curves`` (trkx.packaging.curves) when given."""
+    from trkx.packaging.curves import curve_rows
 
     curves = curves or {}
     from trkx import __version__
@@ -148,12 +148,12 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         total += trained if trained is not None else json.loads(marker.read_text())["seconds"]
     lines = [
         f"# Model card: `{name}` (trkx {__version__})", "",
-        f"Written {datetime.date.today().isoformat()} by `python -m trkx.models.package` from "
+        f"Written {datetime.date.today().isoformat()} by `trkx package` from "
         f"the run in `{workdir}`; the checksums of every file are in `SHA256SUMS`.", "",
         "## Reproduce", "", *_reproduce_note(recipe),
         "```bash",
         f"trkx run {recipe} --workdir {workdir}",
-        f"python -m trkx.models.package --recipe {recipe} --workdir {workdir} --out {folder}",
+        f"trkx package --recipe {recipe} --workdir {workdir} --out {folder}",
         "```", "",
         "## Training events", "",
         f"Simulated by `trkx simulate` (the run's first steps): {events.get('train_events')} "

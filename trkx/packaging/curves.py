@@ -5,7 +5,7 @@ A stage trains in ``W/checkpoints/STAGE.run``; its Lightning CSV logs
 (``logs/version_N/metrics.csv``, one folder per stretch, carried over by the committed training
 state, trkx.pipeline.state) hold one row per validation with ``step``, ``train_seconds``
 (training time summed over the stretches, trkx.training.trainer) and the ``val_*`` metrics.
-:func:`learning_curves` collects them; ``python -m trkx.models.package`` writes them beside
+:func:`learning_curves` collects them; ``trkx package`` writes them beside
 the model card as ``curves.json`` and ``curves.png``.
 """
 
