@@ -2,8 +2,10 @@
 
 A TrackML event is named by its prefix ``folder/eventNNNNNNNNN`` (its parts are
 ``{prefix}-{hits,cells,particles,truth}.csv[.gz]``); a saved event record is a ``*.pt`` file
-written by :func:`trkx.data.record.save_record`, by the stages ``eventNNNNNNNNN.pt``. Listing
-imports neither torch nor pandas, so the checks of input folders run before the heavy imports.
+written by :func:`trkx.data.record.save_record`, by the stages ``eventNNNNNNNNN.pt``
+(:func:`output_path`); :func:`remove_stale` clears a reused output folder of an earlier run's
+files. Listing imports neither torch nor pandas, so the checks of input folders run before the
+heavy imports.
 """
 
 from __future__ import annotations
