@@ -44,7 +44,7 @@ def command_modules() -> list:
     """The subcommand modules of this package, in name order."""
     modules = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):          # helpers (_tracks_io), imported by handlers
+        if info.name.startswith("_"):          # helpers (_help), imported by handlers
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         if hasattr(module, "register"):
