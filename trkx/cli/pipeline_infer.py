@@ -62,8 +62,8 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                        help="also write each stage's graph records to DIR/{embedding,filter,"
                             "gnn}/ (with edge labels when the events have truth)")
     group.add_argument("--evaluate", action=argparse.BooleanOptionalAction, default=None,
-                       help="run `trkx evaluate` into OUT/evaluate (default: when every event "
-                            "has truth)")
+                       help="evaluate the tracks as `trkx evaluate` does, into OUT/evaluate "
+                            "(default: when every event has truth)")
 
 
 def run(args: argparse.Namespace) -> int:
