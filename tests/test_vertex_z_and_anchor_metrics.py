@@ -7,12 +7,13 @@ import numpy as np
 import pandas as pd
 
 from tests.tracks_events import hand_truth
-from trkx.tracks.anchors import ANCHOR_CUTS, anchor_evaluation, anchor_summary, pixel_hits
+from trkx.tracks.anchors import ANCHOR_CUTS, anchor_evaluation, pixel_hits
 from trkx.tracks.metrics import (
     MetricCuts,
     distinct_layers,
     evaluate_event,
     event_summary,
+    overall_summary,
 )
 from trkx.tracks.summary_text import anchor_line, short_particles_line, vertex_z_line
 
@@ -72,7 +73,7 @@ def test_anchor_signal_takes_pt_above_0_9_and_three_pixel_layers():
     tracks = tracks_of([1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3])
     own = event_summary(evaluate_event(truth, tracks))
     assert own["n_signal_particles"] == 2                     # particles 2 and 3
-    anchors = anchor_summary([anchor_evaluation(truth, tracks)])
+    anchors = overall_summary([anchor_evaluation(truth, tracks)])
     assert anchors["n_signal_particles"] == 2                 # particles 1 and 3
     assert anchors["efficiency"] == 1.0
     assert pixel_hits(truth).sum() == 10
@@ -94,7 +95,7 @@ def test_anchor_fake_rate_counts_signal_majority_candidates_only():
     own = event_summary(evaluate_event(truth, tracks, MetricCuts()))
     assert own["n_tracks"] == 5 and own["n_fake_tracks"] == 3      # the halves, the noise
     assert own["fake_rate_signal_majority"] == 2 / 3               # halves of 1, of 3 with 2
-    anchors = anchor_summary([anchor_evaluation(truth, tracks)])
+    anchors = overall_summary([anchor_evaluation(truth, tracks)])
     assert anchors["efficiency"] == 0.5
     assert anchors["fake_rate_signal_majority"] == 2 / 3
     assert ANCHOR_CUTS.pt_min == 0.9 and ANCHOR_CUTS.min_layers == 3

@@ -96,43 +96,40 @@ def run(args: argparse.Namespace) -> int:
     text = json.dumps(report, indent=2)
     atomic_write(args.out / "timing.json", lambda tmp: tmp.write_text(text))
     print(summary_line(report, args.out, settings))
-    if args.evaluate is False:
-        return 0
-    from trkx.tracks.files import config_section, evaluation_settings
-    from trkx.tracks.metrics import MetricCuts
+    from trkx.tracks.projection import pixel_truth_file
 
-    tracks_config = str(config.stage_config_path(config.tracks))
-    overrides = list(config.tracks.overrides)
-    loaded = batch.pipelines[0]
-    if loaded is not None:       # the working point of the pipeline that made the tracks
-        cuts = config_section(tracks_config, overrides, "metrics", MetricCuts, tracks_config)
-        edge_cut = loaded.builder.edge_cut
-    else:
-        cuts, edge_cut = evaluation_settings(tracks_config, overrides,
-                                             checkpoint_paths(groups[0].checkpoints)["gnn"])
-    _evaluate_pixel_events(prefixes, results, args.out / "evaluate", cuts)
-    if args.evaluate or all(r.has_truth for r in results):
+    pixel = [(p, r) for p, r in zip(prefixes, results)
+             if not r.has_truth and pixel_truth_file(p) is not None]
+    evaluate = args.evaluate or (args.evaluate is None and all(r.has_truth for r in results))
+    if args.evaluate is False or not (pixel or evaluate):
+        return 0
+    from trkx.tracks.files import evaluation_settings
+
+    loaded = batch.pipelines[0]       # the working point of the pipeline that made the tracks
+    cuts, edge_cut = evaluation_settings(
+        str(config.stage_config_path(config.tracks)), list(config.tracks.overrides),
+        checkpoint_paths(groups[0].checkpoints)["gnn"], loaded and loaded.builder)
+    if pixel:
+        _evaluate_pixel_events(pixel, args.out / "evaluate", cuts)
+    if evaluate:
         _evaluate(args, cuts, edge_cut)
     return 0
 
 
-def _evaluate_pixel_events(prefixes: list[str], results: list, out: Path, cuts) -> None:
+def _evaluate_pixel_events(pixel: list, out: Path, cuts) -> None:
     """Events with truth for their pixel hits only (``-truth-pixel``, e.g. the real event
-    21001): their tracks scored on the projection onto those hits (trkx.tracks.projection),
-    printed and written to ``out/pixel_truth.json``."""
+    21001), ``(prefix, result)``: their tracks scored on the projection onto those hits
+    (trkx.tracks.projection), printed and written to ``out/pixel_truth.json``."""
     import pandas as pd
 
     from trkx.tracks.files import atomic_write
-    from trkx.tracks.projection import pixel_truth_file, pixel_truth_report
+    from trkx.tracks.projection import pixel_truth_report
     from trkx.tracks.summary_text import pixel_truth_text
 
-    pixel = [(p, pd.read_csv(r.path), r.event_id) for p, r in zip(prefixes, results)
-             if not r.has_truth and pixel_truth_file(p) is not None]
-    if pixel:
-        report = pixel_truth_report(pixel, cuts)
-        text = json.dumps(report, indent=1, default=float)
-        atomic_write(out / "pixel_truth.json", lambda tmp: tmp.write_text(text))
-        print(pixel_truth_text(report, len(pixel), out / "pixel_truth.json"))
+    report = pixel_truth_report([(p, pd.read_csv(r.path), r.event_id) for p, r in pixel], cuts)
+    text = json.dumps(report, indent=1, default=float)
+    atomic_write(out / "pixel_truth.json", lambda tmp: tmp.write_text(text))
+    print(pixel_truth_text(report, len(pixel), out / "pixel_truth.json"))
 
 
 def _evaluate(args: argparse.Namespace, cuts, edge_cut: float) -> None:

@@ -14,7 +14,9 @@ TrackML's pixel detector alone, with HEPTv2's evaluation:
   trkx's own fake rate counts are left out).
 
 An event whose truth covers its pixel hits only (the real event 21001) is already its pixel
-part. ``pT > 0.9`` is taken as ``pT >= 0.9`` (no particle has exactly 0.9 GeV).
+part. ``pT > 0.9`` is taken as ``pT >= 0.9`` (no particle has exactly 0.9 GeV). The pooled
+figures of several events are trkx.tracks.metrics.overall_summary's, the anchors' fake rate
+its ``fake_rate_signal_majority``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from trkx.tracks.event_truth import EventTruth
-from trkx.tracks.metrics import EventEvaluation, MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.metrics import EventEvaluation, MetricCuts, evaluate_event
 
 #: TrackML's pixel volumes.
 PIXEL_VOLUMES: tuple[int, ...] = (7, 8, 9)
@@ -46,10 +48,3 @@ def anchor_evaluation(truth: EventTruth, submission: pd.DataFrame) -> EventEvalu
     pixel = truth.subset(pixel_hits(truth))
     tracks = submission[submission["hit_id"].isin(pixel.hit_id)]
     return evaluate_event(pixel, tracks, ANCHOR_CUTS)
-
-
-def anchor_summary(evaluations: list[EventEvaluation]) -> dict[str, float | int]:
-    """The pooled figures of :func:`anchor_evaluation`'s evaluations: ``efficiency``,
-    ``fake_rate_signal_majority`` (the anchors' fake rate), with errors, counts, and the same
-    splits as trkx's own figures (by origin and vertex |z|)."""
-    return overall_summary(evaluations)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from trkx.tracks.anchors import ANCHOR_CUTS, anchor_evaluation, anchor_summary
+from trkx.tracks.anchors import ANCHOR_CUTS, anchor_evaluation
 from trkx.tracks.binned import BinnedRate, standard_rates
 from trkx.tracks.metrics import (
     MetricCuts,
@@ -132,7 +132,7 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
         edges[name] = stage_edge_metrics(name, folder, cut, cuts)
     report = {"cuts": cuts_dict(cuts), "overall": overall_summary(evaluations),
               "events": [event_summary(e) for e in evaluations],
-              "anchors": {"cuts": cuts_dict(ANCHOR_CUTS), "overall": anchor_summary(anchors)},
+              "anchors": {"cuts": cuts_dict(ANCHOR_CUTS), "overall": overall_summary(anchors)},
               "binned": {name: rate.to_dict() for name, rate in rates.items()},
               "edges": edges}
     fitted_rows = pd.concat(matched, ignore_index=True) if matched else None

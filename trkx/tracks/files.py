@@ -47,17 +47,19 @@ def track_builder(config_path: str | None, overrides: list[str], checkpoint: Pat
 
 
 def evaluation_settings(config_path: str | None, overrides: list[str],
-                        checkpoint: Path | None) -> tuple[object, float]:
+                        checkpoint: Path | None, builder=None) -> tuple[object, float]:
     """``(MetricCuts, edge cut)`` of an evaluation: the config's ``metrics`` section, and the
-    cut of its builder (null keys from the GNN checkpoint's working point), from which a
-    record's edge counts as kept."""
+    cut from which a record's edge counts as kept: that of ``builder`` (the track builder that
+    made the tracks) when given, else of the config's builder (null keys from the GNN
+    checkpoint's working point)."""
     from trkx.config import naming_overrides
     from trkx.tracks.metrics import MetricCuts
 
     label = config_path or "--set"
     with naming_overrides(overrides, label):   # a bad --set names it
         cuts = config_section(config_path, overrides, "metrics", MetricCuts, label)
-        builder = track_builder(config_path, overrides, checkpoint)
+        if builder is None:
+            builder = track_builder(config_path, overrides, checkpoint)
     return cuts, builder.edge_cut
 
 

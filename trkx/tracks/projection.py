@@ -131,7 +131,7 @@ def pixel_truth_report(events: list[tuple[str, pd.DataFrame, int]], cuts=None) -
     ``(prefix, tracks, event_id)``; each event is read once and counted with ``cuts``
     (trkx.tracks.metrics.MetricCuts, default its defaults) and as the anchors count
     (trkx.tracks.anchors): trkx's summary, with the anchors' under ``anchors``."""
-    from trkx.tracks.anchors import ANCHOR_CUTS, anchor_summary
+    from trkx.tracks.anchors import ANCHOR_CUTS
     from trkx.tracks.metrics import MetricCuts, overall_summary
 
     cuts = cuts or MetricCuts()
@@ -140,4 +140,4 @@ def pixel_truth_report(events: list[tuple[str, pd.DataFrame, int]], cuts=None) -
         record, mask, labels = pixel_truth_labels(prefix, tracks, event_id, cuts.pt_min)
         own.append(projected_evaluation(record, mask, labels, event_id, cuts))
         anchors.append(projected_evaluation(record, mask, labels, event_id, ANCHOR_CUTS))
-    return {**overall_summary(own), "anchors": anchor_summary(anchors)}
+    return {**overall_summary(own), "anchors": overall_summary(anchors)}
