@@ -33,6 +33,15 @@ volumes 7, 8, 9) and ``{sample,event21001}/all_hits`` (every hit with cells, all
 ``--shapes-only`` computes just this table (seconds):
 
     python benchmarks/sim_vs_real.py --shapes-only --quick --json shapes.json
+
+``--material`` compares only what the material does to a track
+(:func:`event_distributions.material_facts`: the pixel crossings' circle RMS and the pT lost
+across the detector, prompt 1-2 GeV particles) between the sample event and the twins, simulated
+with ``--field-map``, ``--support-fraction`` and ``--energy-loss`` as ``trkx simulate`` takes
+them (the fit of trkx.data.simulate.physics):
+
+    python benchmarks/sim_vs_real.py --material --events 2 --field-map solenoid \
+        --support-fraction 5.9 --energy-loss 1.2 --json material.json
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from event_distributions import (
     event_samples,
     event_view,
     histogram,
+    material_facts,
     pool,
     shape_samples,
     subsample,
@@ -67,6 +77,8 @@ from sim_vs_real_models import FIRST_SIM_ID, REAL_EVENT, SAMPLE_EVENT, model_gap
 from trkx.data.detector import load_detector
 from trkx.data.particle_id import decode_particle_id
 from trkx.data.simulate import generate_particles, simulate_event
+from trkx.data.simulate.event import SimulationConfig
+from trkx.data.simulate.physics import FIELD_MAPS, PhysicsConfig
 from trkx.data.simulate.runner import event_rng
 from trkx.data.truth import layer_key
 from trkx.tracks.projection import PIXEL_TRUTH, read_tables
@@ -111,14 +123,38 @@ def real_views(data: Path) -> dict[str, tuple[EventView, dict]]:
     }
 
 
-def simulate(n_events: int, seed: int, sigma_z: float) -> list[dict[str, pd.DataFrame]]:
+def simulate(n_events: int, seed: int, sigma_z: float, physics: PhysicsConfig | None = None
+             ) -> list[dict[str, pd.DataFrame]]:
     """``n_events`` pile-up-200 events, event ``FIRST_SIM_ID + i`` drawn as ``trkx simulate
-    --seed SEED --vertex-sigma-z SIGMA_Z`` draws it."""
+    --seed SEED --vertex-sigma-z SIGMA_Z`` (and the ``physics`` options) draws it."""
+    config = SimulationConfig(physics=physics or PhysicsConfig())
     events = []
     for i in range(n_events):
         rng = event_rng(seed, FIRST_SIM_ID + i)
-        events.append(simulate_event(generate_particles(PILEUP, rng, sigma_z), rng))
+        events.append(simulate_event(generate_particles(PILEUP, rng, sigma_z), rng, config))
     return events
+
+
+def material(args) -> int:
+    """The ``--material`` comparison: printed and written to ``--json``."""
+    physics = PhysicsConfig(field_map=args.field_map, support_fraction=args.support_fraction,
+                            energy_loss=args.energy_loss)
+    sample = read_tables(args.data / SAMPLE_EVENT, "truth", cells=False)
+    real = material_facts(sample["hits"], sample["particles"], sample["truth"])
+    twins = [material_facts(e["hits"], e["particles"], e["truth"])
+             for e in simulate(args.events, args.seed, args.vertex_sigma_z, physics)]
+    sim = {key: float(np.median([t[key] for t in twins]))
+           for key in ("pixel_circle_rms_um", "pt_loss")}
+    sim["particles"] = int(sum(t["particles"] for t in twins))
+    out = {"physics": {"field_map": args.field_map, "support_fraction": args.support_fraction,
+                       "energy_loss": args.energy_loss},
+           "events": args.events, "seed": args.seed, "real_sample": real, "simulated": sim}
+    harness.write_json(args.json, out)
+    print(f"{'prompt 1-2 GeV':24s} {'pixel circle RMS':>17s} {'pT lost':>8s} {'particles':>9s}")
+    for name, facts in (("real sample event", real), ("simulated", sim)):
+        print(f"{name:24s} {facts['pixel_circle_rms_um']:14.2f} um {facts['pt_loss']:8.4f} "
+              f"{facts['particles']:9d}")
+    return 0
 
 
 def twin_views(events: list[dict[str, pd.DataFrame]], sample_facts: dict, seed: int
@@ -280,6 +316,14 @@ def parse_args(argv: list[str] | None):
                         "nous region of the twins (default 50, the real events' release)")
     parser.add_argument("--shapes-only", action="store_true",
                         help="only the per-volume cluster-shape TVD table (seconds)")
+    parser.add_argument("--material", action="store_true", help="only the material "
+                        "comparison (circle RMS, pT lost) against the sample event")
+    parser.add_argument("--field-map", choices=FIELD_MAPS, default="uniform",
+                        help="the twins' field (trkx simulate --field-map)")
+    parser.add_argument("--support-fraction", type=float, default=1.0, metavar="F",
+                        help="the twins' support material (trkx simulate --support-fraction)")
+    parser.add_argument("--energy-loss", type=float, default=0.0, metavar="MEV_PER_MM",
+                        help="the twins' energy loss (trkx simulate --energy-loss)")
     parser.add_argument("--checkpoints", type=Path, metavar="DIR", help="trained models (with "
                         "--config): their efficiencies on the real events and the twins")
     parser.add_argument("--config", type=Path, metavar="PIPELINE.yaml")
@@ -301,8 +345,12 @@ def parse_args(argv: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.material:
+        return material(args)
     reals = real_views(args.data)
-    events = simulate(args.events, args.seed, args.vertex_sigma_z)
+    physics = PhysicsConfig(field_map=args.field_map, support_fraction=args.support_fraction,
+                            energy_loss=args.energy_loss)
+    events = simulate(args.events, args.seed, args.vertex_sigma_z, physics)
     out = {"real": {name: facts for name, (_, facts) in reals.items()},
            "simulated": {"events": args.events, "pileup": PILEUP, "seed": args.seed,
                          "vertex_sigma_z": args.vertex_sigma_z, "first_event_id": FIRST_SIM_ID},

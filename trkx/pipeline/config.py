@@ -47,7 +47,10 @@ class EventPlan:
     pile-up ``pileup`` from ``seed``, primary vertices spread by ``vertex_sigma_z`` mm along the
     beam (``trkx simulate --vertex-sigma-z``; a list is cycled over the event ids), in the
     magnetic field ``field_map`` (``trkx simulate --field-map``: ``uniform`` 2 T, or
-    ``solenoid``, falling off along the beam as the real events' field does). The default
+    ``solenoid``, falling off along the beam as the real events' field does), through
+    ``support_fraction`` of material beside the silicon losing ``energy_loss`` MeV per mm
+    of it (``trkx simulate --support-fraction``, ``--energy-loss``; 5.9 and 1.2 are the fit to the
+    real sample event's tracks, :mod:`trkx.data.simulate.physics`). The default
     alternates the two releases of the real data: the Kaggle training events (5.49 mm, the
     simulator's fit) and the later release of the sample event and event 21001 (~50 mm).
     Otherwise ``train_dir``, ``val_dir`` and ``test_dir`` (TrackML event folders) are used as
@@ -66,6 +69,8 @@ class EventPlan:
     vertex_sigma_z: list[float] | float = field(
         default_factory=lambda: [FIT["vertex_sigma_z"], LATER_RELEASE_SIGMA_Z])
     field_map: str = "uniform"
+    support_fraction: float = 1.0
+    energy_loss: float = 0.0
     train_dir: str | None = None
     val_dir: str | None = None
     test_dir: str | None = None
@@ -75,6 +80,13 @@ class EventPlan:
 
         if self.field_map not in FIELD_MAPS:
             raise ValueError(f"field_map {self.field_map!r} is not one of {', '.join(FIELD_MAPS)}")
+        if not (isinstance(self.support_fraction, (int, float))
+                and math.isfinite(self.support_fraction) and self.support_fraction >= 0):
+            raise ValueError(f"support_fraction must be >= 0, got {self.support_fraction!r}")
+        loss = self.energy_loss
+        if not (isinstance(loss, (int, float)) and not isinstance(loss, bool)
+                and math.isfinite(loss) and loss >= 0):
+            raise ValueError(f"energy_loss must be >= 0 MeV/mm, got {self.energy_loss!r}")
         if self.simulate:
             for name in ("train_events", "val_events", "test_events"):
                 if getattr(self, name) < 1:

@@ -61,7 +61,10 @@ def _simulate_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
             "--seed", str(plan.seed), "--pileup", str(plan.pileup),
             "--first-event-id", str(FIRST_EVENT_ID[split]), "--workers", str(plan.workers),
             "--vertex-sigma-z", plan.sigma_z_arg(),
-            *(() if plan.field_map == "uniform" else ("--field-map", plan.field_map))),
+            *(() if plan.field_map == "uniform" else ("--field-map", plan.field_map)),
+            *(() if plan.support_fraction == 1.0
+              else ("--support-fraction", str(plan.support_fraction))),
+            *(() if plan.energy_loss == 0 else ("--energy-loss", str(plan.energy_loss)))),
             out))
     return steps
 

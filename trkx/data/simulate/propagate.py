@@ -9,8 +9,9 @@ Every step advances all live particles together (numpy over particles x layers):
 3. the few candidate modules around the crossing point are intersected exactly (Newton on
    their planes) and tested against their trapezoid: every module crossed gives a hit
    (overlapping modules give two), kept with the hit efficiency;
-4. the particle moves to the crossing, scatters (Highland) in the silicon it crossed, and may
-   end there in a hadronic interaction; loopers stop after ``max_turning_angle`` of turning.
+4. the particle moves to the crossing, scatters (Highland) in the silicon it crossed, loses
+   energy there (when ``energy_loss``), and may end there in a hadronic interaction; loopers
+   stop after ``max_turning_angle`` of turning.
 
 Each step is a helix in the field at its start (``PhysicsConfig.field_at``: uniform, or the
 solenoid's fall-off along the beam).
@@ -33,10 +34,12 @@ from trkx.data.simulate.helix import (
     turn_sense,
 )
 from trkx.data.simulate.physics import (
+    REFERENCE_SUPPORT,
     SILICON_INTERACTION_LENGTH,
     SILICON_RADIATION_LENGTH,
     PhysicsConfig,
     highland_angle,
+    lose_energy,
     scatter_direction,
 )
 
@@ -140,8 +143,14 @@ def propagate(vertex: np.ndarray, momentum: np.ndarray, charge: np.ndarray, mass
             new_phi, new_cot = scatter_direction(phi[idx], cot[idx], theta0, rng)
             phi[idx], cot[idx] = new_phi, new_cot
             pt[idx] = p_total[idx] / np.sqrt(1.0 + new_cot ** 2)
+        if config.energy_loss > 0 and crossed.any():
+            idx = alive[crossed]
+            p_total[idx] = lose_energy(p_total[idx], material[crossed], config.energy_loss)
+            beta[idx] = p_total[idx] / np.sqrt(p_total[idx] ** 2 + mass[idx] ** 2)
+            pt[idx] = p_total[idx] / np.sqrt(1.0 + cot[idx] ** 2)
+        reference = material * ((1.0 + REFERENCE_SUPPORT) / (1.0 + config.support_fraction))
         interacts = rng.random(alive.size) < hadronic_scale[alive] * (
-            1.0 - np.exp(-material / SILICON_INTERACTION_LENGTH))
+            1.0 - np.exp(-reference / SILICON_INTERACTION_LENGTH))
         alive = alive[~interacts]
     if not pieces:
         empty = np.zeros(0, dtype=np.int64)
