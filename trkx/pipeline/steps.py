@@ -145,7 +145,7 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
             steps.append(Step(f"infer-{stage}-{split}", stage, (
                 "infer", stage, *_config_args(config, plan), "--checkpoint", str(checkpoint),
                 "--events", str(folders[split]), "--out", str(out),
-                *_sets(plan.overrides)), out,
+                *_sets(_relative_to_recipe(plan.overrides, config.path.parent))), out,
                 inputs(f"train-{stage}", _source(stage, split, simulate))))
 
     test_graphs = graphs / "test"
