@@ -21,7 +21,7 @@ largest ``|N_sim - N_real| / N_real`` over the (volume, layer) hit counts of eve
 
 With ``--checkpoints DIR --config PIPELINE.yaml`` the trained models run whole on event 21001,
 the sample event and their twins (truth projected the same way on both;
-:func:`sim_vs_real_models.model_gaps`):
+:func:`physics_analysis.model_gaps`):
 per-stage signal-edge efficiency (:func:`physics_analysis.stage_edges`), track efficiency and
 their gaps real - simulated. ``--quick``: two simulated events, under a minute on 2 cores.
 
@@ -72,7 +72,7 @@ from event_distributions import (
     tvd,
     tvd_floor,
 )
-from sim_vs_real_models import FIRST_SIM_ID, REAL_EVENT, SAMPLE_EVENT, model_gaps
+from physics_analysis import FIRST_SIM_ID, REAL_EVENT, SAMPLE_EVENT, model_gaps
 
 from trkx.data.detector import load_detector
 from trkx.data.particle_id import decode_particle_id

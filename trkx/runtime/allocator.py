@@ -10,7 +10,7 @@ them out again; the kernel then zero-fills a page once per process instead of on
     TRKX_ALLOCATOR = auto (default) | mimalloc | jemalloc | glibc | off
 
 ``auto`` takes jemalloc where the system has it, else mimalloc (both measured in
-``benchmarks/allocator.py``; jemalloc keeps less memory per graph-parallel rank: 0.29 of one
+docs/levers.md, "Retired studies"; jemalloc keeps less memory per graph-parallel rank: 0.29 of one
 process at P = 4 against mimalloc's 0.35, and trains as fast).
 
 - ``mimalloc``: Microsoft's allocator from the ``cmeel-mimalloc`` wheel, a dependency of trkx
