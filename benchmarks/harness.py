@@ -8,7 +8,8 @@ model card and ``trkx.packaging.package`` read) and adds one ``run`` object: the
 commit and whether the tree had uncommitted changes, the date, the wall seconds since
 :func:`start` and the machine (:func:`machine`): any figure traces back to what made it.
 Memory is read from /proc (Linux): :func:`rss_kib`, :func:`peak_rss_kib`, :func:`reset_peak_rss`.
-Only the standard library is imported here; torch is read from ``sys.modules`` when loaded.
+Only the standard library is imported at the top; torch is read from ``sys.modules`` when
+loaded, and imported by the machine's rates (:func:`matmul_rates`, :func:`memory_bandwidth`).
 """
 
 from __future__ import annotations
@@ -147,6 +148,38 @@ def timed(seconds: dict[str, list[float]], stage: str) -> Iterator[None]:
 def medians(seconds: dict[str, list[float]], skip: int = 0) -> dict[str, float]:
     """Median seconds of each stage, the first ``skip`` runs (warm-up) left out."""
     return {stage: statistics.median(times[skip:] or times) for stage, times in seconds.items()}
+
+
+def matmul_rates() -> dict[str, float]:
+    """FLOP/s at the torch thread count in force of a square fp32 GEMM (2048^3), a tall-skinny
+    fp32 layer ([65536, 128] x [128, 128], the stages' hidden layers) and a square bf16 GEMM
+    (best of 3, 1 for bf16, after a warm-up call); the ceilings a stage's roofline uses."""
+    import torch
+
+    def best_seconds(fn, repeats: int = 3) -> float:
+        with torch.inference_mode():
+            return best_of(fn, repeats, warmup=True)[1]
+
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(2048, 2048, generator=generator)
+    b = torch.randn(2048, 2048, generator=generator)
+    tall = torch.randn(65536, 128, generator=generator)
+    weight = torch.randn(128, 128, generator=generator)
+    a16, b16 = a.bfloat16(), b.bfloat16()
+    return {"gemm_fp32": 2 * 2048**3 / best_seconds(lambda: a @ b),
+            "tall_skinny_fp32": 2 * 65536 * 128 * 128 / best_seconds(lambda: tall @ weight),
+            "gemm_bf16": 2 * 2048**3 / best_seconds(lambda: a16 @ b16, repeats=1)}
+
+
+def memory_bandwidth() -> float:
+    """B/s of a triad ``c = a + 2 b`` over 3 x 128 MB float32 arrays (12 bytes per element:
+    two read, one written), best of 3 after a warm-up, at the thread count in force."""
+    import torch
+
+    n = 32 * 2**20
+    a, b, c = torch.ones(n), torch.ones(n), torch.empty(n)
+    with torch.inference_mode():
+        return 12 * n / best_of(lambda: torch.add(a, b, alpha=2.0, out=c), 3, warmup=True)[1]
 
 
 def _cpu() -> str:

@@ -1,39 +1,36 @@
-"""Inference speed of the trained pipeline, per stage, with the physics of the same run.
+"""Inference cost of a trained pipeline, per stage, with the physics of the same run.
 
     python benchmarks/inference.py --config configs/pu200_cpu.yaml \
         --checkpoints runs/pu200_cpu/checkpoints --events runs/pu200_cpu/data/test \
         [--real-events $TRKX_DATA/kaggle_hits] [--n-events 6] [--json out.json]
+    python benchmarks/inference.py --sets $TRKX_DATA/real_pixel_truth/event000021001 \
+        --threads 2 [--repeats 3] [--cells-models DIR] [--json out.json]
 
-Without --config/--checkpoints: the models shipped with trkx (trkx/models/pu200).
+Without --config/--checkpoints: the shipped models (trkx/models/pu200). Every event goes
+through ``trkx.pipeline.inference.reconstruct_event`` (the engine of ``trkx infer``: seconds of
+``load``, ``embedding``, ``graph``, ``filter``, ``gnn``, ``tracks``, ``parameters``), then its
+tracks CSV is written (``write``); the first event of a pass warms up; medians over events.
 
-The cells path's cost against the hits-only set's on one real event (both sets back to
-back): benchmarks/inference_sets.py, which reuses ``run_pass`` and ``summarize_pass``.
+Per torch thread count (``--threads``, default 2 then 1), on the simulated events (``--events``,
+with truth) and the real hit files (``--real-events``, hits-only models): the models as
+configured (*fast*) and at fp32 with the exact ``kdtree`` graph (*reference*), both evaluated
+(``efficiency_delta`` = reference - fast); ``graph_recall``, the share of the exact graph's
+edges the fast backend finds; per learned stage (``stage_roofline``) its dense FLOPs and bytes
+moved per event (``stage_flops``, ``stage_bytes``), GFLOP/s and GB/s, and ``roofline_fraction``
+= max(FLOPs / fp32 GEMM rate, bytes / memory bandwidth) / median seconds with the rates measured
+in the same run (``harness.matmul_rates``, ``harness.memory_bandwidth``; ``flop_rate_fraction``:
+FLOPs / seconds / GEMM rate); ``bf16_efficiency_delta`` per stage (fp32 - bf16; edges at each
+stage's cut, tracks) and ``bf16_keeps_physics`` (within 0.002); ``peak_memory_gb`` after the
+2-thread pass; ``throughput_events_per_second`` of the batch engine
+(``trkx.pipeline.batch.infer_events``) with ``--workers`` processes; ``help_seconds`` of
+``python -m trkx --help``.
 
-For torch threads = 2 and = 1 (``--threads``), on the simulated events (truth, ``--events``)
-and on the real hit files (``--real-events``, hits only, needs a hits-only pipeline): the first
-event warms up (kernel and precision choices, allocator), then every event is timed: reading and
-building the record (``load``), each stage (``embedding``, ``graph``, ``filter``, ``gnn``,
-``tracks``) and writing the tracks CSV (``write``); medians over events are reported.
-
-- the *fast* configuration is the pipeline config as given (its precision, graph backend
-  ``auto``, ...); the *reference* one is the same models at fp32 with the exact ``kdtree``
-  graph. Both are evaluated on the simulated events (double-majority efficiency, fake rate);
-  ``efficiency_delta`` = reference - fast;
-- ``bf16_efficiency_delta``: the change of each stage's signal-edge efficiency (embedding and
-  filter graphs, GNN at the builder's cut) and of the track efficiency when the same models run
-  at bf16 instead of fp32 (fp32 - bf16, simulated events); ``bf16_keeps_physics`` says, per
-  stage, whether the change is within 0.002 (the bound for choosing bf16 for that stage);
-- ``graph_recall``: share of the exact (kdtree) graph's edges that the fast backend finds;
-- ``flop_rate_fraction``: each learned stage's dense FLOPs / its median seconds, divided by
-  the fp32 GEMM rate measured in the same run (``matmul_rates``, ``stage_flops`` below);
-- per learned stage beside its seconds (``stage_roofline``): dense FLOPs and bytes moved per
-  event (``stage_flops``, ``stage_bytes`` below), the achieved GFLOP/s and GB/s, and the
-  roofline seconds max(FLOPs / fp32 GEMM rate, bytes / memory bandwidth) with the machine's
-  rates measured in the same run (``matmul_rates``, ``memory_bandwidth``): ``roofline_fraction``
-  = roofline seconds / median seconds, 1 at the machine's limit;
-- ``peak_memory_gb``: the process's peak resident memory after the 2-thread simulated pass;
-- throughput mode: ``trkx infer --workers N`` for N = 1, 2 (events/s, subprocess);
-- ``help_seconds``: wall time of ``python -m trkx --help`` (median of 3).
+``--sets PREFIX``, the cells path's cost (issue 47): the cells set on the event with its cells
+and the hits-only set on its hits, alternating ``--repeats`` times in this process; per set the
+median seconds per stage and rooflines, ``ratio`` = cells / hits-only median seconds per event
+(target <= 1.2), ``pass_ratios`` per pair of neighbouring passes (the machine's noise), and
+``peak_memory_gb`` of a separate ``trkx infer`` process per set (what a user's command takes).
+``--cells-models DIR`` times a candidate cells set (a ``trkx package`` folder) instead.
 """
 
 from __future__ import annotations
@@ -60,6 +57,7 @@ from torch import nn
 REPO = harness.REPO
 STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "parameters", "write")
 LEARNED = ("embedding", "filter", "gnn")
+SETS = ("pu200_cells", "pu200")          # --sets: the cells set, the hits-only set
 
 
 #: Largest efficiency change under bf16 that a stage may show to run at bf16.
@@ -69,36 +67,6 @@ BF16_TOLERANCE = 0.002
 #: FLOPs count 2 per multiply-add of the dense layers as the stages compute them:
 #:     embedding: N * sum_l 2 in_l out_l; filter: E_graph * sum_l 2 in_l out_l (every candidate
 #:     edge once); gnn: E_filter * f_edge + N * f_node (InteractionGNN.flops_per_edge_and_node).
-#: Rates are measured at the thread count in force: a square fp32 GEMM (2048^3), a tall-skinny
-#: layer ([65536, 128] x [128, 128], the stages' hidden layers) and a bf16 GEMM.
-@torch.inference_mode()
-def matmul_rates() -> dict[str, float]:
-    """FLOP/s of a square fp32 GEMM, a tall-skinny fp32 layer and a square bf16 GEMM (best of
-    3, 1 for bf16, after a warm-up call)."""
-    def best_seconds(fn, repeats: int = 3) -> float:
-        return harness.best_of(fn, repeats, warmup=True)[1]
-
-    generator = torch.Generator().manual_seed(0)
-    a = torch.randn(2048, 2048, generator=generator)
-    b = torch.randn(2048, 2048, generator=generator)
-    tall = torch.randn(65536, 128, generator=generator)
-    weight = torch.randn(128, 128, generator=generator)
-    a16, b16 = a.bfloat16(), b.bfloat16()
-    return {"gemm_fp32": 2 * 2048**3 / best_seconds(lambda: a @ b),
-            "tall_skinny_fp32": 2 * 65536 * 128 * 128 / best_seconds(lambda: tall @ weight),
-            "gemm_bf16": 2 * 2048**3 / best_seconds(lambda: a16 @ b16, repeats=1)}
-
-
-@torch.inference_mode()
-def memory_bandwidth() -> float:
-    """B/s of a triad ``c = a + 2 b`` over 3 x 128 MB float32 arrays (12 bytes per element:
-    two read, one written), best of 3 after a warm-up, at the thread count in force."""
-    n = 32 * 2**20
-    a, b, c = torch.ones(n), torch.ones(n), torch.empty(n)
-    return 12 * n / harness.best_of(lambda: torch.add(a, b, alpha=2.0, out=c), 3,
-                                    warmup=True)[1]
-
-
 #: Bytes moved per event (float32: 4 per word; int64 edge endpoints: 16 per edge), the traffic
 #: the stages' inference paths cannot avoid (row-blocked MLPs keep their hidden layers in
 #: cache; a gathered row counts once):
@@ -151,14 +119,19 @@ def edge_keys(edge_index: torch.Tensor, n: int) -> np.ndarray:
     return np.unique(e[0] * n + e[1])
 
 
+def edge_count(graph) -> int:
+    return int(graph.edge_index.shape[1])
+
+
 def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
              recall: bool = False) -> dict:
-    """Warm up on the first event, then time every event; evaluations when with truth."""
+    """Warm up on the first event, then time every event (``reconstruct_event`` and the tracks
+    CSV written); evaluations when with truth (read apart: inference never reads it)."""
     from trkx.data.detector import load_detector
     from trkx.data.events import event_record
     from trkx.embedding.graph import build_edges
     from trkx.embedding.inference import embed
-    from trkx.tracks.building import tracks_frame
+    from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.event_truth import truth_from_record
     from trkx.tracks.files import atomic_write
     from trkx.tracks.metrics import MetricCuts, evaluate_event
@@ -166,32 +139,29 @@ def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
     detector = load_detector()
     rows, evaluations, recalls = [], [], []
     for index, prefix in enumerate([prefixes[0], *prefixes]):
+        event = reconstruct_event(pipeline, detector, prefix, stage_graphs=True)
         start = time.perf_counter()
-        record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,
-                              with_truth=False)
-        load = time.perf_counter() - start
-        graphs, labels, fits, seconds = pipeline.run_with_table(record)
-        start = time.perf_counter()
-        pipeline.track_parameters(graphs["gnn"], labels, fits)
-        seconds["parameters"] = time.perf_counter() - start
-        start = time.perf_counter()
-        table = tracks_frame(record.hit_id, labels, int(record.event_id))
-        atomic_write(scratch / "tracks.csv", lambda tmp, t=table: t.to_csv(tmp, index=False))
-        seconds = {"load": load, **seconds, "write": time.perf_counter() - start}
+        atomic_write(scratch / "tracks.csv",
+                     lambda tmp, t=event.tracks: t.to_csv(tmp, index=False))
+        seconds = {**event.seconds, "write": time.perf_counter() - start}
         if index == 0:
             continue                                   # warm-up
-        n = int(record.num_nodes)
-        rows.append({**seconds, "total": sum(seconds.values()), "n_hits": n,
-                     "graph_edges": int(graphs["embedding"].edge_index.shape[1]),
-                     "filter_edges": int(graphs["filter"].edge_index.shape[1])})
-        if with_truth:                  # truth read apart: inference does not need it
-            truth = event_record(prefix, detector, False, pipeline.signal_pt_min)
-            evaluations.append(evaluate_event(truth_from_record(truth), table, MetricCuts()))
+        rows.append({**seconds, "total": sum(seconds.values()), "n_hits": event.n_hits,
+                     "graph_edges": edge_count(event.graphs["embedding"]),
+                     "filter_edges": edge_count(event.graphs["filter"])})
+        if not (with_truth or recall):
+            continue
+        record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,
+                              with_truth=with_truth)
+        if with_truth:
+            evaluations.append(evaluate_event(truth_from_record(record), event.tracks,
+                                              MetricCuts()))
         if recall:
+            n = event.n_hits
             points = embed(pipeline.embedding, record.x)
             exact = edge_keys(build_edges(points, pipeline.radius, pipeline.max_neighbours,
                                           "kdtree", pos=record.pos), n)
-            found = edge_keys(graphs["embedding"].edge_index, n)
+            found = edge_keys(event.graphs["embedding"].edge_index, n)
             recalls.append(float(np.isin(exact, found).mean()) if len(exact) else 1.0)
     return {"rows": rows, "evaluations": evaluations, "recalls": recalls}
 
@@ -200,26 +170,23 @@ def stage_efficiencies(pipeline, prefixes: list[str]) -> dict[str, float]:
     """Pooled signal-edge efficiency of each stage's graph (GNN: at the builder's cut) and the
     track efficiency of ``pipeline`` on events with truth."""
     from trkx.data.detector import load_detector
-    from trkx.data.events import event_record
-    from trkx.tracks.building import tracks_frame
+    from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.event_truth import truth_from_record
     from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
 
     detector = load_detector()
-    builder = pipeline.builder
-    gnn_cut = builder.edge_cut
+    gnn_cut = pipeline.builder.edge_cut
     per_stage: dict[str, list] = {stage: [] for stage in LEARNED}
     evaluations = []
     for prefix in prefixes:
-        record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min)
-        graphs, labels, _ = pipeline.run(record, edge_labels=True)
+        event = reconstruct_event(pipeline, detector, prefix, graphs_with_truth=True)
         for stage in LEARNED:
-            metrics = edge_metrics(graphs[stage], gnn_cut if stage == "gnn" else 0.0)
+            metrics = edge_metrics(event.graphs[stage], gnn_cut if stage == "gnn" else 0.0)
             if metrics is not None:
                 per_stage[stage].append(metrics)
-        table = tracks_frame(record.hit_id, labels, int(record.event_id))
-        evaluations.append(evaluate_event(truth_from_record(record), table, MetricCuts()))
+        evaluations.append(evaluate_event(truth_from_record(event.graphs["gnn"]), event.tracks,
+                                          MetricCuts()))
     out = {stage: float(pool_edge_metrics(rows)["efficiency"])
            for stage, rows in per_stage.items() if rows}
     out["tracks"] = float(overall_summary(evaluations)["efficiency"])
@@ -268,21 +235,91 @@ def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
 
 
 def throughput(args, workers: int, scratch: Path) -> float:
-    """events/s of ``trkx infer --workers N`` on the simulated events (from its timing.json)."""
-    out = scratch / f"workers{workers}"
-    models = ["--config", str(args.config), "--checkpoints", str(args.checkpoints)] \
-        if args.config else []
-    subprocess.run([sys.executable, "-m", "trkx", "--threads", "2", "infer", *models,
-                    "--events", str(args.events), "--out", str(out), "--n-events",
-                    str(args.n_events), "--workers", str(workers)], check=True, cwd=REPO,
-                   stdout=subprocess.DEVNULL)
-    return float(json.loads((out / "timing.json").read_text())["events_per_second"])
+    """events/s of ``trkx infer``'s batch engine with ``workers`` processes on the simulated
+    events (loading excluded)."""
+    from trkx.data.listing import event_prefixes
+    from trkx.pipeline.batch import Outputs, infer_events
+    from trkx.pipeline.model_sets import model_groups
+
+    prefixes = event_prefixes(args.events)[: args.n_events]
+    groups = model_groups(args.config, args.checkpoints, prefixes)
+    return infer_events(groups, prefixes, Outputs(scratch / f"workers{workers}"), (),
+                        torch.device("cpu"), workers, progress=False).events_per_second
 
 
 def help_seconds() -> float:
     return statistics.median(harness.best_of(lambda: subprocess.run(
         [sys.executable, "-m", "trkx", "--help"], check=True, cwd=REPO,
         stdout=subprocess.DEVNULL))[1] for _ in range(3))
+
+
+def machine_rates() -> dict[str, float]:
+    return {**harness.matmul_rates(), "memory_bandwidth": harness.memory_bandwidth()}
+
+
+def model_sets(cells_models: Path | None) -> dict[str, Path]:
+    """``--sets``: each set's folder, the cells set replaced by ``cells_models`` when given."""
+    from trkx.models import shipped_models
+
+    folders = {name: Path(shipped_models(name).checkpoints) for name in SETS}
+    if cells_models is not None:
+        if not (cells_models / "pipeline.yaml").is_file():
+            raise SystemExit(f"--cells-models {cells_models}: no pipeline.yaml there")
+        folders["pu200_cells"] = cells_models
+    return folders
+
+
+def peak_memory_gb(prefix: str, folder: Path, threads: int, scratch: Path) -> float:
+    """Peak resident memory (GB) of a ``trkx infer`` process reconstructing the folder of
+    ``prefix``'s event with the set in ``folder`` (its ``timing.json``)."""
+    link = scratch / "event"                  # a folder holding only this event's files
+    link.mkdir(exist_ok=True)
+    for path in Path(prefix).parent.glob(f"{Path(prefix).name}-*"):
+        if not (link / path.name).exists():
+            (link / path.name).symlink_to(path.resolve())
+    out = scratch / f"out_{folder.name}"
+    subprocess.run([sys.executable, "-m", "trkx", "--threads", str(threads), "infer",
+                    "--config", str(folder / "pipeline.yaml"), "--checkpoints", str(folder),
+                    "--events", str(link), "--out", str(out), "--no-evaluate"],
+                   cwd=REPO, stdout=subprocess.DEVNULL, check=True)
+    return float(json.loads((out / "timing.json").read_text())["peak_memory_gb"])
+
+
+def sets_on_event(args, scratch: Path) -> dict:
+    """``--sets``: both sets on one event, alternating (module docstring)."""
+    from trkx.pipeline.inference import TrainedPipeline
+
+    folders = model_sets(args.cells_models)
+    rates = machine_rates()
+    sets = {name: TrainedPipeline.load(folder / "pipeline.yaml", folder, device="cpu")
+            for name, folder in folders.items()}
+    if not sets["pu200_cells"].use_cells or sets["pu200"].use_cells:
+        raise SystemExit("the cells set must read cells and the hits-only set must not")
+    rows: dict[str, list] = {name: [] for name in sets}
+    for _ in range(args.repeats):
+        for name, pipeline in sets.items():
+            rows[name] += run_pass(pipeline, [args.sets], False, scratch)["rows"]
+    summaries = {name: summarize_pass(sets[name], {"rows": found, "evaluations": [],
+                                                   "recalls": []}, rates)
+                 for name, found in rows.items()}
+    figures = {"event": args.sets, "repeats": args.repeats, "machine": rates, "sets": summaries,
+               "models": {name: str(folder) for name, folder in folders.items()},
+               "ratio": summaries["pu200_cells"]["end_to_end_seconds"]
+               / summaries["pu200"]["end_to_end_seconds"],
+               "pass_ratios": [cells["total"] / hits["total"]
+                               for cells, hits in zip(rows["pu200_cells"], rows["pu200"])],
+               "peak_memory_gb": {name: peak_memory_gb(args.sets, folder, args.threads[0],
+                                                       scratch)
+                                  for name, folder in folders.items()}}
+    for name, result in summaries.items():
+        print(f"{name}: median s " + ", ".join(
+            f"{s} {v:.3f}" for s, v in result["stage_seconds"].items()) + "; roofline "
+            + ", ".join(f"{s} {v['roofline_fraction']:.2f}"
+                        for s, v in result["stage_roofline"].items())
+            + f"; peak memory {figures['peak_memory_gb'][name]:.2f} GB")
+    print(f"cells set / hits-only set: {figures['ratio']:.2f} (per pass "
+          + ", ".join(f"{r:.2f}" for r in figures["pass_ratios"]) + ")")
+    return figures
 
 
 def main() -> None:
@@ -293,7 +330,17 @@ def main() -> None:
                         help="a pass per thread count (default 2 1)")
     parser.add_argument("--workers", type=int, nargs="*", default=[1, 2],
                         help="throughput mode: worker counts to run (none: skip)")
+    parser.add_argument("--sets", metavar="PREFIX", help="both shipped sets on this event with "
+                        "cells (dir/eventNNNNNNNNN), back to back")
+    parser.add_argument("--repeats", type=int, default=3, help="--sets: passes of each set")
+    parser.add_argument("--cells-models", type=Path, default=None,
+                        help="--sets: a candidate cells set's folder instead of the shipped one")
     args = parser.parse_args()
+    if args.sets is not None:
+        torch.set_num_threads(args.threads[0])
+        with tempfile.TemporaryDirectory() as scratch_dir:
+            harness.write_json(args.json, sets_on_event(args, Path(scratch_dir)))
+        return
     if args.events is None:
         parser.error("--events DIR (simulated events with truth) is required")
 
@@ -315,7 +362,7 @@ def main() -> None:
         scratch = Path(scratch_dir)
         for threads in args.threads:
             torch.set_num_threads(threads)
-            rates = {**matmul_rates(), "memory_bandwidth": memory_bandwidth()}
+            rates = machine_rates()
             figures["machine"][str(threads)] = rates
             print(f"[{threads} threads] G/s: " + ", ".join(f"{k} {v / 1e9:.1f}"
                                                           for k, v in rates.items()))

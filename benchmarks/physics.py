@@ -1,7 +1,9 @@
-"""Physics benchmark: where the pipeline finds tracks and where it loses them.
+"""Physics benchmark: where the pipeline finds tracks and where it loses them, on simulated
+and on every real event we have.
 
     python benchmarks/physics.py --config configs/quickstart.yaml --workdir runs/physics \
-        [--hits-only-config configs/quickstart_hits_only.yaml] --json out.json [--plots DIR]
+        [--hits-only-config configs/quickstart_hits_only.yaml] [--no-run] [--no-real] \
+        --json out.json [--plots DIR] [--n-kaggle N]
 
 Runs (or resumes) ``trkx run CONFIG`` and then, on the held-apart simulated test events:
 
@@ -14,12 +16,24 @@ Runs (or resumes) ``trkx run CONFIG`` and then, on the held-apart simulated test
 - where signal edges are lost, per stage (layer pairs, pT, first/last edge, overlap hits);
 - track efficiency by the production radius of the particle (prompt, r_v <= 1 mm, and
   secondaries in bins of r_v), from the test events' particle tables;
-- the same models on the real sample event (``$TRKX_DATA/sample_event``, truth and cells);
 - plots: signal-edge efficiency per stage vs pT and eta.
 
-With ``--hits-only-config`` a second pipeline without cell features is run and evaluated on
-the real sample event too. ``seconds`` is the end-to-end time of the run (the sum of its steps,
-as recorded when they ran).
+Then the same models on the real events (``--data``; ``--no-real`` skips them), each through
+``reconstruct_event``, the engine of ``trkx infer``:
+
+- event 21001 (``real_pixel_truth/``, truth for its pixel hits): the tracks projected onto the
+  hits with truth (``pixel_truth_report``, as ``trkx infer`` prints it): ``real_pixel_*``
+  (efficiency, fake and duplicate rates), the anchors' count (``real_pixel_anchors``) and the
+  efficiency by vertex |z| (``real_pixel_vertex_z``);
+- the sample event (full truth, a 5% subsample): per-stage edges and tracks, ``sample_*``;
+- the Kaggle hit files (no truth, no cells: hits-only models): seconds per event after one
+  warm-up (``kaggle_median_seconds``), tracks of >= 3 hits per event, the peak resident memory,
+  and ``track_length_tvd`` = (1/2) sum_n |p(n) - q(n)| between the track lengths and the
+  particles' ``nhits`` (>= 3; lengths above 20 pooled) of events 1001-1013
+  (``kaggle_particles/``), plotted beside ``--json``.
+
+With ``--hits-only-config`` a second pipeline without cell features is analysed the same way.
+``seconds`` is the end-to-end time of the run (the sum of its steps, as recorded when they ran).
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ if __name__ == "__main__":
 
 import glob
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -82,19 +97,98 @@ def production_radius(events: Path) -> dict[int, dict[int, float]]:
     return radius
 
 
-def real_sample(pipeline, sample_dir: Path) -> dict:
-    """Stage edges and tracks of the trained pipeline on the real sample event."""
-    from trkx.data.detector import load_detector
-    from trkx.data.events import event_record
-    from trkx.data.listing import event_prefixes
+MAX_LENGTH = 20          # track lengths above are pooled in the last bin
+PIXEL_EVENT = ("real_pixel_truth", "event000021001", 21001)
+SAMPLE_EVENT = ("sample_event", "event000000001")
 
-    prefix = event_prefixes(sample_dir)[0]
-    record = event_record(prefix, load_detector(), pipeline.use_cells, 1.0)
-    graphs, _, seconds = pipeline.run(record, edge_labels=True)
-    stages = pipeline_stages({s: [g] for s, g in graphs.items()}, pipeline.builder)
-    summary, _ = track_figures([graphs["gnn"]], pipeline.builder)
-    return {"stages": stage_edges(stages), "tracks": {k: summary[k] for k in HEADLINE},
-            "seconds": seconds}
+
+def length_histogram(lengths: np.ndarray) -> np.ndarray:
+    """The distribution of lengths >= 3 over 3 .. MAX_LENGTH (the last bin: MAX_LENGTH+)."""
+    clipped = np.minimum(lengths[lengths >= 3], MAX_LENGTH)
+    counts = np.bincount(clipped, minlength=MAX_LENGTH + 1)[3:].astype(float)
+    return counts / max(counts.sum(), 1.0)
+
+
+def kaggle_events(pipeline, detector, data: Path, n_events: int | None) -> dict:
+    """Seconds, tracks and track lengths of the Kaggle hit files (module docstring)."""
+    import pandas as pd
+
+    from trkx.data.listing import event_prefixes
+    from trkx.pipeline.inference import reconstruct_event
+
+    prefixes = event_prefixes(data / "kaggle_hits")[:n_events]
+    seconds, lengths = {}, {}
+    for i, prefix in enumerate([prefixes[0], *prefixes]):
+        start = time.perf_counter()
+        event = reconstruct_event(pipeline, detector, prefix)
+        if i > 0:                            # the first pass is the warm-up
+            seconds[event.event_id] = time.perf_counter() - start
+            lengths[event.event_id] = event.tracks.groupby("track_id").size().to_numpy()
+    known = [e for e in lengths if 1001 <= e <= 1013]
+    files = [data / "kaggle_particles" / f"event{e:09d}-particles.csv.gz" for e in known]
+    nhits = [pd.read_csv(f)["nhits"].to_numpy() for f in files if f.is_file()]
+    histograms = {
+        "Kaggle events 1001-1013, tracks": length_histogram(
+            np.concatenate([lengths[e] for e in known] or [np.zeros(0, int)])),
+        "their particles (nhits)": length_histogram(np.concatenate(nhits or [np.zeros(0, int)]))}
+    tracks, particles = histograms.values()
+    return {"kaggle_seconds": seconds,
+            "kaggle_median_seconds": statistics.median(seconds.values()),
+            "kaggle_peak_memory_gb": harness.peak_rss_kib() / 2**20,
+            "kaggle_tracks_per_event": float(np.mean([(n >= 3).sum() for n in lengths.values()])),
+            "track_length_tvd": (0.5 * float(np.abs(tracks - particles).sum())
+                                 if known and nhits else None),
+            "track_length_histograms": {k: v.tolist() for k, v in histograms.items()}}
+
+
+def real_events(pipeline, data: Path, n_kaggle: int | None) -> dict:
+    """The models on event 21001, the sample event and the Kaggle hit files."""
+    from trkx.data.detector import load_detector
+    from trkx.pipeline.inference import reconstruct_event
+    from trkx.tracks.event_truth import truth_from_record
+    from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+    from trkx.tracks.projection import pixel_truth_report
+
+    detector = load_detector()
+    folder, name, event_id = PIXEL_EVENT
+    prefix = data / folder / name
+    pixel = pixel_truth_report([(prefix, reconstruct_event(pipeline, detector, prefix).tracks,
+                                 event_id)])
+    sample = reconstruct_event(pipeline, detector, data / SAMPLE_EVENT[0] / SAMPLE_EVENT[1],
+                               graphs_with_truth=True)
+    stages = pipeline_stages({s: [g] for s, g in sample.graphs.items()}, pipeline.builder)
+    tracks = overall_summary([evaluate_event(truth_from_record(sample.graphs["gnn"]),
+                                             sample.tracks, MetricCuts())])
+    out = {"real_pixel_efficiency": pixel["efficiency"],
+           "real_pixel_efficiency_err": pixel["efficiency_err"],
+           "real_pixel_fake_rate": pixel["fake_rate"],
+           "real_pixel_duplicate_rate": pixel["duplicate_rate"],
+           "real_pixel_signal_particles": pixel["n_signal_particles"],
+           "real_pixel_anchors": {k: pixel["anchors"][k] for k in
+                                  ("efficiency", "efficiency_err", "fake_rate_signal_majority",
+                                   "n_signal_particles")},
+           "real_pixel_vertex_z": {k: v for k, v in pixel.items()
+                                   if k.startswith("efficiency_vz_")},
+           "sample_stages": stage_edges(stages),
+           "sample_efficiency": tracks["efficiency"], "sample_fake_rate": tracks["fake_rate"],
+           "sample_duplicate_rate": tracks["duplicate_rate"]}
+    out["real_pixel_anchors"]["fake_rate"] = out["real_pixel_anchors"].pop(
+        "fake_rate_signal_majority")
+    if not pipeline.use_cells:       # the Kaggle hit files have no cells
+        out.update(kaggle_events(pipeline, detector, data, n_kaggle))
+    return out
+
+
+def plot_lengths(histograms: dict[str, list[float]], path: Path) -> None:
+    x = np.arange(3, MAX_LENGTH + 1)
+    fig, ax = harness.pyplot().subplots(figsize=(7, 4))
+    for label, h in histograms.items():
+        ax.step(x, h, where="mid", label=label)
+    ax.set_xlabel(f"hits per track (>= 3; {MAX_LENGTH} = {MAX_LENGTH} or more)")
+    ax.set_ylabel("share of tracks")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    harness.save_figure(fig, path)
 
 
 def plot_efficiency(result: dict, variable: str, label: str, path: Path) -> None:
@@ -114,7 +208,8 @@ def plot_efficiency(result: dict, variable: str, label: str, path: Path) -> None
     harness.save_figure(fig, path)
 
 
-def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
+def analyse(config: Path, workdir: Path, plots: Path | None) -> tuple[dict, object]:
+    """The simulated test events' figures (module docstring), and the loaded pipeline."""
     from trkx.pipeline.inference import TrainedPipeline
 
     pipeline = TrainedPipeline.load(config, workdir / "checkpoints")
@@ -140,9 +235,7 @@ def analyse(config: Path, workdir: Path, plots: Path | None) -> dict:
                         plots / "edge_efficiency_vs_pt.png")
         plot_efficiency(out["efficiency_vs_eta"], "eta", "particle eta",
                         plots / "edge_efficiency_vs_eta.png")
-    sample = harness.DATA / "sample_event"
-    out["real_sample"] = real_sample(pipeline, sample) if sample.is_dir() else None
-    return out
+    return out, pipeline
 
 
 def print_report(name: str, result: dict) -> None:
@@ -174,22 +267,38 @@ def print_report(name: str, result: dict) -> None:
             f"{row['category']} {row['lost']}/{row['of']}" for row in categories["position"])
               + "; by pT: " + ", ".join(f"{row['category']} {row['lost']}/{row['of']}"
                                         for row in categories["pt"][:3]))
-    real = result.get("real_sample")
+    real = result.get("real")
     if real:
-        rt = real["tracks"]
+        print(f"  event 21001 (pixel projection): efficiency {real['real_pixel_efficiency']:.3f}"
+              f" ({real['real_pixel_signal_particles']} signal particles), fake "
+              f"{real['real_pixel_fake_rate']:.4f}; anchors' count "
+              f"{real['real_pixel_anchors']['efficiency']:.3f} / fake "
+              f"{real['real_pixel_anchors']['fake_rate']:.4f}")
         print("  real sample event: " + ", ".join(
-            f"{s} {m['efficiency']:.3f}" for s, m in real["stages"].items())
-              + f"; tracks efficiency {rt['efficiency']:.3f}, fake {rt['fake_rate']:.3f}")
+            f"{s} {m['efficiency']:.3f}" for s, m in real["sample_stages"].items())
+              + f"; tracks efficiency {real['sample_efficiency']:.3f}, fake "
+              f"{real['sample_fake_rate']:.3f}")
+        if "kaggle_median_seconds" in real:
+            print(f"  Kaggle hit files: median {real['kaggle_median_seconds']:.2f} s, peak "
+                  f"{real['kaggle_peak_memory_gb']:.2f} GB, "
+                  f"{real['kaggle_tracks_per_event']:.0f} tracks per event, track-length TVD "
+                  f"{real['track_length_tvd']}")
 
 
 def main() -> int:
-    parser = harness.parser(__doc__, plots=True)
+    parser = harness.parser(__doc__, plots=True, data=True, plot=True)
     parser.set_defaults(threads=2)
     parser.add_argument("--config", type=Path, default=REPO / "configs" / "quickstart.yaml")
     parser.add_argument("--hits-only-config", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=REPO / "runs" / "physics")
     parser.add_argument("--no-run", action="store_true", help="analyse existing workdirs only")
+    parser.add_argument("--no-real", action="store_true", help="skip the real events")
+    parser.add_argument("--n-kaggle", type=int, default=None, help="only the first N Kaggle "
+                        "hit files (hits-only models)")
     args = harness.parse(parser)
+    if not args.no_real and not (args.data / PIXEL_EVENT[0]).is_dir():
+        parser.error(f"{args.data}: no {PIXEL_EVENT[0]}/ there (--data or $TRKX_DATA, or "
+                     "--no-real)")
     runs = {"cells": (args.config, args.workdir)}
     if args.hits_only_config is not None:
         runs["hits_only"] = (args.hits_only_config, args.workdir.with_name(
@@ -198,7 +307,9 @@ def main() -> int:
     for name, (config, workdir) in runs.items():
         start = time.perf_counter()
         seconds = (run_pipeline(config, workdir) if not args.no_run else float("nan"))
-        result = analyse(config, workdir, args.plots / name if args.plots else None)
+        result, pipeline = analyse(config, workdir, args.plots / name if args.plots else None)
+        if not args.no_real:
+            result["real"] = real_events(pipeline, args.data, args.n_kaggle)
         result["seconds"] = seconds
         result["analysis_seconds"] = time.perf_counter() - start
         results[name] = result
@@ -220,13 +331,17 @@ def main() -> int:
         "efficiency_displaced": main_run["efficiency_by_origin"]["displaced"]["efficiency"],
         "upper_bound_efficiency": {s: ub["efficiency"]
                                    for s, ub in main_run["upper_bound"].items()},
-        "real_sample_efficiency": {name: (r["real_sample"]["tracks"]["efficiency"]
-                                          if r.get("real_sample") else None)
-                                   for name, r in results.items()},
+        **{k: v for k, v in (main_run.get("real") or {}).items()
+           if k not in ("kaggle_seconds", "track_length_histograms")},
+        "model_megabytes": sum((args.workdir / "checkpoints" / f"{s}.pt").stat().st_size
+                               for s in ("embedding", "filter", "gnn")) / 1e6,
         "seconds": main_run["seconds"],
         "runs": results,
     }
     harness.write_json(args.json, summary)
+    lengths = (main_run.get("real") or {}).get("track_length_histograms")
+    if lengths and args.plot is not None:
+        plot_lengths(lengths, args.plot)
     print(f"\nefficiency {summary['efficiency']:.4f}, fake rate {summary['fake_rate']:.4f}, "
           f"duplicate rate {summary['duplicate_rate']:.4f}, seconds {summary['seconds']:.0f}")
     return 0

@@ -133,7 +133,7 @@ def test_model_benchmarks_run_on_the_models_of_a_tiny_run(tiny_run: tuple[Path, 
     events of ``trkx run``: what to run after changing a stage."""
     config, workdir = tiny_run
     physics = run_benchmark("physics.py", "--config", str(config), "--workdir", str(workdir),
-                            "--no-run", "--json", str(tmp_path / "physics.json"))
+                            "--no-run", "--no-real", "--json", str(tmp_path / "physics.json"))
     assert physics.returncode == 0, physics.stderr[-2000:]
     figures = json.loads((tmp_path / "physics.json").read_text())
     assert 0.0 <= figures["efficiency"] <= 1.0 and set(figures["stage_efficiency"]) == {

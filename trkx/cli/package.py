@@ -3,7 +3,7 @@
 Copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first), writes each
 stage's config as its checkpoint stores it, the recipe's tracks config and a ``pipeline.yaml``,
 ``SHA256SUMS`` and the model card ``card.md`` (from the run's records and the benchmark JSON
-files given with ``--physics``, ``--real-events``, ``--inference``), with the learning curves
+files given with ``--physics`` and ``--inference``), with the learning curves
 of every stage beside it (trkx.packaging). The folder is replaced whole."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--recipe", type=Path, required=True, help="the pipeline YAML trained")
     parser.add_argument("--workdir", type=Path, required=True, help="its `trkx run` workdir")
     parser.add_argument("--out", type=Path, required=True, help="the shipped-model folder")
-    for bench in ("physics", "real-events", "inference"):
+    for bench in ("physics", "inference"):
         parser.add_argument(f"--{bench}", type=Path, default=None, metavar="JSON",
-                            help=f"benchmarks/{bench.replace('-', '_')}.py JSON the card quotes")
+                            help=f"benchmarks/{bench}.py JSON the card quotes")
     parser.set_defaults(func=run)
 
 
@@ -31,7 +31,6 @@ def run(args: argparse.Namespace) -> int:
     from trkx.packaging.package import package
 
     benchmarks = {name: path for name, path in (("physics", args.physics),
-                                                ("real_events", args.real_events),
                                                 ("inference", args.inference)) if path}
     print(f"shipped models -> {package(args.recipe, args.workdir, args.out, benchmarks)}")
     return 0

@@ -23,14 +23,11 @@ BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {
                 "--json {json}",
                 ("efficiency", "efficiency_err", "fake_rate", "duplicate_rate",
                  "trackml_score", "stage_efficiency", "stage_efficiency_cumulative",
-                 "edges_per_hit", "gnn_purity", "efficiency_prompt", "efficiency_displaced")),
-    "real_events": ("python benchmarks/real_events.py --config {recipe} --checkpoints "
-                    "{workdir}/checkpoints --sim-events {workdir}/data/test --n-sim 2 "
-                    "--json {json}",
-                    ("real_pixel_efficiency", "real_pixel_fake_rate",
-                     "real_pixel_duplicate_rate", "sample_efficiency", "sample_fake_rate",
-                     "kaggle_median_seconds", "kaggle_peak_memory_gb",
-                     "kaggle_tracks_per_event", "track_length_tvd", "model_megabytes")),
+                 "edges_per_hit", "gnn_purity", "efficiency_prompt", "efficiency_displaced",
+                 "real_pixel_efficiency", "real_pixel_fake_rate", "real_pixel_duplicate_rate",
+                 "real_pixel_anchors", "real_pixel_vertex_z", "sample_efficiency",
+                 "sample_fake_rate", "kaggle_median_seconds", "kaggle_peak_memory_gb",
+                 "kaggle_tracks_per_event", "track_length_tvd", "model_megabytes")),
     "inference": ("python benchmarks/inference.py --config {recipe} --checkpoints "
                   "{workdir}/checkpoints --events {workdir}/data/test --json {json}", ()),
 }

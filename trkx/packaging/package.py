@@ -8,7 +8,7 @@ stage's config as the checkpoint stores it (the exact config it was trained with
 merged, overrides applied), the recipe's tracks config (overrides applied) and a
 ``pipeline.yaml`` naming them with the recipe's ``events`` and ``inference`` sections, then
 ``SHA256SUMS`` and the model card ``card.md`` (:mod:`trkx.packaging.card`: from the run's records
-and the benchmark JSON files given with ``--physics``, ``--real-events``, ``--inference``),
+and the benchmark JSON files given with ``--physics``, ``--inference``),
 with the learning curves of every stage beside it (``curves.json``, ``curves.png``). The
 folder is replaced whole (built beside it, then renamed).
 """

@@ -319,10 +319,12 @@ class EventTracks:
 
 
 def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os.PathLike,
-                      graphs_with_truth: bool = False) -> EventTracks:
+                      graphs_with_truth: bool = False, stage_graphs: bool | None = None
+                      ) -> EventTracks:
     """Read the event ``prefix``, run ``pipeline``, fit the tracks. ``graphs_with_truth``
     returns every stage's graph with its edge labels (the truth is read for them; the tracks
-    never read it); without it, the GNN's graph alone."""
+    never read it); without it, the GNN's graph alone, unless ``stage_graphs`` asks for every
+    stage's graph without truth (what a benchmark counts the edges of)."""
     from trkx.data.events import event_record
     from trkx.tracks.building import tracks_frame
 
@@ -331,7 +333,8 @@ def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os
                           with_truth=graphs_with_truth)
     seconds = {"load": time.perf_counter() - start}
     graphs, labels, table, laps = pipeline.run_with_table(
-        record, edge_labels=graphs_with_truth, stage_graphs=graphs_with_truth)
+        record, edge_labels=graphs_with_truth,
+        stage_graphs=graphs_with_truth if stage_graphs is None else stage_graphs)
     seconds.update(laps)
     start = time.perf_counter()
     parameters = pipeline.track_parameters(graphs["gnn"], labels, table)
