@@ -99,7 +99,19 @@ def test_infer_runs_the_cells_set_on_events_with_cells(packaged: Path, sample_pr
     timing, printed = infer(tmp_path / "both")
     assert timing["models_per_event"] == {"1": "pu200_cells", "2": "pu200"}
     assert "models pu200_cells (cells, 1 event(s)), pu200 (hits only, 1 event(s))" in printed
+    for name, event in (("pu200_cells", "1"), ("pu200", "2")):   # each set speaks for itself
+        own = timing["sets"][name]
+        assert own["events"] == 1 and own["precision"] == "fp32"
+        assert all(v == timing["events"][event][k] for k, v in own["mean_seconds"].items())
+    # evaluated: each set's figures over its own events (the same models and event here)
+    assert trkx_main(["infer", "--events", str(events), "--out", str(tmp_path / "scored")]) == 0
+    metrics = json.loads((tmp_path / "scored" / "evaluate" / "metrics.json").read_text())
+    cells, hits = metrics["sets"]["pu200_cells"], metrics["sets"]["pu200"]
+    assert cells["n_signal_particles"] == hits["n_signal_particles"] > 0
+    assert cells["efficiency"] == hits["efficiency"]
+    assert metrics["overall"]["n_signal_particles"] == 2 * cells["n_signal_particles"]
     shutil.rmtree(root / trkx.models.CELLS)
     timing, printed = infer(tmp_path / "hits_only")
     assert timing["models_per_event"] == {"1": "pu200", "2": "pu200"}
+    assert timing["sets"]["pu200"]["events"] == 2
     assert "models pu200 (hits only, 2 event(s))" in printed

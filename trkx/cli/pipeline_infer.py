@@ -76,23 +76,24 @@ def run(args: argparse.Namespace) -> int:
     from trkx.data.listing import event_prefixes
     from trkx.pipeline.batch import Outputs, infer_events
     from trkx.pipeline.config import load_pipeline_config
-    from trkx.pipeline.inference import checkpoint_paths
     from trkx.pipeline.model_sets import model_groups
     from trkx.pipeline.process_usage import reset_peak_memory
-    from trkx.pipeline.timing import run_settings, summary_line, timing_report
+    from trkx.pipeline.timing import per_set, run_settings, summary_line, timing_report
     from trkx.tracks.files import atomic_write
 
     prefixes = event_prefixes(args.events)[: args.n_events]
     if not prefixes:
         raise FileNotFoundError(f"{args.events}: no TrackML events (event*-hits.csv[.gz])")
     groups = model_groups(args.config, args.checkpoints, prefixes)
-    config = load_pipeline_config(groups[0].config, args.overrides)
+    configs = [load_pipeline_config(g.config, args.overrides) for g in groups]
     out = Outputs(args.out, args.graphs)
     reset_peak_memory()              # this command's peak, not earlier steps of `trkx run`
     batch = infer_events(groups, prefixes, out, tuple(args.overrides), device, args.workers)
     results = batch.results
-    settings = run_settings(device, config.inference.precision, config.inference.graph_ops)
-    report = timing_report(batch, groups, prefixes, settings)
+    settings = run_settings(device, *(per_set(groups, [getattr(c.inference, key)
+                                                       for c in configs])
+                                      for key in ("precision", "graph_ops")))
+    report = timing_report(batch, groups, prefixes, settings, [c.inference for c in configs])
     text = json.dumps(report, indent=2)
     atomic_write(args.out / "timing.json", lambda tmp: tmp.write_text(text))
     print(summary_line(report, args.out, settings))
@@ -103,16 +104,14 @@ def run(args: argparse.Namespace) -> int:
     evaluate = args.evaluate or (args.evaluate is None and all(r.has_truth for r in results))
     if args.evaluate is False or not (pixel or evaluate):
         return 0
-    from trkx.tracks.files import evaluation_settings
+    from trkx.pipeline.model_sets import evaluation_per_set
 
-    loaded = batch.pipelines[0]       # the working point of the pipeline that made the tracks
-    cuts, edge_cut = evaluation_settings(
-        str(config.stage_config_path(config.tracks)), list(config.tracks.overrides),
-        checkpoint_paths(groups[0].checkpoints)["gnn"], loaded and loaded.builder)
+    cuts, edge_cut, sets = evaluation_per_set(groups, configs, batch.pipelines, {
+        p: r.event_id for p, r in zip(prefixes, results)})
     if pixel:
         _evaluate_pixel_events(pixel, args.out / "evaluate", cuts)
     if evaluate:
-        _evaluate(args, cuts, edge_cut)
+        _evaluate(args, cuts, edge_cut, sets)
     return 0
 
 
@@ -132,9 +131,11 @@ def _evaluate_pixel_events(pixel: list, out: Path, cuts) -> None:
     print(pixel_truth_text(report, len(pixel), out / "pixel_truth.json"))
 
 
-def _evaluate(args: argparse.Namespace, cuts, edge_cut: float) -> None:
-    """The tracks evaluated in this process as ``trkx evaluate`` does, into OUT/evaluate; the
-    truth from the stage graphs when they were written (edge figures per stage too)."""
+def _evaluate(args: argparse.Namespace, cuts, edge_cut: dict[int, float],
+              sets: dict[int, str]) -> None:
+    """The tracks evaluated in this process as ``trkx evaluate`` does, into OUT/evaluate, each
+    event's edges at the cut of the set that made it (``sets``: each set's own figures too);
+    the truth from the stage graphs when they were written (edge figures per stage too)."""
     from trkx.tracks.evaluation import evaluate_tracks
     from trkx.tracks.report import write_evaluation
     from trkx.tracks.summary_text import evaluation_text
@@ -142,6 +143,6 @@ def _evaluate(args: argparse.Namespace, cuts, edge_cut: float) -> None:
     graphs = args.graphs
     stages = [] if graphs is None else [(s, graphs / s) for s in ("embedding", "filter")]
     evaluation = evaluate_tracks(args.out, args.events if graphs is None else graphs / "gnn",
-                                 cuts, edge_cut, stages)
+                                 cuts, edge_cut, stages, sets=sets)
     write_evaluation(evaluation, args.out / "evaluate")
     print(evaluation_text(evaluation.report))

@@ -63,3 +63,23 @@ def describe(groups: list[ModelGroup]) -> str | None:
         return None
     return ", ".join(f"{g.name} ({'cells' if g.name == CELLS else 'hits only'}, "
                      f"{len(g.events)} event(s))" for g in groups)
+
+
+def evaluation_per_set(groups: list[ModelGroup], configs: list, pipelines: list,
+                       event_ids: dict[str, int]) -> tuple[object, dict[int, float],
+                                                           dict[int, str]]:
+    """How a run of several sets is evaluated: the metric cuts (the first set's tracks
+    config), each event's edge cut (that of the builder of the set that made its tracks:
+    ``pipelines[i]``, or the set's config and GNN working point where workers loaded it) and
+    each event's set (``given`` for a pipeline named on the command line); ``configs`` are
+    the sets' pipeline configs, ``event_ids`` the event id of each prefix."""
+    from trkx.pipeline.inference import checkpoint_paths
+    from trkx.tracks.files import evaluation_settings
+
+    settings = [evaluation_settings(str(c.stage_config_path(c.tracks)), list(c.tracks.overrides),
+                                    checkpoint_paths(g.checkpoints)["gnn"],
+                                    loaded and loaded.builder)
+                for g, c, loaded in zip(groups, configs, pipelines)]
+    edge_cut = {event_ids[p]: cut for g, (_, cut) in zip(groups, settings) for p in g.events}
+    sets = {event_ids[p]: g.name or "given" for g in groups for p in g.events}
+    return settings[0][0], edge_cut, sets

@@ -32,12 +32,21 @@ def run_settings(device: torch.device, precision: str, graph_ops: str) -> dict[s
             "graph_ops": graph_ops, "allocator": allocator.active()}
 
 
+def per_set(groups: list, values: list[str]) -> str:
+    """One setting of the run: the value all model sets share, else each set's
+    (``pu200_cells fp32, pu200 bf16``)."""
+    if len(set(values)) == 1:
+        return values[0]
+    return ", ".join(f"{g.name} {v}" for g, v in zip(groups, values))
+
+
 def timing_report(batch: BatchResult, groups: list, prefixes: list[str],
-                  settings: dict[str, Any]) -> dict[str, Any]:
+                  settings: dict[str, Any], inference: list | None = None) -> dict[str, Any]:
     """``timing.json`` of a run (module docstring) of the model sets ``groups``
     (trkx.pipeline.model_sets) on the events ``prefixes``; with the shipped sets, ``models``
-    (which ran, on how many events) joins ``settings`` and ``models_per_event`` says which
-    set ran on each event."""
+    (which ran, on how many events) joins ``settings``, ``models_per_event`` says which
+    set ran on each event and ``sets`` gives each set's events, precision, graph ops
+    (``inference``: each set's inference plan) and mean seconds over its own events."""
     from trkx.pipeline.model_sets import describe
     from trkx.pipeline.process_usage import peak_memory_gb, process_cpu_seconds
 
@@ -49,7 +58,17 @@ def timing_report(batch: BatchResult, groups: list, prefixes: list[str],
 
     events = {str(r.event_id): r.seconds for r in batch.results}
     mean = {s: sum(t[s] for t in events.values()) / len(events) for s in STAGES}
-    return {**settings, "models_per_event": models_per_event,
+    sets = None
+    if models_per_event is not None:
+        sets = {}
+        for i, group in enumerate(groups):
+            own = [t for e, t in events.items() if models_per_event[e] == group.name]
+            sets[group.name] = {
+                "events": len(own),
+                **({"precision": inference[i].precision, "graph_ops": inference[i].graph_ops}
+                   if inference else {}),
+                "mean_seconds": {s: sum(t[s] for t in own) / len(own) for s in STAGES}}
+    return {**settings, "models_per_event": models_per_event, "sets": sets,
             "cpu_seconds": process_cpu_seconds(), "events": events, "mean_seconds": mean,
             "workers": batch.workers, "threads_per_worker": batch.threads,
             "wall_seconds": batch.wall_seconds, "events_per_second": batch.events_per_second,

@@ -17,7 +17,7 @@ the fitted parameters are matched to the signal particles (trkx.tracks.resolutio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,11 +83,14 @@ def stage_edge_metrics(name: str, folder: Path, cut: float, cuts: MetricCuts) ->
 
 
 def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
-                    edge_cut: float, stages: Sequence[tuple[str, Path]] = (),
-                    progress: bool = True) -> TrackEvaluation:
+                    edge_cut: float | Mapping[int, float], stages: Sequence[tuple[str, Path]] = (),
+                    progress: bool = True, sets: Mapping[int, str] | None = None
+                    ) -> TrackEvaluation:
     """Evaluate every tracks file of ``tracks_folder`` (module docstring); ``edge_cut`` is the
-    GNN score from which a record's edge counts as kept; ``stages`` are ``(name, folder)`` of
-    earlier stages' records, every edge of which counts."""
+    GNN score from which a record's edge counts as kept (one per event id where several model
+    sets made the tracks: each builder's own); ``stages`` are ``(name, folder)`` of earlier
+    stages' records, every edge of which counts. ``sets`` (event id -> model set) adds
+    ``sets`` to the report: each set's overall figures over its own events."""
     from trkx.files.errors import TrackMLFormatError
     from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.files import (
@@ -98,6 +101,13 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
     )
     from trkx.tracks.parameters import parameters_file_name
     from trkx.tracks.resolution import matched_parameters, resolution_summary
+
+    def cut_of(event_id: int) -> float:       # -1: a whole folder of GNN records
+        if isinstance(edge_cut, (int, float)):
+            return float(edge_cut)
+        if event_id < 0:
+            raise ValueError("a GNN stage folder is evaluated at one edge cut, not per event")
+        return edge_cut[event_id]
 
     evaluations, anchors, record_edges, matched = [], [], [], []
     for event_id, path in tqdm(sorted(track_files(tracks_folder).items()), desc="evaluate",
@@ -115,7 +125,7 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
             matched.append(matched_parameters(evaluations[-1], read_parameters(fitted),
                                               particle_table).assign(event_id=event_id))
         if record is not None:
-            metrics = edge_metrics(record, edge_cut, cuts)
+            metrics = edge_metrics(record, cut_of(event_id), cuts)
             if metrics is not None:
                 record_edges.append({"event_id": event_id, **metrics})
 
@@ -128,13 +138,17 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
     if record_edges:
         edges["events"] = {"overall": pool_edge_metrics(record_edges), "events": record_edges}
     for name, folder in stages:
-        cut = edge_cut if name == "gnn" else 0.0  # earlier stages' records: all edges kept
+        cut = cut_of(-1) if name == "gnn" else 0.0  # earlier stages' records: all edges kept
         edges[name] = stage_edge_metrics(name, folder, cut, cuts)
     report = {"cuts": cuts_dict(cuts), "overall": overall_summary(evaluations),
               "events": [event_summary(e) for e in evaluations],
               "anchors": {"cuts": cuts_dict(ANCHOR_CUTS), "overall": overall_summary(anchors)},
               "binned": {name: rate.to_dict() for name, rate in rates.items()},
               "edges": edges}
+    if sets is not None and len(set(sets.values())) > 1:
+        report["sets"] = {name: overall_summary([e for e in evaluations
+                                                 if sets.get(e.event_id) == name])
+                          for name in dict.fromkeys(sets.values())}
     fitted_rows = pd.concat(matched, ignore_index=True) if matched else None
     if fitted_rows is not None:
         report["resolution"] = resolution_summary(fitted_rows)
