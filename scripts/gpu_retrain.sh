@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A training recipe end to end in one call on a GPU machine (issue 58's retrain):
 #
-#   bash benchmarks/gpu_retrain.sh [RECIPE] [WORKDIR]     # default configs/pu200_cells_wide.yaml
+#   bash scripts/gpu_retrain.sh [RECIPE] [WORKDIR]     # default configs/pu200_cells_wide.yaml
 #
 # `trkx run RECIPE` (simulate, train and infer every stage, working points on the validation
 # events, the test events' tracks and evaluation), each stage's training also capped in wall
@@ -9,8 +9,9 @@
 # GNN_MAX_TIME (trainer.max_time, DD:HH:MM:SS; default 00:00:02:00 each) and TOTAL_TIMEOUT
 # seconds for the run (default 540). The recipes' learning rates are flat after warm-up, so a
 # stage stopped by its cap at step N is the run of trainer.max_steps=N: the step reached is in
-# the log and in each model file's metrics. EXTRA_SETS adds `trkx run --set` overrides (e.g.
-# "events.train_events=2 events.workers=2" for a check on a CPU).
+# the log and in each model file's metrics. EXTRA_SETS adds `trkx run --set` overrides:
+# "events.workers=16" on a 16-core GPU machine (the simulation is the same whatever the
+# workers), "events.train_events=2 events.val_events=1 events.test_events=1" for a check on a CPU.
 #
 # What comes back ($OUT on the device machine, else WORKDIR/out): the three model files as
 # they appear (copied every 15 s, so a run cut short still returns its finished stages), the
