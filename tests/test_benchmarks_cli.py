@@ -148,7 +148,7 @@ def test_model_benchmarks_run_on_the_models_of_a_tiny_run(tiny_run: tuple[Path, 
 
 
 def test_gpu_inference_report_counts_the_tracks_that_differ(tmp_path: Path) -> None:
-    """gpu_inference.sh's report: per pair of runs, the hits whose track mates differ and the
+    """gpu_inference.sh --report: per pair of runs, the hits whose track mates differ and the
     tracks (>= 3 hits) of one device only; a failed run is reported, not fatal."""
     import pandas as pd
 
@@ -166,7 +166,9 @@ def test_gpu_inference_report_counts_the_tracks_that_differ(tmp_path: Path) -> N
             {"efficiency": 0.94, "fake_rate": 0.02}))
     (tmp_path / "status.txt").write_text("real-cells-gpu 0 20\nreal-cells-cpu 0 30\n"
                                          "real-hits-gpu 1 5\n")
-    done = run_benchmark("gpu_inference_report.py", str(tmp_path))
+    done = subprocess.run(["bash", str(BENCHMARKS / "gpu_inference.sh"), "--report",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHON": sys.executable})
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "gpu_inference.json").read_text())
     pair = report["differences"]["real-cells"]["event000021001-tracks.csv"]
