@@ -133,3 +133,19 @@ def test_builder_keys_left_null_take_the_working_point():
         builder_options({"min_length": None}, {"walk_cut": 0.2})
     with pytest.raises(ValueError, match="give the GNN checkpoint"):
         builder_options({"walk_cut": None}, None)
+
+
+def test_one_rule_meets_a_config_section_and_a_working_point() -> None:
+    """trkx.files.checkpoint.with_working_point: a null value takes the trained stage's, a set
+    one stays, a null the working point lacks names the key (unless optional)."""
+    from trkx.files.checkpoint import with_working_point
+
+    point = {"radius": 0.18, "max_neighbours": 96.0}
+    assert with_working_point({"radius": None, "max_neighbours": 48}, point, "x") == {
+        "radius": 0.18, "max_neighbours": 48}
+    with pytest.raises(ValueError, match="score_cut is null: set it"):
+        with_working_point({"score_cut": None}, point, "set it")
+    with pytest.raises(ValueError, match="score_cut is null"):
+        with_working_point({"score_cut": None}, None, "set it")
+    assert with_working_point({"extra": None}, point, "x", optional=("extra",)) == {
+        "extra": None}

@@ -39,10 +39,14 @@ class EmbeddingInference:
         check_precision(self.precision)
 
     def working_point(self, trained: dict) -> tuple[float, int]:
-        """``(radius, max_neighbours)``: this section's values, else the trained ones."""
-        radius = self.radius if self.radius is not None else trained["radius"]
-        k = self.max_neighbours if self.max_neighbours is not None else trained["max_neighbours"]
-        return float(radius), int(k)
+        """``(radius, max_neighbours)``: this section's values, else the trained ones
+        (trkx.files.checkpoint.with_working_point)."""
+        from trkx.files.checkpoint import with_working_point
+
+        values = with_working_point(
+            {"radius": self.radius, "max_neighbours": self.max_neighbours}, trained,
+            "the embedding checkpoint's working point has none; set it under inference")
+        return float(values["radius"]), int(values["max_neighbours"])
 
 
 def layer_key(record: Data) -> torch.Tensor:

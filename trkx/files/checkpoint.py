@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,24 @@ class Checkpoint:
     working_point: dict[str, float]
     config: dict[str, Any]
     metrics: dict[str, float]
+
+
+def with_working_point(values: Mapping[str, Any], working_point: Mapping[str, float] | None,
+                       missing: str, optional: Collection[str] = ()) -> dict[str, Any]:
+    """The one rule by which a config section meets a trained stage: every null (None) value
+    of ``values`` becomes the working point's value of that key (the cut, radius or track
+    length chosen on validation events); the others stay as the config sets them. A null key
+    the working point lacks (or no working point) is a ``ValueError`` naming the key and
+    ``missing`` (what to do about it), except the keys of ``optional``, which stay null."""
+    out = dict(values)
+    for key, value in values.items():
+        if value is not None:
+            continue
+        if working_point is not None and key in working_point:
+            out[key] = working_point[key]
+        elif key not in optional:
+            raise ValueError(f"{key} is null: {missing}")
+    return out
 
 
 def _canonical(value: Any) -> bytes:

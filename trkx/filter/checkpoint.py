@@ -6,7 +6,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from trkx.files.checkpoint import Checkpoint, build_network, load_checkpoint
+from trkx.files.checkpoint import (
+    Checkpoint,
+    build_network,
+    load_checkpoint,
+    with_working_point,
+)
 
 
 @dataclass(frozen=True)
@@ -29,13 +34,12 @@ class FilterInference:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
 
     def cut(self, checkpoint: Checkpoint) -> float:
-        """This section's ``score_cut``, else the checkpoint's working point."""
-        if self.score_cut is not None:
-            return float(self.score_cut)
-        if "score_cut" not in checkpoint.working_point:
-            raise ValueError(f"{checkpoint.path}: no score_cut in the working point; set "
-                             "inference.score_cut")
-        return float(checkpoint.working_point["score_cut"])
+        """This section's ``score_cut``, else the checkpoint's working point
+        (trkx.files.checkpoint.with_working_point)."""
+        values = with_working_point(
+            {"score_cut": self.score_cut}, checkpoint.working_point,
+            f"{checkpoint.path} has no score_cut in its working point; set inference.score_cut")
+        return float(values["score_cut"])
 
 
 def load_model(path: str | os.PathLike):

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from trkx.arrays import as_numpy
+from trkx.files.checkpoint import with_working_point
 from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.graph import graph_from_record
@@ -263,17 +264,16 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
         tuned_stitched = working_point is None or "stitch" in working_point or \
             "min_length_forward" in working_point
         out["stitch"] = bool((working_point or {}).get("stitch", 1.0 if tuned_stitched else 0.0))
-    for key, value in out.items():
-        if value is not None:
-            continue
-        if key in OPTIONAL and (working_point is None or key not in working_point):
-            continue                  # stays None: the builder applies min_length everywhere
-        if working_point is None or key not in working_point:
-            where = ("the GNN checkpoint's working point has none" if working_point is not None
-                     else "give the GNN checkpoint (--checkpoint), whose working point sets it")
-            raise ValueError(f"{label}: {key} is null: {where}; or set a value")
-        number = working_point[key]
-        out[key] = round(number) if "int" in str(types.get(key)) else float(number)
+    nulls = [key for key, value in out.items() if value is None]
+    where = ("the GNN checkpoint's working point has none" if working_point is not None
+             else "give the GNN checkpoint (--checkpoint), whose working point sets it")
+    try:                # an OPTIONAL key stays None: the builder applies min_length everywhere
+        out = with_working_point(out, working_point, f"{where}; or set a value", OPTIONAL)
+    except ValueError as exc:
+        raise ValueError(f"{label}: {exc}") from None
+    for key in nulls:
+        if out[key] is not None:
+            out[key] = round(out[key]) if "int" in str(types.get(key)) else float(out[key])
     if out["quality_cut"] is not None:   # the cut needs the model the tuner fitted with it
         model = QualityModel.from_working_point(working_point or {})
         if model is None:
