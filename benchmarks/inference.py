@@ -19,11 +19,9 @@ edges the fast backend finds; per learned stage (``stage_roofline``) its dense F
 moved per event (``stage_flops``, ``stage_bytes``), GFLOP/s and GB/s, and ``roofline_fraction``
 = max(FLOPs / fp32 GEMM rate, bytes / memory bandwidth) / median seconds with the rates measured
 in the same run (``harness.matmul_rates``, ``harness.memory_bandwidth``; ``flop_rate_fraction``:
-FLOPs / seconds / GEMM rate); ``bf16_efficiency_delta`` per stage (fp32 - bf16; edges at each
-stage's cut, tracks) and ``bf16_keeps_physics`` (within 0.002); ``peak_memory_gb`` after the
-2-thread pass; ``throughput_events_per_second`` of the batch engine
-(``trkx.pipeline.batch.infer_events``) with ``--workers`` processes; ``help_seconds`` of
-``python -m trkx --help``.
+FLOPs / seconds / GEMM rate); ``bf16_efficiency_delta`` per stage and ``bf16_keeps_physics``
+(within 0.002); ``peak_memory_gb``; ``throughput_events_per_second`` of the batch engine
+(``trkx.pipeline.batch.infer_events``, ``--workers``); ``help_seconds`` of ``trkx --help``.
 
 ``--sets PREFIX``, the cells path's cost (issue 47): the cells set on the event with its cells
 and the hits-only set on its hits, alternating ``--repeats`` times in this process; per set the
@@ -64,25 +62,20 @@ SETS = ("pu200_cells", "pu200")          # --sets: the cells set, the hits-only 
 BF16_TOLERANCE = 0.002
 
 
-#: FLOPs count 2 per multiply-add of the dense layers as the stages compute them:
-#:     embedding: N * sum_l 2 in_l out_l; filter: E_graph * sum_l 2 in_l out_l (every candidate
-#:     edge once); gnn: E_filter * f_edge + N * f_node (InteractionGNN.flops_per_edge_and_node).
-#: Bytes moved per event (float32: 4 per word; int64 edge endpoints: 16 per edge), the traffic
-#: the stages' inference paths cannot avoid (row-blocked MLPs keep their hidden layers in
-#: cache; a gathered row counts once):
-#:     embedding: N * 4 (F + d)                   hit features in, embedding out
-#:     filter: E_graph * (16 + 4 (2 (F_h + 4) + 2 f + 1))
-#:         endpoints, both ends' hit features and (r, phi, z, eta), the f edge features
-#:         written and read, the score
-#:     gnn: E_filter * (16 + 4 (2 o + a + o)                edge encoder
-#:                      + T (16 + 4 (2 o + h + o + h) + 2 (12 + 4 h))   edge net, residual,
-#:                                                                    two CSR sums
-#:                      + 16 + 4 (2 o + h + 1))              classifier
-#:          + N * 4 T (13 h + 2 o)                           node nets, projections
-#:     with h the GNN width, o the first Linear's width (h), a its edge inputs, T iterations;
-#:     the edge inputs themselves (agreement sort) are not counted.
 def stage_bytes(pipeline, n_hits: int, graph_edges: int, filter_edges: int) -> dict[str, int]:
-    """Bytes moved by each learned stage on one event (the formulas above)."""
+    """Bytes each learned stage cannot avoid moving on one event (float32 words 4, int64 edge
+    endpoints 16 per edge; row-blocked MLPs keep their hidden layers in cache):
+
+        embedding: N 4 (F + d)                      hit features in, embedding out
+        filter: E_graph (16 + 4 (2 (F_h + 4) + 2 f + 1))   ends, their features, f edge inputs
+        gnn: E_filter (16 + 4 (3 o + a)                    edge encoder
+                       + T (16 + 4 (3 o + 2 h) + 2 (12 + 4 h))   edge net, two CSR sums
+                       + 16 + 4 (2 o + h + 1))             classifier
+             + N 4 T (13 h + 2 o)                          node nets
+
+    with h the GNN width, o = h, a its edge inputs, T its iterations. FLOPs (``stage_flops``)
+    count 2 per multiply-add of the dense layers: embedding N, filter E_graph, GNN E_filter
+    edge and N node rows (InteractionGNN.flops_per_edge_and_node)."""
     linears = [m for m in pipeline.embedding.modules() if isinstance(m, nn.Linear)]
     network = pipeline.filter
     gnn = pipeline.gnn
@@ -119,10 +112,6 @@ def edge_keys(edge_index: torch.Tensor, n: int) -> np.ndarray:
     return np.unique(e[0] * n + e[1])
 
 
-def edge_count(graph) -> int:
-    return int(graph.edge_index.shape[1])
-
-
 def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
              recall: bool = False) -> dict:
     """Warm up on the first event, then time every event (``reconstruct_event`` and the tracks
@@ -147,8 +136,8 @@ def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
         if index == 0:
             continue                                   # warm-up
         rows.append({**seconds, "total": sum(seconds.values()), "n_hits": event.n_hits,
-                     "graph_edges": edge_count(event.graphs["embedding"]),
-                     "filter_edges": edge_count(event.graphs["filter"])})
+                     **{f"{key}_edges": int(event.graphs[stage].edge_index.shape[1])
+                        for key, stage in (("graph", "embedding"), ("filter", "filter"))}})
         if not (with_truth or recall):
             continue
         record = event_record(prefix, detector, pipeline.use_cells, pipeline.signal_pt_min,

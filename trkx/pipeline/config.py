@@ -76,17 +76,11 @@ class EventPlan:
     test_dir: str | None = None
 
     def __post_init__(self) -> None:
-        from trkx.data.simulate.physics import FIELD_MAPS
+        from trkx.data.simulate.physics import PhysicsConfig
 
-        if self.field_map not in FIELD_MAPS:
-            raise ValueError(f"field_map {self.field_map!r} is not one of {', '.join(FIELD_MAPS)}")
-        if not (isinstance(self.support_fraction, (int, float))
-                and math.isfinite(self.support_fraction) and self.support_fraction >= 0):
-            raise ValueError(f"support_fraction must be >= 0, got {self.support_fraction!r}")
-        loss = self.energy_loss
-        if not (isinstance(loss, (int, float)) and not isinstance(loss, bool)
-                and math.isfinite(loss) and loss >= 0):
-            raise ValueError(f"energy_loss must be >= 0 MeV/mm, got {self.energy_loss!r}")
+        # the simulator's own checks (field map, material)
+        PhysicsConfig(field_map=self.field_map, support_fraction=self.support_fraction,
+                      energy_loss=self.energy_loss)
         if self.simulate:
             for name in ("train_events", "val_events", "test_events"):
                 if getattr(self, name) < 1:

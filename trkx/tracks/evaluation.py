@@ -102,12 +102,8 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
     from trkx.tracks.parameters import parameters_file_name
     from trkx.tracks.resolution import matched_parameters, resolution_summary
 
-    def cut_of(event_id: int) -> float:       # -1: a whole folder of GNN records
-        if isinstance(edge_cut, (int, float)):
-            return float(edge_cut)
-        if event_id < 0:
-            raise ValueError("a GNN stage folder is evaluated at one edge cut, not per event")
-        return edge_cut[event_id]
+    def cut_of(event_id: int) -> float:
+        return float(edge_cut) if isinstance(edge_cut, (int, float)) else edge_cut[event_id]
 
     evaluations, anchors, record_edges, matched = [], [], [], []
     for event_id, path in tqdm(sorted(track_files(tracks_folder).items()), desc="evaluate",
@@ -138,7 +134,9 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
     if record_edges:
         edges["events"] = {"overall": pool_edge_metrics(record_edges), "events": record_edges}
     for name, folder in stages:
-        cut = cut_of(-1) if name == "gnn" else 0.0  # earlier stages' records: all edges kept
+        if name == "gnn" and not isinstance(edge_cut, (int, float)):
+            raise ValueError("a folder of GNN records is evaluated at one edge cut")
+        cut = float(edge_cut) if name == "gnn" else 0.0  # earlier stages: all edges kept
         edges[name] = stage_edge_metrics(name, folder, cut, cuts)
     report = {"cuts": cuts_dict(cuts), "overall": overall_summary(evaluations),
               "events": [event_summary(e) for e in evaluations],
