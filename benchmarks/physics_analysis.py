@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from event_distributions import PIXEL_VOLUMES, EventView
 from torch_geometric.data import Data
 
 from trkx.arrays import as_numpy
 from trkx.data.truth import layer_key
+from trkx.realism.distributions import PIXEL_VOLUMES, EventView
 from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
 from trkx.tracks.event_truth import truth_from_record

@@ -8,10 +8,10 @@ Two real events of the later TrackML release (sigma_z ~ 50 mm), each beside simu
 (``--events`` pile-up-200 events at ``--vertex-sigma-z``): ``event21001`` in its pixel
 projection (volumes 7, 8, 9; truth only on pixel hits) beside simulated events projected the
 same way, and ``sample`` (a ~5% particle subsample of a real event, plus noise) beside each
-simulated event cut down the same way (:func:`event_distributions.subsample`).
+simulated event cut down the same way (:func:`trkx.realism.distributions.subsample`).
 
-Every distribution of :mod:`event_distributions` (its docstring lists them) is histogrammed on
-its fixed bins and compared by its total variation distance (TVD);
+Every distribution of :mod:`trkx.realism.distributions` (its docstring lists them) is
+histogrammed on its fixed bins and compared by its total variation distance (TVD);
 ``tvd_floor`` is the median TVD that drawing the real sample's size from the simulated
 histogram gives (finite statistics alone; a lower bound), ``tvd_spread`` the median TVD of
 one simulated twin from the others (event-to-event variation: which vertices, which particle
@@ -26,8 +26,8 @@ per-stage signal-edge efficiency (:func:`physics_analysis.stage_edges`), track e
 their gaps real - simulated. ``--quick``: two simulated events, under a minute on 2 cores.
 
 ``cell_shape_tvd``: ``{comparison: {volume: {feature: TVD}}}`` of the cluster-shape features
-(:data:`event_distributions.SHAPE_FEATURES`) between a real event and the same kind of hits of
-the whole simulated events, with ``cell_shape_tvd_floor`` and ``cell_shape_entries``; the
+(:data:`trkx.realism.distributions.SHAPE_FEATURES`) between a real event and the same kind of
+hits of the whole simulated events, with ``cell_shape_tvd_floor`` and ``cell_shape_entries``; the
 comparisons ``{sample,event21001}/particle_hits`` (truth ``particle_id != 0``; event 21001:
 volumes 7, 8, 9) and ``{sample,event21001}/all_hits`` (every hit with cells, all volumes).
 ``--shapes-only`` computes just this table (seconds):
@@ -35,7 +35,7 @@ volumes 7, 8, 9) and ``{sample,event21001}/all_hits`` (every hit with cells, all
     python benchmarks/sim_vs_real.py --shapes-only --quick --json shapes.json
 
 ``--material`` compares only what the material does to a track
-(:func:`event_distributions.material_facts`: the pixel crossings' circle RMS and the pT lost
+(:func:`trkx.realism.material.material_facts`: the pixel crossings' circle RMS and the pT lost
 across the detector, prompt 1-2 GeV particles) between the sample event and the twins, simulated
 with ``--field-map``, ``--support-fraction`` and ``--energy-loss`` as ``trkx simulate`` takes
 them (the fit of trkx.data.simulate.physics):
@@ -55,23 +55,6 @@ from pathlib import Path
 import harness
 import numpy as np
 import pandas as pd
-from event_distributions import (
-    BINS,
-    PIXEL_VOLUMES,
-    SHAPE_BINS,
-    SHAPE_FEATURES,
-    EventView,
-    compare,
-    event_samples,
-    event_view,
-    histogram,
-    material_facts,
-    pool,
-    shape_samples,
-    subsample,
-    tvd,
-    tvd_floor,
-)
 from physics_analysis import FIRST_SIM_ID, REAL_EVENT, SAMPLE_EVENT, model_gaps
 
 from trkx.data.detector import load_detector
@@ -81,6 +64,23 @@ from trkx.data.simulate.event import SimulationConfig
 from trkx.data.simulate.physics import FIELD_MAPS, PhysicsConfig
 from trkx.data.simulate.runner import event_rng
 from trkx.data.truth import layer_key
+from trkx.realism.distributions import (
+    BINS,
+    PIXEL_VOLUMES,
+    SHAPE_BINS,
+    SHAPE_FEATURES,
+    EventView,
+    compare,
+    event_samples,
+    event_view,
+    histogram,
+    pool,
+    shape_samples,
+    subsample,
+    tvd,
+    tvd_floor,
+)
+from trkx.realism.material import material_facts
 from trkx.tracks.projection import PIXEL_TRUTH, read_tables
 
 PILEUP = 200.0

@@ -1,4 +1,4 @@
-"""benchmarks/event_distributions.py and benchmarks/sim_vs_real.py: the distributions of an
+"""trkx/realism/distributions.py and benchmarks/sim_vs_real.py: the distributions of an
 event, their TVD, the pixel projection and subsampling, and the benchmark's command line."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from event_distributions import (
+from trkx.data.particle_id import encode_particle_id
+from trkx.data.simulate import generate_particles, simulate_event
+from trkx.realism.distributions import (
     compare,
     event_samples,
     event_view,
@@ -22,9 +24,6 @@ from event_distributions import (
     tvd,
     tvd_floor,
 )
-
-from trkx.data.particle_id import encode_particle_id
-from trkx.data.simulate import generate_particles, simulate_event
 
 
 def test_tvd_of_known_histograms() -> None:

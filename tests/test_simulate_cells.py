@@ -106,7 +106,8 @@ def test_noise_clusters_are_not_single_cells() -> None:
 
 def test_pixel_shapes_match_the_real_sample_event(trackml_dir: Path, detector) -> None:
     import pandas as pd
-    from event_distributions import SHAPE_BINS, histogram, shape_samples, tvd
+
+    from trkx.realism.distributions import SHAPE_BINS, histogram, shape_samples, tvd
 
     prefix = trackml_dir / "sample_event" / "event000000001"
     hits = pd.read_csv(f"{prefix}-hits.csv.gz")
