@@ -1,5 +1,6 @@
-"""Distributed GNN benchmark on the pipeline's own graphs: traffic, edge balance, memory, step
-time and hang detection.
+"""Distributed GNN benchmark on the pipeline's own graphs: traffic, edge balance, memory and step
+time (a stopped rank ending the job within ``distributed.timeout_s`` is a test:
+tests/test_distributed_train.py).
 
 Graphs: filter-stage event records (``pos``, ``x``, ``edge_index``, ``y``, ``signal``: the
 output of ``trkx infer filter``, e.g. simulated pile-up-200 events run through the pipeline),
@@ -29,7 +30,7 @@ from pathlib import Path
 import harness
 import numpy as np
 import torch
-from distributed_ranks import DEFAULT, PARTITIONERS, measure_hang, measure_steps, measure_traffic
+from distributed_ranks import DEFAULT, PARTITIONERS, measure_steps, measure_traffic
 
 from trkx.gnn.distributed.figures import partition_figures
 from trkx.gnn.distributed.partition import make_partition
@@ -140,11 +141,9 @@ def main() -> int:
     parser.add_argument("--hidden", type=int, default=64, help="model width (memory/time)")
     parser.add_argument("--iters", type=int, default=4, help="model iterations (memory/time)")
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--hang-timeout", type=float, default=60.0, help="distributed."
-                        "timeout_s of the hang measurement (default: the shipped default)")
     parser.add_argument("--skip-steps", action="store_true", help="no memory / step-time runs")
     parser.add_argument("--memory-only", action="store_true", help="only the per-rank memory "
-                        "under trkx's allocator (no traffic, balance, step time, hang, ...)")
+                        "(no traffic, balance or step time)")
     parser.add_argument("--replot", type=Path, metavar="JSON",
                         help="only draw --plot from a JSON this script wrote")
     args = harness.parse(parser)
@@ -155,7 +154,6 @@ def main() -> int:
         graph = step_graph = quick_graph()
         args.world_sizes, args.balance_sizes = [2, 4], [2, 4, 8]
         args.hidden, args.iters, args.steps = 8, 1, 1
-        args.hang_timeout = min(args.hang_timeout, 5.0)
     elif args.events is None:
         parser.error("--events DIR (filter-stage records) or --quick")
     else:
@@ -200,8 +198,8 @@ def main() -> int:
                      traffic["oblivious-1d"][DEFAULT][str(P)]["total_bytes"])
 
     model = {"hidden": args.hidden, "n_graph_iters": args.iters, "n_mlp_layers": 1}
-    single = four = single_glibc = four_glibc = None
-    one_proc, two_proc, overlap_on, overlap_off, glibc_1x2 = [], [], [], [], []
+    single = four = None
+    one_proc, two_proc, overlap_on, overlap_off = [], [], [], []
     SN, SE = step_graph["x"].shape[0], step_graph["edge_index"].shape[1]
     if not args.skip_steps:
         step_file = work / "step_graph.pt"
@@ -210,14 +208,9 @@ def main() -> int:
                                              step_graph["pos"], SN) for P in (2, 4)}},
                    step_file)
         print(f"steps on {step_graph['name']}: {SN} hits, {SE} edges", flush=True)
-        print(f"memory: InteractionGNN {model}, trkx's allocator, then glibc's", flush=True)
+        print(f"memory: InteractionGNN {model}", flush=True)
         single = measure_steps(step_file, 1, 1, model, args.steps, work)
         four = measure_steps(step_file, 4, 1, model, args.steps, work)
-        if not args.memory_only:
-            single_glibc = measure_steps(step_file, 1, 1, model, args.steps, work,
-                                         allocator="off")
-            four_glibc = measure_steps(step_file, 4, 1, model, args.steps, work,
-                                       allocator="off")
         print("step time: 2 processes x 1 thread vs 1 x 2; overlap on/off", flush=True)
         for _ in range(0 if args.memory_only else 2):
             for world, threads, times in ((1, 2, one_proc), (2, 1, two_proc)):
@@ -226,14 +219,8 @@ def main() -> int:
             for overlap, times in ((True, overlap_on), (False, overlap_off)):
                 times.append(measure_steps(step_file, 2, 1, model, args.steps, work,
                                            overlap=overlap)["step_time_s"])
-            glibc_1x2.append(measure_steps(step_file, 1, 2, model, args.steps, work,
-                                           allocator="off")["step_time_s"])
         print(f"  1x2 {one_proc}  2x1 {two_proc}  overlap on {overlap_on} off {overlap_off}",
               flush=True)
-    hang = None
-    if not args.memory_only:
-        print(f"hang: SIGSTOP 1 of 2 ranks, timeout_s={args.hang_timeout:g}", flush=True)
-        hang = measure_hang(step_graph, args.hang_timeout, work)
 
     def imbalance(P: int) -> float | None:
         row = balance.get(str(P))
@@ -253,16 +240,10 @@ def main() -> int:
         "step_time_ratio_2proc": ratio(median(two_proc), median(one_proc)),
         "overlap_step_time_ratio": ratio(median(overlap_on), median(overlap_off)),
         "step_graph": {"name": step_graph["name"], "nodes": SN, "edges": SE},
-        "peak_memory_ratio_p4_glibc_default": None if single_glibc is None else ratio(
-            max(four_glibc["peak_rss_mib"]), single_glibc["peak_rss_mib"][0]),
-        "step_time_ratio_allocator": ratio(median(one_proc), median(glibc_1x2)),
-        "hang_detect_seconds": hang, "hang_timeout_s": args.hang_timeout,
         "balance": balance, "bytes": traffic,
-        "memory": {"single": single, "p4": four, "single_glibc_default": single_glibc,
-                   "p4_glibc_default": four_glibc, "model": model},
+        "memory": {"single": single, "p4": four, "model": model},
         "step_times": {"one_proc_two_threads": one_proc, "two_proc_one_thread": two_proc,
-                       "p2_overlap_on": overlap_on, "p2_overlap_off": overlap_off,
-                       "one_proc_two_threads_glibc_default": glibc_1x2},
+                       "p2_overlap_on": overlap_on, "p2_overlap_off": overlap_off},
     }
     for key, value in result.items():             # the headline figures
         if not isinstance(value, dict):

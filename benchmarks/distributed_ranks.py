@@ -1,88 +1,22 @@
 """The rank side of benchmarks/distributed.py: the processes it spawns (gloo, CPU) and what it
-measures with them: bytes per GNN iteration, training-step time and memory, hang detection.
+measures with them: bytes per GNN iteration, training-step time and memory.
 
 A spawned rank imports this module by name, so it holds nothing that runs at import.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import statistics
-import subprocess
-import sys
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from unittest import mock
 
 import torch
 import torch.distributed as dist
-from harness import REPO, free_port, peak_rss_kib, release_free_heap, reset_peak_rss, rss_kib
+from harness import free_port, peak_rss_kib, release_free_heap, reset_peak_rss, rss_kib
 
 PARTITIONERS = ("sector", "balanced", "refined")
 DEFAULT = "balanced"
-
-
-# ---------------------------------------------------------------- hang detection
-def measure_hang(graph: dict, timeout_s: float, work: Path) -> float | None:
-    """Seconds from SIGSTOP of rank 1 (of 2, ``torchrun -m trkx train gnn``) until rank 0
-    prints its one-line error naming ``distributed.timeout_s``; None when it never did."""
-    import yaml
-    from torch_geometric.data import Data
-
-    from trkx.data.record import save_record
-    events = work / "hang_events"
-    data = Data(x=graph["x"], pos=graph["pos"], edge_index=graph["edge_index"],
-                y=graph["y"].bool(), signal=graph["signal"])
-    data.num_nodes = graph["x"].shape[0]
-    save_record(data, events / "event.pt")
-    config = {"data": {"train_dir": str(events), "val_dir": str(events)},
-              "model": {"hidden": 16, "n_graph_iters": 2, "n_mlp_layers": 1,
-                        "edge_features": 0},
-              "module": {"graph_ops": "csr", "tune_tracks": False},
-              "trainer": {"max_steps": 10 ** 6, "val_every_n_epochs": 10 ** 6, "logger": "none",
-                          "progress_bar": False, "accelerator": "cpu"},
-              "distributed": {"timeout_s": timeout_s}}
-    path = work / "hang.yaml"
-    path.write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-         "--master-port", str(free_port()), "-m", "trkx", "train", "gnn", "--config",
-         str(path), "--checkpoint", str(work / "hang.pt")], cwd=REPO, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    lines: list[tuple[float, str]] = []
-    threading.Thread(target=lambda: lines.extend((time.time(), x) for x in launcher.stderr),
-                     daemon=True).start()
-    workers: list[int] = []
-    try:
-        last = work / "hang.run" / "last.ckpt"   # one event: written after every step
-        deadline = time.time() + 600
-        while not last.is_file() and time.time() < deadline and launcher.poll() is None:
-            time.sleep(0.2)
-        children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text()
-        workers = [int(pid) for pid in children.split()]
-        ranks = {}
-        for pid in workers:
-            env_items = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            ranks.update({int(i[5:]): pid for i in env_items if i.startswith(b"RANK=")})
-        os.kill(ranks[1], signal.SIGSTOP)
-        stopped = time.time()
-        while time.time() < stopped + timeout_s + 120:
-            hit = next((t for t, x in list(lines) if "distributed.timeout_s" in x), None)
-            if hit is not None:
-                return hit - stopped
-            time.sleep(0.2)
-        return None
-    finally:   # every torchrun worker has its own session
-        for pid in workers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        os.killpg(launcher.pid, signal.SIGKILL)
-        launcher.wait()
 
 
 # ---------------------------------------------------------------- rank workers
@@ -115,14 +49,13 @@ def traffic_worker(rank: int, world: int, port: int, graph_file: str, configs: l
 
 def step_worker(rank: int, world: int, port: int, graph_file: str, algorithm: str,
                 partitioner: str, model_kwargs: dict, steps: int, threads: int,
-                out_dir: str, overlap: bool = True, allocator: str = "trkx") -> None:
-    """Training steps of InteractionGNN; world == 1: single process with CSR GraphOps.
-    ``allocator``: ``trkx``, the allocator of trkx commands (trkx/runtime/allocator.py: the preload
-    this benchmark re-executed itself under, inherited, else glibc's caching settings);
-    ``off``: the C library's defaults (measure_steps spawns the ranks without the preload)."""
+                out_dir: str, overlap: bool = True) -> None:
+    """Training steps of InteractionGNN; world == 1: single process with CSR GraphOps. The
+    ranks run under the allocator of trkx commands (trkx/runtime/allocator.py: the preload
+    this benchmark re-executed itself under, inherited, else glibc's caching settings)."""
     from trkx.runtime import allocator as allocators
 
-    if allocator == "trkx" and allocators.mapped_allocator() is None:
+    if allocators.mapped_allocator() is None:
         allocators.apply_glibc_settings()
     torch.set_num_threads(threads)
     from trkx.gnn.distributed.bookkeeping import all_reduce_gradients, rank_loss
@@ -198,13 +131,9 @@ def measure_traffic(graph_file: Path, world_sizes: list[int], width: int, work: 
 
 def measure_steps(graph_file: Path, world: int, threads: int, model_kwargs: dict, steps: int,
                   work: Path, algorithm: str = "sparse-1d", partitioner: str = DEFAULT,
-                  env: dict[str, str] | None = None, overlap: bool = True,
-                  allocator: str = "trkx") -> dict:
-    if allocator == "off":                    # spawned ranks start without the preload
-        env = {**(env or {}), "LD_PRELOAD": "", "TRKX_ALLOCATOR": "off"}
-    with mock.patch.dict(os.environ, env or {}):     # the ranks inherit it
-        spawn(step_worker, world, str(graph_file), algorithm, partitioner, model_kwargs, steps,
-              threads, str(work), overlap, allocator)
+                  overlap: bool = True) -> dict:
+    spawn(step_worker, world, str(graph_file), algorithm, partitioner, model_kwargs, steps,
+          threads, str(work), overlap)
     ranks = [torch.load(work / f"step{r}.pt", weights_only=True) for r in range(world)]
     step_time = statistics.median(max(r["times"][i] for r in ranks) for i in range(steps))
     return {"step_time_s": step_time,
