@@ -52,7 +52,9 @@ from pathlib import Path
 
 import harness
 import numpy as np
-from physics_analysis import (
+
+from trkx.data.record import load_record
+from trkx.tracks.stage_losses import (
     ETA_BINS,
     PT_BINS,
     edge_losses,
@@ -63,8 +65,6 @@ from physics_analysis import (
     track_figures,
     upper_bound,
 )
-
-from trkx.data.record import load_record
 
 REPO = harness.REPO
 HEADLINE = ("efficiency", "efficiency_err", "fake_rate", "fake_rate_err", "duplicate_rate",

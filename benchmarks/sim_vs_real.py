@@ -21,9 +21,9 @@ largest ``|N_sim - N_real| / N_real`` over the (volume, layer) hit counts of eve
 
 With ``--checkpoints DIR --config PIPELINE.yaml`` the trained models run whole on event 21001,
 the sample event and their twins (truth projected the same way on both;
-:func:`physics_analysis.model_gaps`):
-per-stage signal-edge efficiency (:func:`physics_analysis.stage_edges`), track efficiency and
-their gaps real - simulated. ``--quick``: two simulated events, under a minute on 2 cores.
+:func:`model_gaps.model_gaps`): per-stage signal-edge efficiency
+(:func:`trkx.tracks.stage_losses.stage_edges`), track efficiency and their gaps real -
+simulated. ``--quick``: two simulated events, under a minute on 2 cores.
 
 ``cell_shape_tvd``: ``{comparison: {volume: {feature: TVD}}}`` of the cluster-shape features
 (:data:`trkx.realism.distributions.SHAPE_FEATURES`) between a real event and the same kind of
@@ -55,7 +55,7 @@ from pathlib import Path
 import harness
 import numpy as np
 import pandas as pd
-from physics_analysis import FIRST_SIM_ID, REAL_EVENT, SAMPLE_EVENT, model_gaps
+from model_gaps import FIRST_SIM_ID, REAL_EVENT, SAMPLE_EVENT, model_gaps
 
 from trkx.data.detector import load_detector
 from trkx.data.particle_id import decode_particle_id

@@ -1,16 +1,13 @@
-"""benchmarks/physics_analysis.py: track efficiency by the particles' production radius."""
+"""trkx/tracks/stage_losses.py: track efficiency by the particles' production radius."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from physics_analysis import efficiency_by_origin
+from trkx.tracks.stage_losses import efficiency_by_origin
 
 
 def test_signal_particles_are_binned_by_production_radius() -> None:

@@ -26,6 +26,9 @@ import pandas as pd
 
 from trkx.files.errors import TrackMLFormatError
 
+#: TrackML's pixel volumes (barrel 8, endcaps 7 and 9).
+PIXEL_VOLUMES: tuple[int, ...] = (7, 8, 9)
+
 _ROTATION_COLUMNS = [f"rot_{g}{loc}" for g in "xyz" for loc in "uvw"]
 _COLUMNS = ["volume_id", "layer_id", "module_id", "cx", "cy", "cz", *_ROTATION_COLUMNS,
             "module_t", "module_minhu", "module_maxhu", "module_hv", "pitch_u", "pitch_v"]

@@ -47,13 +47,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from trkx.data.detector import Detector
+from trkx.data.detector import PIXEL_VOLUMES, Detector
 from trkx.data.features import cell_features, cylindrical
 from trkx.data.particle_id import decode_particle_id
 from trkx.data.truth import SignalCuts, layer_key, pseudorapidity, truth_graph
 from trkx.edges.geometry import edge_geometry
 
-PIXEL_VOLUMES = (7, 8, 9)
 VOLUMES = (7, 8, 9, 12, 13, 14, 16, 17, 18)
 PROMPT_RADIUS = 1.0   # mm: a particle made farther from the beam line is displaced
 EDGE_FEATURES = ("dr", "dphi", "dz", "deta")

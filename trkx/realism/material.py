@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trkx.realism.distributions import PIXEL_VOLUMES, PROMPT_RADIUS
+from trkx.data.detector import PIXEL_VOLUMES
+from trkx.realism.distributions import PROMPT_RADIUS
 
 
 def _circle_rms(x: np.ndarray, y: np.ndarray) -> float:

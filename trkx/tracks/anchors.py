@@ -24,11 +24,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from trkx.data.detector import PIXEL_VOLUMES
 from trkx.tracks.event_truth import EventTruth
 from trkx.tracks.metrics import EventEvaluation, MetricCuts, evaluate_event
 
-#: TrackML's pixel volumes.
-PIXEL_VOLUMES: tuple[int, ...] = (7, 8, 9)
 #: HEPTv2's signal and candidates, double majority.
 ANCHOR_CUTS = MetricCuts(pt_min=0.9, max_eta=4.0, min_hits=3, min_track_hits=3,
                          matching="double_majority", min_layers=3)

@@ -22,7 +22,6 @@ from torch_geometric.data import Data
 
 #: The partial truth part of an event: ``PREFIX-truth-pixel.csv[.gz]``.
 PIXEL_TRUTH = "truth-pixel"
-PIXEL_VOLUMES: tuple[int, ...] = (7, 8, 9)
 
 
 def pixel_truth_file(prefix: str | Path) -> Path | None:

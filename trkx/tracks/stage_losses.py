@@ -1,25 +1,21 @@
-"""Physics analysis of a trained pipeline's stage graphs (used by benchmarks/physics.py).
-
-Everything here works on event records in memory (the stage outputs of ``trkx run``):
+"""Where each learned stage loses the signal, and what tracks its graph makes: the analysis of
+a trained pipeline's stage graphs (the records ``trkx infer --graphs`` writes per stage, or
+``reconstruct_event(..., stage_graphs=True)`` returns). benchmarks/physics.py drives it.
 
 - :func:`stage_edges`: per stage, signal-edge efficiency (cumulative and of the edges the
   stage received), purity (truth-graph edges among kept edges, docs/design.md) and edges per
   hit, with the stage's cut (``scores >= cut``); the share of the signal truth pairs (both
-  hits signal, one per unordered pair) kept, overall and with both hits in the pixel barrel
-  (issue 38's graph targets);
+  hits signal, one per unordered pair) kept, overall and with both hits in the pixel barrel;
 - :func:`track_figures`: tracks built by the pipeline's builder, double-majority efficiency,
   fake and duplicate rates (binomial errors), TrackML score;
 - :func:`upper_bound`: the same with truth labels (``y``) as scores, i.e. what a perfect later
   stage would reach on a given graph;
 - :func:`edge_losses`: where signal truth edges are lost (layer pairs, pT, first/last edge of
   a particle, overlap double hits) and by which stage;
+- :func:`efficiency_by`: signal-edge efficiency per stage in bins of pT or eta;
 - :func:`efficiency_by_origin`: track efficiency of the signal particles by the radius of their
   production point, ``r_v = sqrt(vx^2 + vy^2)`` (prompt: ``r_v <= 1 mm``; the rest are
-  secondaries, made in the material or by decays);
-- :func:`model_gaps` (``benchmarks/sim_vs_real.py --checkpoints DIR --config PIPELINE.yaml``):
-  per-stage signal-edge efficiency, track efficiency and fake rate of the models on the real
-  events (``REAL_EVENT``, ``SAMPLE_EVENT``) and on their simulated twins (ids from
-  ``FIRST_SIM_ID``, simulated by ``sim_vs_real``), and the gaps real - simulated.
+  secondaries, made in the material or by decays).
 """
 
 from __future__ import annotations
@@ -27,20 +23,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from torch_geometric.data import Data
 
 from trkx.arrays import as_numpy
 from trkx.data.truth import layer_key
-from trkx.realism.distributions import PIXEL_VOLUMES, EventView
 from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
-from trkx.tracks.projection import PIXEL_TRUTH, read_tables
 
 PT_BINS = np.array([0.0, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, math.inf])
 ETA_BINS = np.linspace(-4.0, 4.0, 17)
@@ -281,73 +273,3 @@ def efficiency_by_origin(evaluations: list, radius: dict[int, dict[int, float]],
     return {"bins_mm": bins.tolist(),
             "per_bin": [share(which == b) for b in range(len(bins) - 1)],
             "prompt": share(r_v <= bins[1]), "displaced": share(r_v > bins[1])}
-
-
-REAL_EVENT = "real_pixel_truth/event000021001"
-SAMPLE_EVENT = "sample_event/event000000001"
-FIRST_SIM_ID = 900_000          # ids of the simulated twins (seeded by (seed, id))
-STAGES = ("embedding", "filter", "gnn")
-
-
-def run_events(pipeline, events: list[tuple[dict[str, pd.DataFrame], int]],
-               volumes: tuple[int, ...] | None) -> dict:
-    """Cumulative signal-edge efficiency per stage and track efficiency of the models, pooled
-    over ``events`` (``(tables, event_id)``; truth projected onto ``volumes`` when given)."""
-    from trkx.tracks.projection import projected_evaluation, projected_record
-
-    graphs: dict[str, list] = {s: [] for s in STAGES}
-    evaluations = []
-    for tables, event_id in events:
-        record, mask = projected_record(tables, pipeline.use_cells, pipeline.signal_pt_min,
-                                        volumes, event_id)
-        stage_graphs, labels, _ = pipeline.run(record, edge_labels=True)
-        for stage in STAGES:
-            graphs[stage].append(stage_graphs[stage])
-        evaluations.append(projected_evaluation(record, mask, labels, event_id))
-    stages = stage_edges(pipeline_stages(graphs, pipeline.builder))
-    tracks = overall_summary(evaluations)
-    return {"stage_efficiency": {s: stages[s]["efficiency"] for s in STAGES},
-            "signal_edges": stages["embedding"]["n_signal_truth_edges"],
-            "track_efficiency": tracks["efficiency"],
-            "track_efficiency_err": tracks["efficiency_err"],
-            "fake_rate": tracks["fake_rate"], "signal_particles": tracks["n_signal_particles"]}
-
-
-def sample_twin_tables(tables: dict[str, pd.DataFrame], view: EventView
-                       ) -> dict[str, pd.DataFrame]:
-    """A simulated event cut down to the hits and particles of its subsampled view."""
-    hit_ids = view.hits["hit_id"].to_numpy()
-    keep = tables["hits"]["hit_id"].isin(hit_ids)
-    return {"hits": tables["hits"][keep].reset_index(drop=True),
-            "cells": tables["cells"][tables["cells"]["hit_id"].isin(hit_ids)],
-            "particles": tables["particles"][tables["particles"]["particle_id"].isin(
-                view.particles["particle_id"])].reset_index(drop=True),
-            "truth": tables["truth"][tables["truth"]["hit_id"].isin(hit_ids)]}
-
-
-def model_gaps(config: Path, checkpoints: Path, data: Path,
-               events: list[dict[str, pd.DataFrame]], sample_twins: list[EventView]) -> dict:
-    """Per-stage and track efficiencies of the models on the real events and their twins,
-    and their absolute gaps."""
-    from trkx.pipeline.inference import TrainedPipeline
-
-    pipeline = TrainedPipeline.load(config, checkpoints)
-    real = run_events(pipeline, [(read_tables(data / REAL_EVENT, PIXEL_TRUTH, cells=True),
-                                  21001)], PIXEL_VOLUMES)
-    twins = run_events(pipeline, [(t, FIRST_SIM_ID + i) for i, t in enumerate(events)],
-                       PIXEL_VOLUMES)
-    sample = run_events(pipeline, [(read_tables(data / SAMPLE_EVENT, "truth", cells=True), 1)],
-                        None)
-    sample_sim = run_events(pipeline, [(sample_twin_tables(t, view), FIRST_SIM_ID + i)
-                                       for i, (t, view) in enumerate(zip(events, sample_twins))],
-                            None)
-    return {
-        "models": {"config": str(config), "checkpoints": str(checkpoints),
-                   "event21001": real, "event21001_twins": twins,
-                   "sample": sample, "sample_twins": sample_sim},
-        "stage_efficiency_gap": {s: abs(real["stage_efficiency"][s]
-                                        - twins["stage_efficiency"][s]) for s in STAGES},
-        "track_efficiency_gap": abs(real["track_efficiency"] - twins["track_efficiency"]),
-        "sample_track_efficiency_gap": abs(sample["track_efficiency"]
-                                           - sample_sim["track_efficiency"]),
-    }
