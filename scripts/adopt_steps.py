@@ -1,0 +1,57 @@
+"""Mark steps of a `trkx run` recipe that were made elsewhere as done, so `trkx run` goes on
+from them: a stage trained on a GPU machine (scripts/gpu_retrain.sh) whose model file was copied
+into WORKDIR/checkpoints/, or graphs made by the recipe's own commands run by hand.
+
+    python scripts/adopt_steps.py RECIPE.yaml WORKDIR STEP[=SECONDS] [STEP[=SECONDS] ...]
+
+Each STEP (a name `trkx run RECIPE --workdir WORKDIR --dry-run` lists, e.g. train-embedding)
+must have its output in place; its marker records the step's current command fingerprint (so a
+later change of the recipe still reruns it) and SECONDS, the time it took where it was made
+(the model card adds them up). Example, the wide recipe's GPU-trained stages:
+
+    cp state/pu200_cells_wide/models/{embedding,filter}.pt runs/pu200_cells_wide/checkpoints/
+    python scripts/adopt_steps.py configs/pu200_cells_wide.yaml runs/pu200_cells_wide \\
+        train-embedding=182 train-filter=130
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from trkx.pipeline.config import load_pipeline_config
+from trkx.pipeline.runner import fingerprints
+from trkx.pipeline.steps import plan_steps
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3:
+        usage = next(line for line in __doc__.splitlines() if "STEP[=SECONDS]" in line)
+        print(f"usage: {usage.strip()}", file=sys.stderr)
+        return 2
+    recipe, work = Path(argv[0]), Path(argv[1])
+    steps = {step.name: step for step in plan_steps(load_pipeline_config(recipe), work)}
+    prints = fingerprints(list(steps.values()))
+    for item in argv[2:]:
+        name, _, seconds = item.partition("=")
+        if name not in steps:
+            print(f"adopt_steps: no step {name!r} in {recipe} (steps: {', '.join(steps)})",
+                  file=sys.stderr)
+            return 2
+        step = steps[name]
+        if not step.output.exists():
+            print(f"adopt_steps: {name}: its output {step.output} is missing", file=sys.stderr)
+            return 2
+        marker = step.marker(work)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"argv": list(step.argv), "fingerprint": prints[name],
+                                      "seconds": float(seconds or 0.0),
+                                      "finished": time.time(), "made": "adopted"}, indent=2))
+        print(f"adopted {name} ({marker})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
