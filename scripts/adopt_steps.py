@@ -48,7 +48,8 @@ def main(argv: list[str]) -> int:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps({"argv": list(step.argv), "fingerprint": prints[name],
                                       "seconds": float(seconds or 0.0),
-                                      "finished": time.time(), "made": "adopted"}, indent=2))
+                                      "finished": time.time(),
+                                      "made": "made elsewhere, adopted"}, indent=2))
         print(f"adopted {name} ({marker})")
     return 0
 

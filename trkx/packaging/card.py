@@ -139,10 +139,14 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
 
     events = load_config(recipe)["events"]
     total = 0.0      # each step's last time; a training's summed over its stretches
+    elsewhere = []   # steps made on another machine and adopted (their markers say where)
     for marker in sorted((workdir / ".trkx" / "steps").glob("*.json")):
         stage = marker.stem.removeprefix("train-")
         trained = training_seconds(workdir, stage, curves) if stage in STAGES else None
-        total += trained if trained is not None else json.loads(marker.read_text())["seconds"]
+        record = json.loads(marker.read_text())
+        total += trained if trained is not None else record["seconds"]
+        if record.get("made"):
+            elsewhere.append(f"`{marker.stem}` ({record['made']})")
     lines = [
         f"# Model card: `{name}` (trkx {__version__})", "",
         f"Written {datetime.date.today().isoformat()} by `trkx package` from "
@@ -161,10 +165,10 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         "events. Training seeds: `trainer.seed` of each stage config (stored in the checkpoints "
         "and in the stage YAMLs here).", "",
         "## Stages", "", *_stage_rows(workdir, curves), "",
-        f"Machine: {os.cpu_count()} CPU cores ({_cpu()}), no GPU. The whole run (simulation, "
-        f"training over every stretch, inference and evaluation of the test events, the sum of "
-        f"its step times): "
-        f"{total / 60:.1f} minutes.", "",
+        f"Machine: {os.cpu_count()} CPU cores ({_cpu()}), no GPU"
+        + (f"; made elsewhere: {', '.join(elsewhere)}" if elsewhere else "")
+        + ". The whole run (simulation, training over every stretch, inference and evaluation "
+        f"of the test events, the sum of its step times): {total / 60:.1f} minutes.", "",
     ]
     if curves:
         lines += ["## Learning curves", "",
