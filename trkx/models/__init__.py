@@ -31,7 +31,7 @@ from trkx.files.checkpoint import CheckpointError
 #: The models ``trkx infer`` uses by default: pile-up 200, hits only (configs/pu200.yaml).
 DEFAULT = "pu200"
 #: The models ``trkx infer`` uses for events that come with cells, where this set is shipped:
-#: pile-up 200, the hits and their cluster shapes (configs/pu200_cells.yaml).
+#: pile-up 200, the hits and their cluster shapes (configs/pu200_cells_wide.yaml).
 CELLS = "pu200_cells"
 MODELS_ROOT = Path(__file__).resolve().parent
 MANIFEST = "SHA256SUMS"
