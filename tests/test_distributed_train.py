@@ -109,6 +109,7 @@ def test_torchrun_trains_validates_and_resumes_like_one_process(tmp_path: Path) 
     one = train_one_process(single, tmp_path / "single_k.pt", 2)
     first = torchrun(parallel, tmp_path / "dist.pt", "trainer.max_steps=2")
     assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stdout.count("gnn: trained to step 2") == 1, first.stdout[-2000:]  # rank 0's
     two = load_checkpoint(tmp_path / "dist.pt", "gnn")
     assert_same_weights(last_weights(tmp_path / "dist.pt"), last_weights(tmp_path / "single_k.pt"),
                         "k steps")

@@ -15,6 +15,7 @@ overrides it); ``trkx infer STAGE`` without ``--config`` uses the config stored 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,6 +118,8 @@ def run_train(stage: StageCommands, args: argparse.Namespace) -> int:
     result = stage.train(config, str(args.config), Path(str(checkpoint)))
     if result is None or isinstance(result, int):  # the torchrun entry reports for itself
         return int(result or 0)
+    if os.environ.get("RANK", "0") != "0":          # torchrun: rank 0 speaks for the job
+        return 0
     print(f"{stage.NAME}: trained to step {result.global_step} -> {result.checkpoint}")
     for key, value in sorted({**result.metrics, **result.working_point}.items()):
         print(f"  {key} = {value:.4f}")
