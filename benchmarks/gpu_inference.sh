@@ -131,6 +131,14 @@ def main(results: Path) -> dict:
 main(Path(sys.argv[1]))
 PYEOF
 }
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then   # the header above, without the '#'
+  sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
+if [[ ${1:-} == -* && ${1:-} != --report && ${1:-} != --stage-data ]]; then
+  echo "gpu_inference.sh: unknown option ${1} (--help, --stage-data, --report RESULTS)" >&2
+  exit 2
+fi
 if [[ ${1:-} == --report ]]; then
   [[ -d ${2:-} ]] || { echo "gpu_inference.sh: ${2:-(none)}: no such folder" >&2; exit 2; }
   report "$2"

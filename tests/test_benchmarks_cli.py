@@ -84,6 +84,22 @@ def test_help(script: Path) -> None:
     assert result.stdout.startswith(f"usage: {script.name}"), result.stdout[:500]
 
 
+def test_the_gpu_script_answers_help_and_refuses_an_unknown_option() -> None:
+    """benchmarks/gpu_inference.sh takes a results folder as its argument: --help prints its
+    header (it once made a folder named --help), an unknown option is one line, exit 2."""
+    script = str(BENCHMARKS / "gpu_inference.sh")
+    shown = subprocess.run(["bash", script, "--help"], capture_output=True, text=True,
+                           timeout=30)
+    assert shown.returncode == 0 and shown.stdout.startswith("GPU check of `trkx infer"), \
+        shown.stdout[:300]
+    assert "--stage-data" in shown.stdout and "#" not in shown.stdout.splitlines()[0]
+    refused = subprocess.run(["bash", script, "--bogus"], capture_output=True, text=True,
+                             timeout=30)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == \
+        "gpu_inference.sh: unknown option --bogus (--help, --stage-data, --report RESULTS)"
+
+
 @pytest.mark.subprocess
 def test_graph_construction_quick_search_on_a_saved_embedding(tmp_path: Path) -> None:
     """``--embedding --quick``: every search candidate but the N^2 FAISS flat scan, timed on
