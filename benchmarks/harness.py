@@ -182,6 +182,11 @@ def memory_bandwidth() -> float:
         return 12 * n / best_of(lambda: torch.add(a, b, alpha=2.0, out=c), 3, warmup=True)[1]
 
 
+def machine_rates() -> dict[str, float]:
+    """The machine's roofline: :func:`matmul_rates` and ``memory_bandwidth`` (B/s)."""
+    return {**matmul_rates(), "memory_bandwidth": memory_bandwidth()}
+
+
 def _cpu() -> str:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():

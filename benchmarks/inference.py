@@ -242,10 +242,6 @@ def help_seconds() -> float:
         stdout=subprocess.DEVNULL))[1] for _ in range(3))
 
 
-def machine_rates() -> dict[str, float]:
-    return {**harness.matmul_rates(), "memory_bandwidth": harness.memory_bandwidth()}
-
-
 def model_sets(cells_models: Path | None) -> dict[str, Path]:
     """``--sets``: each set's folder, the cells set replaced by ``cells_models`` when given."""
     from trkx.models import shipped_models
@@ -279,7 +275,7 @@ def sets_on_event(args, scratch: Path) -> dict:
     from trkx.pipeline.inference import TrainedPipeline
 
     folders = model_sets(args.cells_models)
-    rates = machine_rates()
+    rates = harness.machine_rates()
     sets = {name: TrainedPipeline.load(folder / "pipeline.yaml", folder, device="cpu")
             for name, folder in folders.items()}
     if not sets["pu200_cells"].use_cells or sets["pu200"].use_cells:
@@ -351,7 +347,7 @@ def main() -> None:
         scratch = Path(scratch_dir)
         for threads in args.threads:
             torch.set_num_threads(threads)
-            rates = machine_rates()
+            rates = harness.machine_rates()
             figures["machine"][str(threads)] = rates
             print(f"[{threads} threads] G/s: " + ", ".join(f"{k} {v / 1e9:.1f}"
                                                           for k, v in rates.items()))

@@ -75,7 +75,10 @@ def _stage_rows(workdir: Path, curves: dict[str, list[dict[str, float]]]) -> lis
         metrics = {k: v for k, v in checkpoint.metrics.items() if k != "best_step"}
         network = ", ".join(f"{k}={v}" for k, v in checkpoint.constructor.items()
                             if not isinstance(v, (dict, list)))
-        steps = checkpoint.config.get("trainer", {}).get("max_steps")
+        trainer = checkpoint.config.get("trainer", {})
+        steps = trainer.get("max_steps")
+        if trainer.get("max_time"):          # capped in wall time: it may stop before max_steps
+            steps = f"{steps} or {trainer['max_time']} of wall time"
         best = checkpoint.metrics.get("best_step")
         rows.append(f"| {stage} | {network} | {steps} ({_value(best)}) | "
                     f"{_value(seconds) if seconds is not None else 'n/a'} | "
