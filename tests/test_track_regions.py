@@ -185,3 +185,19 @@ def test_stitching_follows_how_the_working_point_was_tuned() -> None:
     absent = builder_options({"walk_cut": None, "min_length": None}, new)   # an older config
     assert absent["stitch"] is True and absent["min_length_forward"] == 7
     assert builder_options({"walk_cut": 0.5, "min_length": 5}, None)["stitch"] is True
+
+
+def test_stitching_compares_the_pieces_directions_not_their_hits_eta_from_the_origin():
+    """A steep helix from a vertex 250 mm along the beam (z = -250 + 2 r), split between
+    r = 170 and 260 mm: the hits' asinh(z / r) seen from the origin jump by 0.4 across the
+    gap (more than the window), the pieces' own direction does not."""
+    r = np.array([30.0, 70, 110, 170, 260, 360, 500, 660, 820, 1020])
+    z = -250.0 + 2.0 * r
+    assert abs(np.arcsinh(z[3] / r[3]) - np.arcsinh(z[4] / r[4])) > 0.3
+    pos = torch.tensor(np.stack([r, np.arcsin(r / 3333.0), z], 1), dtype=torch.float64)
+    chain = [(i, i + 1) for i in range(9) if i != 3]
+    record = Data(edge_index=torch.tensor(chain).T, scores=torch.ones(len(chain)), pos=pos,
+                  hit_id=torch.arange(10))
+    record.num_nodes = 10
+    assert len(np.unique(TrackBuilder(walk_cut=0.5).build(record))) == 1
+    assert len(np.unique(TrackBuilder(walk_cut=0.5, stitch=False).build(record))) == 2
