@@ -1,0 +1,156 @@
+"""Extension: a track takes the lone pixel hits on its helix (trkx.tracks.extension)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from trkx.tracks.building import TrackBuilder
+from trkx.tracks.extension import extend_tracks, helix_geometry, helix_residuals
+from trkx.tracks.helix_fit import fit_helices
+from trkx.tracks.quality import FEATURES, QualityModel
+
+#: (volume, layer, radius mm) of the barrel layers a central track crosses
+LAYERS = [(8, 2, 32.0), (8, 4, 72.0), (8, 6, 116.0), (8, 8, 172.0), (13, 2, 260.0),
+          (13, 4, 360.0), (13, 6, 500.0), (13, 8, 660.0), (17, 2, 820.0), (17, 4, 1020.0)]
+
+
+def helix_hits(radius: float, sense: float, phi0: float, d0: float, z0: float, cot: float,
+               radii: np.ndarray) -> np.ndarray:
+    """``[n, 3]`` (r, phi, z) where a helix (perigee at distance ``d0`` from the beam line,
+    direction ``phi0`` there, turning ``sense``) crosses the cylinders ``radii``, found by
+    bisection on its path length."""
+    t = np.array([np.cos(phi0), np.sin(phi0)])
+    normal = sense * np.array([-t[1], t[0]])                  # towards the centre
+    perigee = d0 * np.array([-t[1], t[0]])
+    centre = perigee + radius * normal
+    start = np.arctan2(*(perigee - centre)[::-1])
+
+    def point(s):
+        angle = start + sense * s / radius
+        return centre[0] + radius * np.cos(angle), centre[1] + radius * np.sin(angle)
+
+    out = []
+    for target in radii:
+        low, high = 0.0, np.pi * radius / 2
+        for _ in range(80):
+            mid = (low + high) / 2
+            if np.hypot(*point(mid)) < target:
+                low = mid
+            else:
+                high = mid
+        x, y = point(low)
+        out.append((np.hypot(x, y), np.arctan2(y, x), z0 + cot * low))
+    return np.array(out)
+
+
+def track_record(hits: np.ndarray, edges: list[tuple[int, int]]) -> Data:
+    layer = np.array([(v, l) for v, l, _ in LAYERS] * (len(hits) // len(LAYERS) + 1))
+    record = Data(edge_index=torch.tensor(edges, dtype=torch.long).T.reshape(2, -1),
+                  scores=torch.ones(len(edges)), pos=torch.tensor(hits, dtype=torch.float64),
+                  hit_id=torch.arange(len(hits)),
+                  volume_id=torch.tensor(layer[: len(hits), 0]),
+                  layer_id=torch.tensor(layer[: len(hits), 1]))
+    record.num_nodes = len(hits)
+    return record
+
+
+def central_track(sense: float = 1.0, d0: float = 0.3) -> np.ndarray:
+    radii = np.array([r for _, _, r in LAYERS])
+    return helix_hits(2500.0, sense, 0.4, d0, 15.0, 0.7, radii)
+
+
+@pytest.mark.parametrize("sense", [1.0, -1.0])
+@pytest.mark.parametrize("d0", [0.0, 0.8, -0.8])
+def test_the_fitted_helix_passes_through_its_own_hits(sense, d0):
+    """The helix geometry rebuilt from a fit's (pT, eta, phi, d0, z0, charge) puts every hit
+    of the track on it, ahead of the perigee, for both turning senses and either sign of d0."""
+    hits = central_track(sense, d0)
+    x, y = hits[:, 0] * np.cos(hits[:, 1]), hits[:, 0] * np.sin(hits[:, 1])
+    fit = fit_helices(np.zeros(len(hits), dtype=np.int64), x, y, hits[:, 2]).frame()
+    e, dz, s = helix_residuals(helix_geometry(fit), np.zeros(len(hits), dtype=np.int64), x, y,
+                               hits[:, 2])
+    assert np.abs(e).max() < 1e-3 and np.abs(dz).max() < 1e-3
+    assert (s > 0).all() and (np.diff(s) > 0).all()
+
+
+def test_lone_pixel_hits_on_the_helix_join_the_track_and_others_do_not():
+    """A track found in its outer 7 layers takes its 3 pixel hits, which no edge reaches; a
+    pixel hit 5 mm off its helix, one behind its perigee and one in the strips stay alone."""
+    hits = central_track()
+    off = hits[1].copy()
+    off[2] += 5.0                                              # 5 mm along the beam
+    behind = hits[2].copy()
+    behind[1] += np.pi                                         # the other side of the beam,
+    behind[2] = 2 * 15.0 - behind[2]                           # on the helix's line backwards
+    strip = hits[4].copy()
+    strip[2] += 1.0
+    extra = np.stack([off, behind, strip])
+    record = track_record(np.concatenate([hits, extra]), [(i, i + 1) for i in range(3, 9)])
+    record.volume_id[10:], record.layer_id[10:] = torch.tensor([8, 8, 13]), torch.tensor([4, 6, 2])
+    plain = TrackBuilder(walk_cut=0.5, min_length=3).build(record)
+    assert len(np.unique(plain[:3])) == 3 and plain[0] != plain[3]
+    extended = TrackBuilder(walk_cut=0.5, min_length=3, extend_window_xy=1.0).build(record)
+    assert len(np.unique(extended[:10])) == 1                  # the whole particle
+    assert len(np.unique(extended[10:])) == 3 and not np.isin(extended[10:], extended[0]).any()
+
+
+def test_a_track_takes_one_hit_per_layer_and_a_hit_goes_to_its_closest_track():
+    hits = central_track()
+    layer = np.array([v * 1000 + l for v, l, _ in LAYERS])
+    near, far = hits[0].copy(), hits[0].copy()
+    near[2] += 0.2
+    far[2] += 0.6                                              # the same layer, farther off
+    pos = np.concatenate([hits, [near, far]])
+    layer = np.r_[layer, 8002, 8002]
+    labels = np.r_[[100, 101, 102], np.full(7, 7), [103, 104]]  # hits 0-2 and the extras alone
+    x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
+    fit = fit_helices(np.where(labels == 7, 7, -1), x, y, pos[:, 2]).frame()
+    out, grown = extend_tracks(labels, pos, layer, fit, 1.0, 3.0)
+    assert list(grown) == [7]
+    assert (out[:10] == 7).all()                               # the exact hit on 8:2 wins
+    assert out[10] == 103 and out[11] == 104                   # the farther ones stay alone
+    assert (extend_tracks(labels, pos, layer, fit, 1.0, 3.0, min_hits=8)[0] == labels).all()
+    # a second helix 0.5 mm along the beam from the first (its own hits on other layers): a
+    # lone hit goes to the helix it lies closer to
+    shifted = pos.copy()
+    shifted[1, 2] += 0.45
+    labels2 = np.r_[[100, 101, 102], np.full(7, 7), [8, 8, 8, 8]]
+    pos2 = np.concatenate([shifted[:10], np.tile([[800.0, -2.0, 0.0]], (4, 1))])
+    layer2 = np.r_[layer[:10], 18002, 18004, 18006, 18008]
+    other = fit.assign(track_id=8, z0=fit["z0"] + 0.5)
+    out, grown = extend_tracks(labels2, pos2, layer2, pd.concat([fit, other]), 1.0, 3.0)
+    assert out[0] == 7 and out[1] == 8 and out[2] == 7 and list(grown) == [7, 8]
+
+
+def test_the_grown_tracks_rows_are_fitted_again_and_the_others_kept():
+    """With the quality step's table, a track that grows gets the fit of its new hits (its
+    hit count, layers, helix); the table stays one row per final track, under final ids."""
+    hits = central_track()
+    second = helix_hits(1500.0, -1.0, 2.0, 0.1, -30.0, -0.4, np.array([r for *_, r in LAYERS]))
+    record = track_record(np.concatenate([hits, second]),
+                          [(i, i + 1) for i in range(3, 9)] + [(i, i + 1) for i in range(10, 19)])
+    keep_all = QualityModel(mean=(0.0,) * len(FEATURES), scale=(1.0,) * len(FEATURES),
+                            weights=(0.0,) * len(FEATURES), bias=5.0)
+    builder = TrackBuilder(walk_cut=0.5, min_length=3, quality_cut=0.5, quality=keep_all,
+                           extend_window_xy=1.0)
+    labels, table = builder.build_with_table(record)
+    assert len(np.unique(labels[:10])) == 1 and len(np.unique(labels)) == 2
+    assert sorted(table["track_id"]) == sorted(np.unique(labels))
+    first = table.set_index("track_id").loc[labels[0]]
+    assert first["n_hits"] == 10 and first["n_layers"] == 10
+    x, y = hits[:, 0] * np.cos(hits[:, 1]), hits[:, 0] * np.sin(hits[:, 1])
+    alone = fit_helices(np.zeros(10, dtype=np.int64), x, y, hits[:, 2]).frame().iloc[0]
+    for column in ("pt", "eta", "phi", "d0", "z0"):
+        assert first[column] == pytest.approx(alone[column], rel=1e-6, abs=1e-6)
+    assert table.set_index("track_id").loc[labels[10], "n_hits"] == 10
+
+
+def test_extension_windows_are_checked():
+    with pytest.raises(ValueError, match="extend_window"):
+        TrackBuilder(extend_window_xy=0.0)
+    with pytest.raises(ValueError, match="extend_min_hits"):
+        TrackBuilder(extend_min_hits=2)

@@ -1,0 +1,182 @@
+"""Extension: a built track takes the lone hits that lie on its helix, on layers it lacks.
+
+A graph that misses a particle's edges into the pixel layers (a skipped layer, a vertex far
+along the beam, a short piece the builder dissolved) leaves those hits alone: tracks of one
+hit, never candidates. Counted on the pixel hits alone (the anchors' count, a real event's
+pixel truth), such a particle is lost although its track was found in the outer layers. The
+track knows where its pixel hits are: on its helix.
+
+For a track ``t`` with fitted helix (trkx.tracks.helix_fit: circle centre ``c_t = (a_t,
+b_t)``, radius ``R_t``, turning sense ``h_t``, angle ``alpha0_t`` of the perigee around
+``c_t``, line ``z = z0_t + s cot(theta_t)``), a lone hit ``i`` at ``(x_i, y_i, z_i)`` has
+
+    e_ti  = |(x_i, y_i) - c_t| - R_t                                (transverse, mm)
+    s_ti  = h_t R_t wrap(atan2(y_i - b_t, x_i - a_t) - alpha0_t)    (path length, mm)
+    dz_ti = z_i - z0_t - s_ti cot(theta_t)                          (along the beam, mm)
+
+and is a candidate of ``t`` when ``|e_ti| < window_xy``, ``|dz_ti| < window_z``, ``s_ti >=
+0`` (ahead of the perigee) and ``t`` has no hit on the layer of ``i``; its cost is ``(e_ti /
+window_xy)^2 + (dz_ti / window_z)^2``. Each lone hit goes to its cheapest track; of the hits a
+track receives on one layer, the cheapest stays (a track gains at most one hit per layer).
+Candidates are the lone hits in ``volumes`` (default: the pixel volumes) and the tracks of >=
+``min_hits`` hits with a fitted helix.
+
+The search, per layer of the lone hits: each helix's first crossing ahead of its perigee of
+the layer's cylinder (barrel: the median ``r`` of its hits) or plane (endcap: their median
+``z``), and the layer's hits within ``max(window_xy, window_z)`` of it plus the layer's depth
+(its hits' largest distance from that level) stretched along the helix's slope; the exact
+residuals above decide. Deterministic: a function of the labels, positions and fits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.spatial import cKDTree
+
+from trkx.data.detector import PIXEL_VOLUMES
+from trkx.tracks.helix_fit import BARREL_VOLUMES, FIELD_TESLA, PT_PER_TESLA_MM
+
+#: The helix columns :func:`extend_tracks` reads (a track table or HelixFit.frame()).
+HELIX_COLUMNS = ("track_id", "pt", "eta", "phi", "d0", "z0", "charge")
+
+
+def helix_geometry(helices: pd.DataFrame, field: float = FIELD_TESLA) -> dict[str, np.ndarray]:
+    """Circle centre ``a, b``, ``radius``, turning ``sense``, perigee angle ``alpha0``, ``z0``
+    and ``cot`` of the fitted helices (rows of ``helices``: trkx.tracks.helix_fit's
+    convention, ``phi`` and ``d0`` at the perigee, sense ``h = -charge sign(B)``)."""
+    phi = helices["phi"].to_numpy(np.float64)
+    d0 = helices["d0"].to_numpy(np.float64)
+    radius = helices["pt"].to_numpy(np.float64) / (PT_PER_TESLA_MM * abs(field))
+    sense = -helices["charge"].to_numpy(np.float64) * np.sign(field if field != 0 else 1.0)
+    tx, ty = np.cos(phi), np.sin(phi)
+    p0x, p0y = -d0 * ty, d0 * tx                       # the perigee, d0 = t x p0
+    a, b = p0x - sense * ty * radius, p0y + sense * tx * radius
+    return {"a": a, "b": b, "radius": radius, "sense": sense,
+            "alpha0": np.arctan2(p0y - b, p0x - a),
+            "z0": helices["z0"].to_numpy(np.float64),
+            "cot": np.sinh(helices["eta"].to_numpy(np.float64))}
+
+
+def helix_residuals(geometry: dict[str, np.ndarray], track: np.ndarray, x: np.ndarray,
+                    y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(e, dz, s)`` of the module docstring for hits ``(x, y, z)`` against the helices of
+    rows ``track`` of ``geometry``."""
+    a, b, radius, sense, alpha0, z0, cot = (geometry[k][track] for k in (
+        "a", "b", "radius", "sense", "alpha0", "z0", "cot"))
+    e = np.hypot(x - a, y - b) - radius
+    turn = np.arctan2(y - b, x - a) - alpha0
+    turn = (turn + np.pi) % (2 * np.pi) - np.pi
+    s = sense * radius * turn
+    return e, z - z0 - cot * s, s
+
+
+def _layer_crossings(geometry: dict[str, np.ndarray], barrel: bool, level: float,
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Where each helix first crosses a layer ahead of its perigee: the cylinder ``r = level``
+    (``barrel``) or the plane ``z = level``; ``[C, 3]`` points and the rows of the helices
+    that cross it."""
+    a, b, radius, sense, alpha0, z0, cot = (geometry[k] for k in (
+        "a", "b", "radius", "sense", "alpha0", "z0", "cot"))
+    if barrel:      # circle |p| = level against the helix's circle: two points p+-
+        d = np.maximum(np.hypot(a, b), 1e-9)
+        along = (d * d + level * level - radius * radius) / (2 * d)
+        across = np.sqrt(np.maximum(level * level - along * along, 0.0))
+        crosses = np.abs(along) <= level
+        ux, uy = a / d, b / d
+        best = np.full(len(a), np.inf)
+        for sign in (1.0, -1.0):
+            px, py = along * ux - sign * across * uy, along * uy + sign * across * ux
+            turn = np.arctan2(py - b, px - a) - alpha0
+            s = sense * radius * ((turn + np.pi) % (2 * np.pi) - np.pi)
+            best = np.where((s >= 0) & (s < best), s, best)
+        s = best
+        crosses &= np.isfinite(s)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = (level - z0) / cot
+        crosses = np.isfinite(s) & (s >= 0) & (s <= np.pi * radius)
+    rows = np.flatnonzero(crosses)
+    s = s[rows]
+    angle = alpha0[rows] + sense[rows] * s / radius[rows]
+    points = np.stack([a[rows] + radius[rows] * np.cos(angle),
+                       b[rows] + radius[rows] * np.sin(angle), z0[rows] + cot[rows] * s], 1)
+    return points, rows
+
+
+def _candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray,
+                     z: np.ndarray, layer: np.ndarray, reach: float,
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(helix row, lone hit) pairs to test: per layer of the lone hits, each helix's crossing
+    of the layer's cylinder (barrel: its median r) or plane (its median z), paired with the
+    layer's hits within ``reach`` plus the layer's depth (the spread of its hits' r or z
+    about that level) stretched along the helix's slope."""
+    cot = np.abs(geometry["cot"])
+    tracks, hits = [], []
+    r = np.hypot(x, y)
+    for key in np.unique(layer):
+        on = np.flatnonzero(layer == key)
+        barrel = int(key // 1000) in BARREL_VOLUMES
+        coordinate = r[on] if barrel else z[on]
+        level = float(np.median(coordinate))
+        depth = float(np.abs(coordinate - level).max())
+        points, rows = _layer_crossings(geometry, barrel, level)
+        if len(rows) == 0:
+            continue
+        slope = np.sqrt(1 + cot[rows] ** 2) if barrel else np.sqrt(1 + 1 / np.maximum(
+            cot[rows], 1e-9) ** 2)
+        found = cKDTree(np.stack([x[on], y[on], z[on]], 1)).query_ball_point(
+            points, reach + depth * slope)
+        length = np.fromiter((len(f) for f in found), dtype=np.int64, count=len(found))
+        if length.sum():
+            tracks.append(np.repeat(rows, length))
+            hits.append(on[np.concatenate([np.asarray(f, dtype=np.int64) for f in found])])
+    if not tracks:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(tracks), np.concatenate(hits)
+
+
+def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
+                  helices: pd.DataFrame, window_xy: float, window_z: float,
+                  volumes: tuple[int, ...] = PIXEL_VOLUMES, min_hits: int = 4,
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Track id of every hit after extension (module docstring), and the ids of the tracks
+    that gained hits. ``pos = (r, phi, z)``, ``layer = volume_id * 1000 + layer_id``,
+    ``helices`` the fits of the tracks (:data:`HELIX_COLUMNS`; rows of tracks that are not
+    in ``labels`` or have NaN parameters are ignored)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    if len(labels) == 0 or len(helices) == 0:
+        return labels, none
+    size = np.bincount(labels)
+    layer = np.asarray(layer, dtype=np.int64)
+    lone = np.flatnonzero((size[labels] == 1) & np.isin(layer // 1000, volumes))
+    fitted = helices[list(HELIX_COLUMNS)].dropna()
+    ids = fitted["track_id"].to_numpy(np.int64)
+    fitted = fitted[(ids < len(size)) & (size[np.clip(ids, 0, len(size) - 1)] >= min_hits)]
+    if len(lone) == 0 or len(fitted) == 0:
+        return labels, none
+    track_ids = fitted["track_id"].to_numpy(np.int64)
+    geometry = helix_geometry(fitted)
+    pos = np.asarray(pos, dtype=np.float64)
+    r, phi, z = pos[lone, 0], pos[lone, 1], pos[lone, 2]
+    x, y = r * np.cos(phi), r * np.sin(phi)
+    track, hit = _candidate_pairs(geometry, x, y, z, layer[lone], max(window_xy, window_z))
+    if len(track) == 0:
+        return labels, none
+    e, dz, s = helix_residuals(geometry, track, x[hit], y[hit], z[hit])
+    hit_layer = layer[lone[hit]]
+    owned = np.unique(labels * 100_000 + layer)            # (track, layer) pairs held
+    ok = (np.abs(e) < window_xy) & (np.abs(dz) < window_z) & (s >= 0) & \
+        ~np.isin(track_ids[track] * 100_000 + hit_layer, owned)
+    track, hit, hit_layer = track[ok], hit[ok], hit_layer[ok]
+    cost = (e[ok] / window_xy) ** 2 + (dz[ok] / window_z) ** 2
+    order = np.lexsort((hit, track, cost))
+    _, best = np.unique(hit[order], return_index=True)            # each hit: its best track
+    chosen = order[best]
+    chosen = chosen[np.lexsort((hit[chosen], track[chosen], cost[chosen]))]
+    _, best = np.unique(track[chosen] * 100_000 + hit_layer[chosen], return_index=True)
+    chosen = chosen[best]                                          # each track: a hit per layer
+    out = labels.copy()
+    out[lone[hit[chosen]]] = track_ids[track[chosen]]
+    return out, np.unique(track_ids[track[chosen]])
