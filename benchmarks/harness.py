@@ -214,6 +214,14 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def available_bytes() -> int | None:
+    """Memory the kernel can give a process now (``MemAvailable``), or None where unknown."""
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        return int(re.search(r"MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text())
+                   .group(1)) * 1024
+    return None
+
+
 def _git(*args: str) -> str | None:
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
