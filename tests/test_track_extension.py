@@ -77,22 +77,24 @@ def test_the_fitted_helix_passes_through_its_own_hits(sense, d0):
     assert (s > 0).all() and (np.diff(s) > 0).all()
 
 
-def test_lone_pixel_hits_on_the_helix_join_the_track_and_others_do_not():
-    """A track found in its outer 7 layers takes its 3 pixel hits, which no edge reaches; a
-    pixel hit 5 mm off its helix, one behind its perigee and one in the strips stay alone."""
+def test_lone_hits_on_the_helix_join_the_track_and_others_do_not():
+    """A track found in its outer layers takes its 3 pixel hits, which no edge reaches, and the
+    strip hit its graph lost (13:8); a pixel hit 5 mm off its helix, one behind its perigee
+    and a second hit on a strip layer the track has stay alone."""
     hits = central_track()
     off = hits[1].copy()
     off[2] += 5.0                                              # 5 mm along the beam
     behind = hits[2].copy()
     behind[1] += np.pi                                         # the other side of the beam,
     behind[2] = 2 * 15.0 - behind[2]                           # on the helix's line backwards
-    strip = hits[4].copy()
-    strip[2] += 1.0
-    extra = np.stack([off, behind, strip])
-    record = track_record(np.concatenate([hits, extra]), [(i, i + 1) for i in range(3, 9)])
+    twice = hits[4].copy()
+    twice[2] += 1.0                                            # 13:2, which the track has
+    extra = np.stack([off, behind, twice])
+    edges = [(3, 4), (4, 5), (5, 6), (6, 8), (8, 9)]           # no edge reaches hit 7 (13:8)
+    record = track_record(np.concatenate([hits, extra]), edges)
     record.volume_id[10:], record.layer_id[10:] = torch.tensor([8, 8, 13]), torch.tensor([4, 6, 2])
     plain = TrackBuilder(walk_cut=0.5, min_length=3).build(record)
-    assert len(np.unique(plain[:3])) == 3 and plain[0] != plain[3]
+    assert len(np.unique(plain[:3])) == 3 and plain[0] != plain[3] and plain[7] != plain[3]
     extended = TrackBuilder(walk_cut=0.5, min_length=3, extend_window_xy=1.0).build(record)
     assert len(np.unique(extended[:10])) == 1                  # the whole particle
     assert len(np.unique(extended[10:])) == 3 and not np.isin(extended[10:], extended[0]).any()

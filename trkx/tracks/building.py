@@ -48,12 +48,13 @@ probability that the track is a particle's, from its length, edge scores, juncti
 fit (trkx.tracks.track_table). It needs hit positions and layers; without them it is skipped.
 
 A track takes the lone hits on its helix last. With ``extend_window_xy`` set and hit positions
-and layers, every track of >= ``extend_min_hits`` hits takes the hits left alone in the pixel
-volumes that lie within ``extend_window_xy`` (transverse) and ``extend_window_z`` (along the
-beam, mm) of its fitted helix, on layers it has no hit on (trkx.tracks.extension): the pixel
-hits whose edges the graph lost, so that the track's pixel part is the particle's (on the
-cells set's 8 validation events, pixel hits only, the anchors' count: 0.926 -> 0.941, fake
-rate 0.0136 -> 0.0087; docs/levers.md). The helices are the quality step's, so each track is
+and layers, every track of >= ``extend_min_hits`` hits takes the hits left alone (tracks of
+one hit) that lie within ``extend_window_xy`` (transverse) and ``extend_window_z`` (along the
+beam, mm) of its fitted helix, on layers it has no hit on (trkx.tracks.extension): the hits
+whose edges the graph lost, in the pixel layers so that the track's pixel part is the
+particle's, in the strips so that a piece of a particle becomes its track (on the cells set's
+8 validation events: pixel hits only, the anchors' count 0.926 -> 0.941; every hit, fake rate
+0.0337 -> 0.0148; docs/levers.md). The helices are the quality step's, so each track is
 fitted once, and the tracks that grew once more.
 
 Track ids are renumbered 0..T-1 in order of first appearance, so they are stable and compact.
@@ -100,7 +101,7 @@ class TrackBuilder:
     short_score: float | None = None     # a shorter track stays at mean edge score >= this
     quality_cut: float | None = None     # tracks of quality q_t < this are dissolved
     quality: QualityModel | None = None  # the GNN working point's quality model (not a config key)
-    extend_window_xy: float | None = None  # mm: lone pixel hits this close to a helix join it
+    extend_window_xy: float | None = None  # mm: lone hits this close to a helix join it
     extend_window_z: float = 3.0         # mm, the same along the beam
     extend_min_hits: int = 4             # tracks that extend have at least this many hits
 

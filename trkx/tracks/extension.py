@@ -18,8 +18,8 @@ and is a candidate of ``t`` when ``|e_ti| < window_xy``, ``|dz_ti| < window_z``,
 0`` (ahead of the perigee) and ``t`` has no hit on the layer of ``i``; its cost is ``(e_ti /
 window_xy)^2 + (dz_ti / window_z)^2``. Each lone hit goes to its cheapest track; of the hits a
 track receives on one layer, the cheapest stays (a track gains at most one hit per layer).
-Candidates are the lone hits in ``volumes`` (default: the pixel volumes) and the tracks of >=
-``min_hits`` hits with a fitted helix.
+Candidates are the lone hits (of ``volumes`` when given, else of every volume) and the tracks
+of >= ``min_hits`` hits with a fitted helix.
 
 The search, per layer of the lone hits: each helix's first crossing ahead of its perigee of
 the layer's cylinder (barrel: the median ``r`` of its hits) or plane (endcap: their median
@@ -30,11 +30,12 @@ residuals above decide. Deterministic: a function of the labels, positions and f
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
 
-from trkx.data.detector import PIXEL_VOLUMES
 from trkx.tracks.helix_fit import BARREL_VOLUMES, FIELD_TESLA, PT_PER_TESLA_MM
 
 #: The helix columns :func:`extend_tracks` reads (a track table or HelixFit.frame()).
@@ -127,10 +128,11 @@ def _candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarr
             cot[rows], 1e-9) ** 2)
         found = cKDTree(np.stack([x[on], y[on], z[on]], 1)).query_ball_point(
             points, reach + depth * slope)
-        length = np.fromiter((len(f) for f in found), dtype=np.int64, count=len(found))
+        length = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
         if length.sum():
             tracks.append(np.repeat(rows, length))
-            hits.append(on[np.concatenate([np.asarray(f, dtype=np.int64) for f in found])])
+            hits.append(on[np.fromiter(chain.from_iterable(found), dtype=np.int64,
+                                       count=int(length.sum()))])
     if not tracks:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(tracks), np.concatenate(hits)
@@ -138,7 +140,7 @@ def _candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarr
 
 def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
                   helices: pd.DataFrame, window_xy: float, window_z: float,
-                  volumes: tuple[int, ...] = PIXEL_VOLUMES, min_hits: int = 4,
+                  volumes: tuple[int, ...] | None = None, min_hits: int = 4,
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Track id of every hit after extension (module docstring), and the ids of the tracks
     that gained hits. ``pos = (r, phi, z)``, ``layer = volume_id * 1000 + layer_id``,
@@ -150,7 +152,10 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
         return labels, none
     size = np.bincount(labels)
     layer = np.asarray(layer, dtype=np.int64)
-    lone = np.flatnonzero((size[labels] == 1) & np.isin(layer // 1000, volumes))
+    lone = size[labels] == 1
+    if volumes is not None:
+        lone &= np.isin(layer // 1000, volumes)
+    lone = np.flatnonzero(lone)
     fitted = helices[list(HELIX_COLUMNS)].dropna()
     ids = fitted["track_id"].to_numpy(np.int64)
     fitted = fitted[(ids < len(size)) & (size[np.clip(ids, 0, len(size) - 1)] >= min_hits)]
