@@ -171,16 +171,17 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
         return labels, none
     e, dz, s = helix_residuals(geometry, track, x[hit], y[hit], z[hit])
     hit_layer = layer[lone[hit]]
-    owned = np.unique(labels * 100_000 + layer)            # (track, layer) pairs held
+    span = int(layer.max()) + 1                            # one key per (track, layer)
+    owned = np.unique(labels * span + layer)               # the pairs the tracks hold
     ok = (np.abs(e) < window_xy) & (np.abs(dz) < window_z) & (s >= 0) & \
-        ~np.isin(track_ids[track] * 100_000 + hit_layer, owned)
+        ~np.isin(track_ids[track] * span + hit_layer, owned)
     track, hit, hit_layer = track[ok], hit[ok], hit_layer[ok]
     cost = (e[ok] / window_xy) ** 2 + (dz[ok] / window_z) ** 2
     order = np.lexsort((hit, track, cost))
     _, best = np.unique(hit[order], return_index=True)            # each hit: its best track
     chosen = order[best]
     chosen = chosen[np.lexsort((hit[chosen], track[chosen], cost[chosen]))]
-    _, best = np.unique(track[chosen] * 100_000 + hit_layer[chosen], return_index=True)
+    _, best = np.unique(track[chosen] * span + hit_layer[chosen], return_index=True)
     chosen = chosen[best]                                          # each track: a hit per layer
     out = labels.copy()
     out[lone[hit[chosen]]] = track_ids[track[chosen]]
