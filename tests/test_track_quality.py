@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
 from trkx.tracks.building import TrackBuilder, tracks_frame
@@ -128,3 +129,40 @@ def test_the_track_table_counts_layers_edges_and_junctions():
     assert table["min_score"].tolist() == pytest.approx([0.7, 1.0])
     assert table["leaving"].tolist() == pytest.approx([0.25, 0.25])
     assert table["rms_xy"].max() < 1e-3 and table["pt"].min() > 100    # straight lines
+
+
+def test_the_tuner_with_the_extension_builds_its_figures_exactly():
+    """Every track of >= 10 hits broken after its third and sixth hits. With the extension the
+    3-hit pieces a length of 4 dissolves join the rest of their track again (fewer fakes than
+    the lengths' formula counts): the tuner builds its shortlist exactly, so the point it
+    chooses has the figures of building with it (the working point's windows taken by a tracks
+    config's null key)."""
+    record = noise_free_simulated_record(seed=5, mu=4.0)
+    pid = record.particle_id[record.track_edges[0]]
+    keep = torch.ones(record.track_edges.shape[1], dtype=torch.bool)
+    for particle in torch.unique(pid):
+        own = torch.nonzero(pid == particle).flatten()
+        if own.numel() >= 9:
+            keep[own[[2, 5]]] = False
+    record.edge_index = record.track_edges[:, keep]
+    record.scores = torch.ones(record.edge_index.shape[1])
+    builder = TrackBuilder(method="components", stitch=False, extend_window_xy=1.0,
+                           extend_window_z=3.0)
+    grid = dict(cuts=(0.5,), lengths=(3, 4), forward_lengths=(), short_scores=(None,),
+                quality_cuts=(None,))
+    plain = tune_cut([record], TrackBuilder(method="components", stitch=False),
+                     fake_target=0.3, **grid)
+    tuned = tune_cut([record], builder, fake_target=0.3, **grid)
+    assert plain.min_length == tuned.min_length == 4 and plain.fake_rate > 0.2
+    assert tuned.efficiency >= plain.efficiency and tuned.fake_rate < plain.fake_rate - 0.05
+    point = {**tuned.working_point(), "extend_window_xy": 1.0}
+    options = builder_options({"method": "components", "cc_cut": 0.5, "min_length": None,
+                               "stitch": False, "extend_window_xy": None,
+                               "extend_window_z": 3.0}, point)
+    assert options["extend_window_xy"] == 1.0
+    built = _figures(record, TrackBuilder(**options))
+    assert built["efficiency"] == pytest.approx(tuned.efficiency)
+    assert built["fake_rate"] == pytest.approx(tuned.fake_rate)
+    # without the extension in the working point (older checkpoints) it stays off
+    assert builder_options({"method": "components", "min_length": None, "stitch": False},
+                           {"cc_cut": 0.5, "min_length": 4})["extend_window_xy"] is None

@@ -60,6 +60,9 @@ class GNNModule(pl.LightningModule):
             the best point without one (trkx.tracks.tuning); None: tuned under
             ``fake_rate_target`` like the other keys.
         tune_tracks: choose the track builder's cut on validation events (working_point).
+        extend_window_xy: the track builder's extension windows (mm, trkx.tracks.extension)
+        extend_window_z: the tuner builds the working points with, stored in the working
+            point (a tracks config's null keys take them); None: tuned without extension.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
             step budget; fix it for a run that resumes under growing budgets).
     """
@@ -72,7 +75,8 @@ class GNNModule(pl.LightningModule):
                  fake_rate_target: float = 0.05, tune_tracks: bool = True,
                  lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
                  signal_pt_cap: float = 10.0, quality_budget: float | None = None,
-                 secondary_weight: float = 1.0) -> None:
+                 secondary_weight: float = 1.0, extend_window_xy: float | None = None,
+                 extend_window_z: float = 3.0) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -106,6 +110,11 @@ class GNNModule(pl.LightningModule):
             raise ValueError(f"quality_budget must lie in [0, 1), got {quality_budget}")
         self.quality_budget = quality_budget
         self.tune_tracks = tune_tracks
+        if extend_window_xy is not None and min(extend_window_xy, extend_window_z) <= 0:
+            raise ValueError("extend_window_xy and extend_window_z must be > 0, got "
+                             f"{extend_window_xy} and {extend_window_z}")
+        self.extend_window_xy = extend_window_xy
+        self.extend_window_z = extend_window_z
         check_horizon(lr_horizon_steps)
         self.lr_horizon_steps = lr_horizon_steps
         self._val_events: list[Data] = []
@@ -187,13 +196,20 @@ class GNNModule(pl.LightningModule):
 
     def working_point(self) -> dict[str, float]:
         """The track builder's cut tuned on the last validation epoch (and the edge cut)."""
+        from trkx.tracks.building import TrackBuilder
         from trkx.tracks.tuning import tune_cut
 
         if not self._val_events:
             return {"edge_cut": float(self.edge_cut)}
-        tuned = tune_cut(self._val_events, fake_target=self.fake_rate_target,
+        builder = TrackBuilder(extend_window_xy=self.extend_window_xy,
+                               extend_window_z=self.extend_window_z)
+        tuned = tune_cut(self._val_events, builder, fake_target=self.fake_rate_target,
                          quality_budget=self.quality_budget)
-        return tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
+        point = tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
+        if self.extend_window_xy is not None:
+            point.update(extend_window_xy=self.extend_window_xy,
+                         extend_window_z=self.extend_window_z)
+        return point
 
     def on_validation_epoch_end(self) -> None:
         if not self._val_outputs:

@@ -153,19 +153,33 @@ class TrackBuilder:
         candidate; a track it keeps is the same hits with the same edges after the doubted
         ones are dissolved, so its row is the final track's: one helix fit per event (and one
         more for each track the extension grows)."""
+        pos = None if pos is None else as_numpy(pos).astype(np.float64)
+        return self.finish(self.candidates(graph, pos), graph, pos)
+
+    def candidates(self, graph: ScoredGraph, pos: np.ndarray | None = None) -> np.ndarray:
+        """The candidate tracks before any is shortened, doubted or extended: the method's
+        tracks over edges at or above :attr:`edge_cut`, stitched when ``stitch`` and ``pos``."""
         if self.method == "components":
             labels = connected_component_tracks(graph, self.cc_cut)
         else:
             labels = walkthrough_tracks(graph, self.walk_cut, self.max_layer_hits,
                                         self.sibling_ratio)
+        if pos is not None and self.stitch:
+            labels = stitch_pieces(labels, as_numpy(pos).astype(np.float64), graph.rank,
+                                   self.stitch_window, self.stitch_gap, self.stitch_curvature,
+                                   self.stitch_angle)
+        return labels
+
+    def finish(self, labels: np.ndarray, graph: ScoredGraph, pos: np.ndarray | None = None,
+               ) -> tuple[np.ndarray, pd.DataFrame | None]:
+        """From :meth:`candidates`' ``labels``: the short tracks dissolved (but the sure
+        ones), the doubted ones dissolved, the rest extended; the compact track ids and the
+        track table (:meth:`build_graph_with_table`). The tuner (trkx.tracks.tuning) finishes
+        one set of candidates at many working points."""
         hit_eta = None
         if pos is not None:
             pos = as_numpy(pos).astype(np.float64)
             hit_eta = np.arcsinh(pos[:, 2] / np.maximum(pos[:, 0], 1e-9))
-            if self.stitch:
-                labels = stitch_pieces(labels, pos, graph.rank, self.stitch_window,
-                                       self.stitch_gap, self.stitch_curvature,
-                                       self.stitch_angle)
         sure = None
         if self.short_score is not None:
             above = graph.score >= self.edge_cut

@@ -29,6 +29,17 @@ validation events built at ``c`` (label: matched), and ``keep_t`` above also nee
 Records without hit positions or layers, or events without a fake (or a matched) track, leave
 the quality out.
 
+With the extension (TrackBuilder.extend_window_xy set on ``builder``) a track takes the lone
+hits on its helix after the lengths and the quality cut, so the dissolved hits of one track can
+join another and the formulas above no longer give the final figures. The tuner then builds the
+points of a shortlist exactly (each from the same candidates: TrackBuilder.finish) and chooses
+among them by the same rule. The shortlist is the (efficiency, fake rate) frontier of the
+formulas' points (of all of them, and of those without a quality cut when the rule chooses
+among those first), ``extension_points`` points spread along each, then up to as many more of
+the frontier's points between the built neighbours of the one the rule chose: the extension
+moves a point's figures (it lowers the fake rate most where the dissolved pieces were many),
+less so the frontier's order.
+
 The GNN calls this at the end of training so its checkpoint carries the builder's working
 point (:meth:`TunedCut.working_point`; trkx.edges.working_point has the edge-level rule); a
 checkpoint from before the forward length (no ``min_length_forward``) applies its
@@ -61,7 +72,8 @@ DEFAULT_QUALITY_CUTS: tuple[float | None, ...] = (None, 0.05, 0.1, 0.2, 0.3, 0.4
                                                   0.7, 0.8)
 # Null builder keys that may stay null when no working point sets them (older checkpoints,
 # or none given): TrackBuilder then applies min_length in every region.
-OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "quality_cut"})
+OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "quality_cut",
+                                      "extend_window_xy", "extend_window_z"})
 
 
 @dataclass(frozen=True)
@@ -140,7 +152,8 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
              forward_lengths: Sequence[int] | None = None,
              short_scores: Sequence[float | None] = DEFAULT_SHORT_SCORES,
              quality_cuts: Sequence[float | None] = DEFAULT_QUALITY_CUTS,
-             quality_budget: float | None = None) -> TunedCut:
+             quality_budget: float | None = None,
+             extension_points: int = 8) -> TunedCut:
     """The builder cut (``walk_cut`` or ``cc_cut``), lengths, ``short_score`` and
     ``quality_cut`` (with its model) of best efficiency at the fake target.
 
@@ -159,13 +172,17 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
     forward_lengths = tuple(lengths) if forward_lengths is None else tuple(forward_lengths)
     truths = [truth_from_record(r) for r in records]
-    scan, points, models = [], [], {}
+    extending = builder.extend_window_xy is not None
+    scan, points, models, candidates = [], [], {}, {}
     for cut in cuts:
         unshortened = replace(builder, **{field: float(cut)}, min_length=1,
-                              min_length_forward=None, short_score=None, quality_cut=None)
+                              min_length_forward=None, short_score=None, quality_cut=None,
+                              extend_window_xy=None)
         tables, features, n_signal = [], [], 0
         for i, (record, truth) in enumerate(zip(records, truths)):
             labels = unshortened.build(record)
+            if extending:
+                candidates.setdefault(float(cut), []).append(labels)
             evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels,
                                                             int(getattr(record, "event_id", -1))),
                                         metric_cuts)
@@ -193,14 +210,100 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
                                 central if forward is None else forward,
                                 builder.forward_eta, sure, kappa)
                         points.append((float(cut), int(central), forward, eff, fk, sure, kappa))
+    if extending:
+        points = _exact_choice(points, extension_points, fake_target, quality_budget,
+                               lambda chosen: _extended_points(records, truths, builder,
+                                                               metric_cuts, models, candidates,
+                                                               chosen))
+    best = _choose(points, fake_target, quality_budget)
+    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
+                    models[best[0]] if best[6] is not None else None)
+
+
+def _choose(points: list[tuple], fake_target: float, quality_budget: float | None) -> tuple:
+    """The rule of :func:`tune_cut` over ``points``."""
     best = _best_point([p for p in points if p[6] is None or quality_budget is None],
                        fake_target)
     if quality_budget is not None:
         within = [p for p in points if p[3] >= best[3] - quality_budget - 1e-12]
         best = min(within, key=lambda p: (p[4], -p[3], -p[0], p[1], p[2] or 0,
                                           -(2.0 if p[5] is None else p[5])))
-    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
-                    models[best[0]] if best[6] is not None else None)
+    return best
+
+
+def _frontier(points: list[tuple]) -> list[tuple]:
+    """The points no other point beats in both efficiency and fake rate, by efficiency."""
+    front, best = [], -1.0
+    for point in sorted(points, key=lambda p: (p[4], -p[3])):
+        if point[3] > best:
+            front.append(point)
+            best = point[3]
+    return front
+
+
+def _spread(front: list[tuple], size: int) -> list[tuple]:
+    """``size`` points of ``front`` evenly spread along it (its ends among them)."""
+    if len(front) <= size:
+        return list(front)
+    return [front[i] for i in np.unique(np.linspace(0, len(front) - 1, size).round().astype(int))]
+
+
+def _exact_choice(points: list[tuple], size: int, fake_target: float,
+                  quality_budget: float | None, build) -> list[tuple]:
+    """The points built exactly (``build``: formula points -> exact points) on the way to the
+    rule's choice: ``size`` points spread along each frontier (every point's, and that of the
+    points without a quality cut when the rule chooses among them first), then the frontier
+    points between the chosen one's built neighbours (``size`` more at most)."""
+    fronts = [_frontier(points)]
+    if quality_budget is not None:
+        fronts.append(_frontier([p for p in points if p[6] is None]))
+    exact: dict[tuple, tuple] = {}
+
+    def add(chosen: list[tuple]) -> None:
+        fresh = list(dict.fromkeys(p for p in chosen if p not in exact))
+        exact.update(zip(fresh, build(fresh)))
+
+    add([p for front in fronts for p in _spread(front, size)])
+    best = _choose(list(exact.values()), fake_target, quality_budget)
+    formula = next(p for p, q in exact.items() if q == best)
+    between = []
+    for front in fronts:
+        if formula in front:
+            at = front.index(formula)
+            built = [i for i, p in enumerate(front) if p in exact]
+            low = max([i for i in built if i < at], default=0)
+            high = min([i for i in built if i > at], default=len(front) - 1)
+            between += front[low + 1:at] + front[at + 1:high]
+    add(_spread(between, size))
+    return list(exact.values())
+
+
+def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
+                     metric_cuts: MetricCuts, models: dict, candidates: dict,
+                     points: list[tuple]) -> list[tuple]:
+    """``points`` with the efficiency and fake rate of their tracks built exactly, extension
+    included, from the candidates of their cut."""
+    field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
+    graphs = {}
+    out = []
+    for cut, central, forward, _, _, sure, kappa in points:
+        point = replace(builder, **{field: cut}, min_length=central, min_length_forward=forward,
+                        short_score=sure, quality_cut=kappa,
+                        quality=models[cut] if kappa is not None else None)
+        tables, n_signal = [], 0
+        for i, (record, truth) in enumerate(zip(records, truths)):
+            if (cut, i) not in graphs:
+                graphs[cut, i] = graph_from_record(record, builder.orientation, min_score=cut)
+            labels, _ = point.finish(candidates[cut][i], graphs[cut, i],
+                                     getattr(record, "pos", None))
+            evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels, i),
+                                        metric_cuts)
+            tables.append(_track_table(evaluation).assign(event=i))
+            n_signal += int(evaluation.particles["signal"].sum())
+        efficiency, fake = length_figures(pd.concat(tables, ignore_index=True), n_signal,
+                                          0, 0, 0.0)
+        out.append((cut, central, forward, efficiency, fake, sure, kappa))
+    return out
 
 
 def _best_point(points: list[tuple], fake_target: float) -> tuple:
@@ -254,7 +357,10 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     tuned, without (so shipped models keep their tracks); no working point: stitched. A key of
     :data:`OPTIONAL` or ``stitch`` absent from ``options`` (a tracks config written before it)
     is taken from the working point the same way. A ``quality_cut`` comes with the working
-    point's track quality model (``quality``; an error when it holds none).
+    point's track quality model (``quality``; an error when it holds none). The extension's
+    windows (``extend_window_xy``, ``extend_window_z``) are the working point's when it was
+    tuned with them; a working point without them leaves the extension off (and
+    ``extend_window_z`` at the builder's default).
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
     out = dict(options)
@@ -283,4 +389,6 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
                                 "no GNN checkpoint (--checkpoint) gives the quality model")
                              + "; set quality_cut: null")
         out["quality"] = model
+    if out["extend_window_z"] is None:
+        del out["extend_window_z"]
     return out
