@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.data.record import PRODUCTION_RADIUS, PT
+from trkx.data.record import NHITS, PRODUCTION_RADIUS, PT
 from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.gnn.edge_inputs import model_edge_inputs
@@ -51,6 +51,9 @@ class GNNModule(pl.LightningModule):
         signal_pt_cap: the pT (GeV) above which the factor stops growing.
         secondary_weight: factor on the weight of secondary particles' signal edges
             (production radius > 1 mm; trkx.edges.loss); 1: off.
+        short_weight: factor on the weight of the signal edges of particles of at most
+            ``short_hits`` hits (trkx.edges.loss); 1: off.
+        short_hits: the most hits of a particle whose edges ``short_weight`` weighs.
         edge_cut: score above which an edge is kept, for the metrics (until a working
             point is chosen).
         lr_warmup_steps: linear warm-up steps of the cosine schedule.
@@ -76,7 +79,8 @@ class GNNModule(pl.LightningModule):
                  lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
                  signal_pt_cap: float = 10.0, quality_budget: float | None = None,
                  secondary_weight: float = 1.0, extend_window_xy: float | None = None,
-                 extend_window_z: float = 3.0) -> None:
+                 extend_window_z: float = 3.0, short_weight: float = 1.0,
+                 short_hits: int = 4) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -103,6 +107,11 @@ class GNNModule(pl.LightningModule):
         if secondary_weight <= 0:
             raise ValueError(f"secondary_weight must be > 0, got {secondary_weight}")
         self.secondary_weight = secondary_weight
+        if short_weight <= 0 or short_hits < 2:
+            raise ValueError(f"short_weight must be > 0 and short_hits >= 2, got {short_weight} "
+                             f"and {short_hits}")
+        self.short_weight = short_weight
+        self.short_hits = short_hits
         self.edge_cut = edge_cut
         self.lr_warmup_steps = lr_warmup_steps
         self.fake_rate_target = fake_rate_target
@@ -138,11 +147,14 @@ class GNNModule(pl.LightningModule):
 
     def _weights(self, data: Data) -> Tensor:
         """The loss weights (with the pT factor when ``signal_pt_power > 0``, the secondary
-        factor when ``secondary_weight != 1``)."""
-        if self.signal_pt_power <= 0 and self.secondary_weight == 1.0:
+        factor when ``secondary_weight != 1``, the short factor when ``short_weight != 1``)."""
+        if self.signal_pt_power <= 0 and self.secondary_weight == 1.0 and \
+                self.short_weight == 1.0:
             return self._class_weights(data)
-        for key, name in ((PT, "signal_pt_power"), (PRODUCTION_RADIUS, "secondary_weight")):
-            used = self.signal_pt_power > 0 if key == PT else self.secondary_weight != 1.0
+        for key, name, used in ((PT, "signal_pt_power", self.signal_pt_power > 0),
+                                (PRODUCTION_RADIUS, "secondary_weight",
+                                 self.secondary_weight != 1.0),
+                                (NHITS, "short_weight", self.short_weight != 1.0)):
             if used and (getattr(data, key, None) is None or "edge_index" not in data):
                 raise ValueError(f"module.{name} needs the hits' truth {key} and the edge_index"
                                  " in each training graph (records with truth, not a graph "
@@ -153,7 +165,9 @@ class GNNModule(pl.LightningModule):
                             self.fake_weight,
                             data[PT][first] if self.signal_pt_power > 0 else None,
                             self.signal_pt_power, self.signal_pt_cap, radius,
-                            self.secondary_weight)
+                            self.secondary_weight,
+                            data[NHITS][first] if self.short_weight != 1.0 else None,
+                            self.short_weight, self.short_hits)
 
     def _class_weights(self, data: Data) -> Tensor:
         """The weights of the validation metrics: signal / other true / fake only."""

@@ -96,7 +96,8 @@ def check_config(config: dict[str, Any], label: str) -> None:
     that cannot act on graph-parallel blocks: ``module.graph_ops`` must be ``csr`` or ``auto``
     (both run the CSR incidence kernels per block), ``module.tune_tracks`` must be false (the
     track builder needs whole events; tune it single-process), ``module.signal_pt_power`` must
-    be 0 and ``module.secondary_weight`` 1 (a block has no hit pT or production radius), and no
+    be 0 and ``module.secondary_weight`` and ``module.short_weight`` 1 (a block has no hit pT,
+    production radius or particle hit count), and no
     ``sampling`` section."""
     check_section(dict(config.get("distributed") or {}), label)
     module = dict(config.get("module") or {})
@@ -116,6 +117,10 @@ def check_config(config: dict[str, Any], label: str) -> None:
         raise ConfigError(f"{label}: module.secondary_weight with a 'distributed' section: the "
                           "secondary weights need each edge's production radius, which a block "
                           "does not carry; set 1")
+    if float(module.get("short_weight", 1.0) or 1.0) != 1.0:
+        raise ConfigError(f"{label}: module.short_weight with a 'distributed' section: the "
+                          "short-particle weights need each edge's particle hit count, which a "
+                          "block does not carry; set 1")
     if config.get("sampling") is not None:
         raise ConfigError(f"{label}: 'sampling' and 'distributed' sections together: sampled "
                           "subgraphs train data-parallel, whole graphs graph-parallel; keep one")

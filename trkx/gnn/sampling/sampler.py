@@ -58,11 +58,11 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from trkx.data.record import EDGE_FIELDS, POS, PRODUCTION_RADIUS, PT, X
+from trkx.data.record import EDGE_FIELDS, NHITS, POS, PRODUCTION_RADIUS, PT, X
 
 # pos: the GNN's edge geometry inputs; pt and production_radius (truth, when the record has
 # them): pT- and secondary-weighted losses
-NODE_KEYS: tuple[str, ...] = (X, POS, PT, PRODUCTION_RADIUS)
+NODE_KEYS: tuple[str, ...] = (X, POS, PT, PRODUCTION_RADIUS, NHITS)
 EDGE_KEYS: tuple[str, ...] = EDGE_FIELDS  # labels and the filter's scores
 
 
