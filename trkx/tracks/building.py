@@ -153,7 +153,7 @@ class TrackBuilder:
         candidate; a track it keeps is the same hits with the same edges after the doubted
         ones are dissolved, so its row is the final track's: one helix fit per event (and one
         more for each track the extension grows)."""
-        pos = None if pos is None else as_numpy(pos).astype(np.float64)
+        pos = None if pos is None else np.asarray(as_numpy(pos), dtype=np.float64)
         return self.finish(self.candidates(graph, pos), graph, pos)
 
     def candidates(self, graph: ScoredGraph, pos: np.ndarray | None = None) -> np.ndarray:
@@ -165,7 +165,7 @@ class TrackBuilder:
             labels = walkthrough_tracks(graph, self.walk_cut, self.max_layer_hits,
                                         self.sibling_ratio)
         if pos is not None and self.stitch:
-            labels = stitch_pieces(labels, as_numpy(pos).astype(np.float64), graph.rank,
+            labels = stitch_pieces(labels, np.asarray(as_numpy(pos), dtype=np.float64), graph.rank,
                                    self.stitch_window, self.stitch_gap, self.stitch_curvature,
                                    self.stitch_angle)
         return labels
@@ -178,7 +178,7 @@ class TrackBuilder:
         one set of candidates at many working points."""
         hit_eta = None
         if pos is not None:
-            pos = as_numpy(pos).astype(np.float64)
+            pos = np.asarray(as_numpy(pos), dtype=np.float64)
             hit_eta = np.arcsinh(pos[:, 2] / np.maximum(pos[:, 0], 1e-9))
         sure = None
         if self.short_score is not None:

@@ -60,7 +60,7 @@ from trkx.arrays import as_numpy
 from trkx.files.checkpoint import with_working_point
 from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.graph import graph_from_record
+from trkx.tracks.graph import ScoredGraph, graph_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event
 from trkx.tracks.quality import QualityModel, fit_quality
 from trkx.tracks.track_table import track_table
@@ -173,22 +173,23 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     forward_lengths = tuple(lengths) if forward_lengths is None else tuple(forward_lengths)
     truths = [truth_from_record(r) for r in records]
     extending = builder.extend_window_xy is not None
-    scan, points, models, candidates = [], [], {}, {}
+    scan, points, models, candidates = [], [], {}, {}   # candidates[cut, i]: (labels, graph)
     for cut in cuts:
         unshortened = replace(builder, **{field: float(cut)}, min_length=1,
                               min_length_forward=None, short_score=None, quality_cut=None,
                               extend_window_xy=None)
         tables, features, n_signal = [], [], 0
         for i, (record, truth) in enumerate(zip(records, truths)):
-            labels = unshortened.build(record)
+            graph = graph_from_record(record, builder.orientation, min_score=cut)
+            labels = unshortened.build_graph(graph, getattr(record, "pos", None))
             if extending:
-                candidates.setdefault(float(cut), []).append(labels)
+                candidates[float(cut), i] = (labels, graph)
             evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels,
                                                             int(getattr(record, "event_id", -1))),
                                         metric_cuts)
             tables.append(_track_table(evaluation, _mean_scores(record, labels, cut))
                           .assign(event=i))
-            features.append(_features(record, labels, cut, builder.orientation,
+            features.append(_features(record, labels, graph,
                                       tables[-1]["track_id"].to_numpy()))
             n_signal += int(evaluation.particles["signal"].sum())
         table = pd.concat(tables, ignore_index=True)
@@ -282,9 +283,8 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
                      metric_cuts: MetricCuts, models: dict, candidates: dict,
                      points: list[tuple]) -> list[tuple]:
     """``points`` with the efficiency and fake rate of their tracks built exactly, extension
-    included, from the candidates of their cut."""
+    included, from the candidates (and graph) of their cut."""
     field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
-    graphs = {}
     out = []
     for cut, central, forward, _, _, sure, kappa in points:
         point = replace(builder, **{field: cut}, min_length=central, min_length_forward=forward,
@@ -292,10 +292,7 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
                         quality=models[cut] if kappa is not None else None)
         tables, n_signal = [], 0
         for i, (record, truth) in enumerate(zip(records, truths)):
-            if (cut, i) not in graphs:
-                graphs[cut, i] = graph_from_record(record, builder.orientation, min_score=cut)
-            labels, _ = point.finish(candidates[cut][i], graphs[cut, i],
-                                     getattr(record, "pos", None))
+            labels, _ = point.finish(*candidates[cut, i], getattr(record, "pos", None))
             evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels, i),
                                         metric_cuts)
             tables.append(_track_table(evaluation).assign(event=i))
@@ -320,14 +317,13 @@ def _best_point(points: list[tuple], fake_target: float) -> tuple:
     return best
 
 
-def _features(record, labels: np.ndarray, cut: float, orientation: str,
+def _features(record, labels: np.ndarray, graph: ScoredGraph,
               track_ids: np.ndarray) -> pd.DataFrame | None:
-    """The track-table rows (trkx.tracks.track_table) of ``track_ids`` built at ``cut``; None
-    when the record has no hit positions or layers."""
+    """The track-table rows (trkx.tracks.track_table) of ``track_ids`` on ``graph`` (the
+    record's edges at or above the cut); None when the record has no hit positions or layers."""
     if getattr(record, "pos", None) is None or getattr(record, "volume_id", None) is None or \
             getattr(record, "layer_id", None) is None:
         return None
-    graph = graph_from_record(record, orientation, min_score=cut)
     table = track_table(labels, as_numpy(record.pos), graph.layer // 1000, graph.layer % 1000,
                         graph.src, graph.dst, graph.score).set_index("track_id")
     return table.loc[track_ids].reset_index()
