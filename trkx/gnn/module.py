@@ -24,6 +24,7 @@ from torch_geometric.data import Data
 from trkx.data.record import NHITS, PRODUCTION_RADIUS, PT
 from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 from trkx.edges.loss import edge_weights, weighted_bce
+from trkx.gnn.augment import random_shift
 from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
@@ -66,6 +67,8 @@ class GNNModule(pl.LightningModule):
         extend_window_xy: the track builder's extension windows (mm, trkx.tracks.extension)
         extend_window_z: the tuner builds the working points with, stored in the working
             point (a tracks config's null keys take them); None: tuned without extension.
+        z_shift_sigma: width (mm) of the normal distribution from which each training step
+            draws a shift of the whole graph along the beam (trkx.gnn.augment); 0: off.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
             step budget; fix it for a run that resumes under growing budgets).
     """
@@ -80,7 +83,7 @@ class GNNModule(pl.LightningModule):
                  signal_pt_cap: float = 10.0, quality_budget: float | None = None,
                  secondary_weight: float = 1.0, extend_window_xy: float | None = None,
                  extend_window_z: float = 3.0, short_weight: float = 1.0,
-                 short_hits: int = 4) -> None:
+                 short_hits: int = 4, z_shift_sigma: float = 0.0) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -112,6 +115,9 @@ class GNNModule(pl.LightningModule):
                              f"and {short_hits}")
         self.short_weight = short_weight
         self.short_hits = short_hits
+        if z_shift_sigma < 0:
+            raise ValueError(f"z_shift_sigma must be >= 0 (mm), got {z_shift_sigma}")
+        self.z_shift_sigma = z_shift_sigma
         self.edge_cut = edge_cut
         self.lr_warmup_steps = lr_warmup_steps
         self.fake_rate_target = fake_rate_target
@@ -175,6 +181,7 @@ class GNNModule(pl.LightningModule):
                             self.fake_weight)
 
     def training_step(self, data: Data, batch_idx: int) -> Tensor:
+        data = random_shift(data, self.z_shift_sigma)
         logits, y, weights = self(data), data.y, self._weights(data)
         mask = getattr(data, "target_edge_mask", None)
         if mask is not None:  # a sampled minibatch (trkx.gnn.sampling): target edges only

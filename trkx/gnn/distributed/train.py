@@ -97,7 +97,8 @@ def check_config(config: dict[str, Any], label: str) -> None:
     (both run the CSR incidence kernels per block), ``module.tune_tracks`` must be false (the
     track builder needs whole events; tune it single-process), ``module.signal_pt_power`` must
     be 0 and ``module.secondary_weight`` and ``module.short_weight`` 1 (a block has no hit pT,
-    production radius or particle hit count), and no
+    production radius or particle hit count), ``module.z_shift_sigma`` 0 (a block's edge inputs are
+    computed beforehand), and no
     ``sampling`` section."""
     check_section(dict(config.get("distributed") or {}), label)
     module = dict(config.get("module") or {})
@@ -121,6 +122,9 @@ def check_config(config: dict[str, Any], label: str) -> None:
         raise ConfigError(f"{label}: module.short_weight with a 'distributed' section: the "
                           "short-particle weights need each edge's particle hit count, which a "
                           "block does not carry; set 1")
+    if float(module.get("z_shift_sigma", 0.0) or 0.0) > 0:
+        raise ConfigError(f"{label}: module.z_shift_sigma with a 'distributed' section: a block's "
+                          "edge inputs are computed before the step could move its hits; set 0")
     if config.get("sampling") is not None:
         raise ConfigError(f"{label}: 'sampling' and 'distributed' sections together: sampled "
                           "subgraphs train data-parallel, whole graphs graph-parallel; keep one")
