@@ -176,9 +176,12 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
                 done[futures[future]] = future.result()
                 bar.update(1)
             end = time.monotonic()
-    except BaseException:
-        for tmp in out.tracks.glob(".event*-tracks.csv.*.tmp"):   # atomic_write's temporary files
-            tmp.unlink(missing_ok=True)
+    except BaseException:   # atomic_write's temporary files: tracks, parameters, graphs
+        folders = [out.tracks] + ([out.graphs / stage for stage in STAGES]
+                                  if out.graphs is not None else [])
+        for folder in folders:
+            for tmp in folder.glob(".event*.tmp"):
+                tmp.unlink(missing_ok=True)
         raise
     start = min(ready for _, ready, _ in done.values())
     return ([done[i][0] for i in range(len(prefixes))], end - start,
