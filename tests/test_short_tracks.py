@@ -11,6 +11,7 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
+from trkx.tracks.builder_options import builder_options
 from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
@@ -18,7 +19,6 @@ from trkx.tracks.tuning import (
     TunedCut,
     _mean_scores,
     _track_table,
-    builder_options,
     length_figures,
     tune_cut,
 )
@@ -80,11 +80,13 @@ def test_short_score_scan_from_one_evaluation_equals_building_at_each_value():
     assert len(figures) >= 3                               # the score matters here
     # at a length longer than most particles the score rescues whole tracks: more found
     tuned = tune_cut([record], builder, fake_target=1.0, cuts=(0.5,), lengths=(12,),
-                     forward_lengths=(), short_scores=(None, 0.7), quality_cuts=(None,))
+                     forward_lengths=(), short_scores=(None, 0.7), quality_cuts=(None,),
+                     short_quality_cuts=(None,))
     assert tuned.short_score == 0.7 and tuned.efficiency > tuned.scan[0][2]
     # at length 6 keeping the broken 3-hit pieces only adds fakes: no score is chosen
     tuned = tune_cut([record], builder, fake_target=0.0, cuts=(0.5,), lengths=(6,),
-                     forward_lengths=(), short_scores=(None, 0.7), quality_cuts=(None,))
+                     forward_lengths=(), short_scores=(None, 0.7), quality_cuts=(None,),
+                     short_quality_cuts=(None,))
     assert tuned.short_score is None and tuned.fake_rate == 0.0
 
 

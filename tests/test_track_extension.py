@@ -48,7 +48,7 @@ def helix_hits(radius: float, sense: float, phi0: float, d0: float, z0: float, c
 
 
 def track_record(hits: np.ndarray, edges: list[tuple[int, int]]) -> Data:
-    layer = np.array([(v, l) for v, l, _ in LAYERS] * (len(hits) // len(LAYERS) + 1))
+    layer = np.array([(v, lay) for v, lay, _ in LAYERS] * (len(hits) // len(LAYERS) + 1))
     record = Data(edge_index=torch.tensor(edges, dtype=torch.long).T.reshape(2, -1),
                   scores=torch.ones(len(edges)), pos=torch.tensor(hits, dtype=torch.float64),
                   hit_id=torch.arange(len(hits)),
@@ -102,7 +102,7 @@ def test_lone_hits_on_the_helix_join_the_track_and_others_do_not():
 
 def test_a_track_takes_one_hit_per_layer_and_a_hit_goes_to_its_closest_track():
     hits = central_track()
-    layer = np.array([v * 1000 + l for v, l, _ in LAYERS])
+    layer = np.array([v * 1000 + lay for v, lay, _ in LAYERS])
     near, far = hits[0].copy(), hits[0].copy()
     near[2] += 0.2
     far[2] += 0.6                                              # the same layer, farther off

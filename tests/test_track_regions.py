@@ -10,6 +10,7 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
+from trkx.tracks.builder_options import builder_options
 from trkx.tracks.building import TrackBuilder, dissolve_short, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.findable import findable_particles, findable_share
@@ -17,7 +18,6 @@ from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
 from trkx.tracks.tuning import (
     TunedCut,
     _track_table,
-    builder_options,
     length_figures,
     tune_cut,
 )
@@ -172,7 +172,6 @@ def test_stitching_follows_how_the_working_point_was_tuned() -> None:
     """A null (or absent) ``stitch`` builds as the GNN's working point was tuned: stitched for
     the tuner that introduced stitching (it stores ``stitch`` and ``min_length_forward``), not
     for an older checkpoint (so shipped models keep their tracks); a set value wins."""
-    from trkx.tracks.tuning import builder_options
 
     old = {"walk_cut": 0.9, "min_length": 6}
     new = {**old, "min_length_forward": 7}

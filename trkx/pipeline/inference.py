@@ -138,8 +138,8 @@ class TrainedPipeline:
         from trkx.gnn.checkpoint import GNNInference
         from trkx.gnn.checkpoint import load_model as load_gnn
         from trkx.gnn.ops_factory import KernelChooser
+        from trkx.tracks.builder_options import builder_options
         from trkx.tracks.building import TrackBuilder
-        from trkx.tracks.tuning import builder_options
         from trkx.training.data import EmbeddingData
 
         target = resolve_device(device)

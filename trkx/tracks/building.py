@@ -39,7 +39,10 @@ least 3 hits (the fewest a track is matched with, MetricCuts.min_track_hits) but
 has ``s_t >= short_score``: the signal particles with few hits (forward, or produced late)
 have edges the GNN scores near 1, while the broken pieces of low-pT particles, which make most
 short fakes, do not (on the cells set's test events the short signal tracks' median ``s_t`` is
-0.985, the short fakes' 0.80-0.87; docs/levers.md).
+0.985, the short fakes' 0.80-0.87; docs/levers.md). With ``short_quality_cut`` and a
+``short_quality`` model (the working point's, trkx.tracks.quality) in place of that rule, such
+a track stays when the model's ``q_t >= short_quality_cut``, and it answers to that model
+alone: the quality cut below judges the tracks of at least ``L(t)`` hits.
 
 A candidate the quality score doubts goes too. With ``quality_cut`` and a ``quality`` model
 (both from the GNN's working point, tuned on validation events: trkx.tracks.quality), every
@@ -101,18 +104,23 @@ class TrackBuilder:
     short_score: float | None = None     # a shorter track stays at mean edge score >= this
     quality_cut: float | None = None     # tracks of quality q_t < this are dissolved
     quality: QualityModel | None = None  # the GNN working point's quality model (not a config key)
+    short_quality_cut: float | None = None  # a shorter track stays at short-track quality >= this
+    short_quality: QualityModel | None = None  # its model, the working point's (not a config key)
     extend_window_xy: float | None = None  # mm: lone hits this close to a helix join it
     extend_window_z: float = 3.0         # mm, the same along the beam
     extend_min_hits: int = 4             # tracks that extend have at least this many hits
 
     def __post_init__(self) -> None:
-        if self.quality is not None and not isinstance(self.quality, QualityModel):
-            raise ValueError("quality is not a config key: the track quality model comes from "
-                             "the GNN checkpoint's working point (set quality_cut)")
+        for name, cut in (("quality", "quality_cut"), ("short_quality", "short_quality_cut")):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name),
+                                                                  QualityModel):
+                raise ValueError(f"{name} is not a config key: the track quality models come "
+                                 f"from the GNN checkpoint's working point (set {cut})")
         if self.method not in METHODS:
             raise ValueError(f"track building method {self.method!r} is not one of "
                              f"{', '.join(METHODS)}")
-        for name in ("cc_cut", "walk_cut", "sibling_ratio", "short_score", "quality_cut"):
+        for name in ("cc_cut", "walk_cut", "sibling_ratio", "short_score", "quality_cut",
+                     "short_quality_cut"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value}")
@@ -180,17 +188,27 @@ class TrackBuilder:
         if pos is not None:
             pos = np.asarray(as_numpy(pos), dtype=np.float64)
             hit_eta = np.arcsinh(pos[:, 2] / np.maximum(pos[:, 0], 1e-9))
-        sure = None
-        if self.short_score is not None:
+        sure, table, judged = None, None, pos is not None and graph.layer is not None
+        if self.short_quality_cut is not None and self.short_quality is not None and judged:
+            table = scored_track_table(labels, pos, graph, self.edge_cut, self.quality)
+            sure = self._sure_by_model(labels, table)
+        elif self.short_score is not None:
             above = graph.score >= self.edge_cut
             sure = track_mean_score(labels, graph.src[above], graph.dst[above],
                                     graph.score[above]) >= self.short_score
-        labels = dissolve_short(labels, self.min_length, self.min_length_forward,
-                                self.forward_eta, hit_eta, sure)
-        table = None
-        if self.quality_cut is not None and self.quality is not None and pos is not None \
-                and graph.layer is not None:
-            labels, table = self._drop_doubted(labels, pos, graph)
+        kept = dissolve_short(labels, self.min_length, self.min_length_forward,
+                              self.forward_eta, hit_eta, sure)
+        spared = None
+        if table is not None:   # the short tracks the model kept answer to it, not to the cut
+            short = dissolve_short(labels, self.min_length, self.min_length_forward,
+                                   self.forward_eta, hit_eta) != labels
+            spared = np.unique(labels[short & (kept == labels)])
+        labels = kept
+        if self.quality_cut is not None and self.quality is not None and judged:
+            labels, table = self._drop_doubted(labels, pos, graph, table, spared)
+        elif table is not None:
+            table = table[np.isin(table["track_id"].to_numpy(), labels)
+                          & (table["n_hits"].to_numpy() >= 3)].reset_index(drop=True)
         if self.extend_window_xy is not None and pos is not None and graph.layer is not None:
             labels, table = self._extend(labels, pos, graph.layer, table)
         final = compact_labels(labels)
@@ -200,14 +218,27 @@ class TrackBuilder:
         table["track_id"] = final[first_hit[np.searchsorted(ids, table["track_id"].to_numpy())]]
         return final, table.sort_values("track_id", ignore_index=True)
 
+    def _sure_by_model(self, labels: np.ndarray, table: pd.DataFrame) -> np.ndarray:
+        """Per hit, whether its candidate track has >= 3 hits and short-track quality
+        ``>= short_quality_cut`` (``table``: the candidates' track table)."""
+        good = table["track_id"].to_numpy()[(table["n_hits"].to_numpy() >= 3) & (
+            self.short_quality.score(table) >= self.short_quality_cut)]
+        return np.isin(labels, good)
+
     def _drop_doubted(self, labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph,
+                      table: pd.DataFrame | None = None, spared: np.ndarray | None = None,
                       ) -> tuple[np.ndarray, pd.DataFrame]:
-        """Dissolve the tracks of >= 3 hits with ``q_t < quality_cut``; the track table of the
-        others (ids of the returned labels)."""
-        table = scored_track_table(labels, pos, graph, self.edge_cut, self.quality)
+        """Dissolve the tracks of >= 3 hits with ``q_t < quality_cut`` but those of ``spared``
+        (ids); the track table of the others (ids of the returned labels). ``table``: the
+        candidates' table, whose rows of the tracks still in ``labels`` are theirs."""
+        if table is None:
+            table = scored_track_table(labels, pos, graph, self.edge_cut, self.quality)
+        else:
+            table = table[np.isin(table["track_id"].to_numpy(), labels)]
         long = table["n_hits"].to_numpy() >= 3
-        doubted_ids = table["track_id"].to_numpy()[long & (table["quality"].to_numpy()
-                                                           < self.quality_cut)]
+        ids = table["track_id"].to_numpy()
+        spared = np.isin(ids, spared) if spared is not None else np.zeros(len(ids), bool)
+        doubted_ids = ids[long & ~spared & (table["quality"].to_numpy() < self.quality_cut)]
         doubted = np.isin(labels, doubted_ids)
         labels = labels.copy()
         labels[doubted] = labels.max() + 1 + np.arange(int(doubted.sum()))
@@ -245,13 +276,13 @@ class TrackBuilder:
 
 
 def scored_track_table(labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph, cut: float,
-                       quality: QualityModel) -> pd.DataFrame:
+                       quality: QualityModel | None) -> pd.DataFrame:
     """The track table of ``labels`` on the edges of ``graph`` at or above ``cut``, with each
-    track's quality ``q_t`` (module docstring)."""
+    track's quality ``q_t`` (module docstring; 1 without a model)."""
     above = graph.score >= cut
     table = track_table(labels, pos, graph.layer // 1000, graph.layer % 1000, graph.src[above],
                         graph.dst[above], graph.score[above])
-    table["quality"] = quality.score(table)
+    table["quality"] = quality.score(table) if quality is not None else 1.0
     return table
 
 

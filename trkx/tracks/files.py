@@ -33,8 +33,8 @@ def track_builder(config_path: str | None, overrides: list[str], checkpoint: Pat
     """The TrackBuilder of the config's ``builder`` section; its null keys come from the GNN
     checkpoint's working point (the cut and track length tuned on validation events)."""
     from trkx.files.checkpoint import load_checkpoint
+    from trkx.tracks.builder_options import builder_options
     from trkx.tracks.building import TrackBuilder
-    from trkx.tracks.tuning import builder_options
 
     label = config_path or "--set"
     config = apply_overrides(load_config(config_path) if config_path else {}, overrides or [])

@@ -20,6 +20,15 @@ cutting at 0.5 on the other, they changed the fake rate by less than 0.002.
 The model is ``2 F + 1`` numbers, kept in the GNN checkpoint's working point beside the
 builder's other tuned values (:meth:`QualityModel.working_point`, keys ``quality_*``); the
 builder dissolves the candidate tracks with ``q_t < quality_cut`` (TrackBuilder).
+
+The short tracks have a model of their own. A candidate shorter than the builder's minimum
+length is nearly always a piece (on the cells set's validation events 391 of 6,256 candidates
+of 3-6 hits are a signal particle's), and what tells the real ones apart is where they come
+from: the short-track model reads :data:`SHORT_FEATURES`, the inputs above and the helix fit's
+``log(|d0| + 1 um)`` (mm) and its pT clipped at 5 GeV (a piece of a particle below the signal
+threshold is real but not wanted). Fitted by the same regression to the candidates of 3 hits
+up to the longest minimum length, kept under the keys ``short_quality_*``; the builder keeps a
+short candidate when its ``q_t >= short_quality_cut`` (docs/levers.md, fourteenth session).
 """
 
 from __future__ import annotations
@@ -32,12 +41,18 @@ import pandas as pd
 
 FEATURES: tuple[str, ...] = ("n_hits", "n_layers", "layer_repeats", "logit_mean_score",
                              "logit_min_score", "leaving", "log_pt", "abs_eta")
+#: The short-track model's inputs: FEATURES, then where the track comes from and its pT.
+SHORT_FEATURES: tuple[str, ...] = (*FEATURES, "log_abs_d0", "clipped_pt")
 PREFIX = "quality_"
+SHORT_PREFIX = "short_quality_"
 _EPS = 1e-4
+_D0_FLOOR_MM = 1e-3
+_PT_CLIP_GEV = 5.0
 
 
-def quality_inputs(table: pd.DataFrame) -> np.ndarray:
-    """The ``[T, F]`` inputs of :data:`FEATURES` from a track table (finite everywhere)."""
+def quality_inputs(table: pd.DataFrame, features: tuple[str, ...] = FEATURES) -> np.ndarray:
+    """The ``[T, F]`` inputs ``features`` (of :data:`SHORT_FEATURES`) from a track table
+    (finite everywhere)."""
     def logit(p: pd.Series) -> np.ndarray:
         p = np.clip(p.to_numpy(np.float64), _EPS, 1 - _EPS)
         return np.log(p / (1 - p))
@@ -50,51 +65,58 @@ def quality_inputs(table: pd.DataFrame) -> np.ndarray:
                "leaving": table["leaving"].to_numpy(np.float64),
                "log_pt": np.log(np.clip(table["pt"].to_numpy(np.float64), 0.01, 1e3)),
                "abs_eta": np.abs(table["eta"].to_numpy(np.float64))}
-    return np.nan_to_num(np.stack([columns[name] for name in FEATURES], axis=1))
+    if set(features) - set(FEATURES):     # the short-track model's own inputs
+        columns["log_abs_d0"] = np.log(np.abs(table["d0"].to_numpy(np.float64)) + _D0_FLOOR_MM)
+        columns["clipped_pt"] = np.clip(table["pt"].to_numpy(np.float64), 0.0, _PT_CLIP_GEV)
+    return np.nan_to_num(np.stack([columns[name] for name in features], axis=1))
 
 
 @dataclass(frozen=True)
 class QualityModel:
-    """``q = sigmoid(bias + weights . (f - mean) / scale)`` over :data:`FEATURES`."""
+    """``q = sigmoid(bias + weights . (f - mean) / scale)`` over ``features``."""
 
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     weights: tuple[float, ...]
     bias: float
+    features: tuple[str, ...] = FEATURES
 
     def score(self, table: pd.DataFrame) -> np.ndarray:
         """``q_t`` of every row of a track table."""
-        z = (quality_inputs(table) - np.asarray(self.mean)) / np.asarray(self.scale)
+        z = (quality_inputs(table, self.features) - np.asarray(self.mean)) / np.asarray(
+            self.scale)
         return 1.0 / (1.0 + np.exp(-(self.bias + z @ np.asarray(self.weights))))
 
-    def working_point(self) -> dict[str, float]:
-        """The model as working-point entries (``quality_bias``, ``quality_w_<feature>``,
-        ``quality_mean_<feature>``, ``quality_scale_<feature>``)."""
-        out = {f"{PREFIX}bias": float(self.bias)}
-        for name, m, s, w in zip(FEATURES, self.mean, self.scale, self.weights):
-            out.update({f"{PREFIX}w_{name}": float(w), f"{PREFIX}mean_{name}": float(m),
-                        f"{PREFIX}scale_{name}": float(s)})
+    def working_point(self, prefix: str = PREFIX) -> dict[str, float]:
+        """The model as working-point entries (``<prefix>bias``, ``<prefix>w_<feature>``,
+        ``<prefix>mean_<feature>``, ``<prefix>scale_<feature>``)."""
+        out = {f"{prefix}bias": float(self.bias)}
+        for name, m, s, w in zip(self.features, self.mean, self.scale, self.weights):
+            out.update({f"{prefix}w_{name}": float(w), f"{prefix}mean_{name}": float(m),
+                        f"{prefix}scale_{name}": float(s)})
         return out
 
     @classmethod
-    def from_working_point(cls, point: Mapping[str, float]) -> QualityModel | None:
-        """The model kept in a working point, or None when it holds none."""
-        if f"{PREFIX}bias" not in point:
+    def from_working_point(cls, point: Mapping[str, float], prefix: str = PREFIX,
+                           features: tuple[str, ...] = FEATURES) -> QualityModel | None:
+        """The model kept under ``prefix`` in a working point, or None when it holds none."""
+        if f"{prefix}bias" not in point:
             return None
-        missing = [f"{PREFIX}{kind}_{name}" for name in FEATURES for kind in ("w", "mean",
+        missing = [f"{prefix}{kind}_{name}" for name in features for kind in ("w", "mean",
                                                                               "scale")
-                   if f"{PREFIX}{kind}_{name}" not in point]
+                   if f"{prefix}{kind}_{name}" not in point]
         if missing:
             raise ValueError(f"the working point's track quality model lacks {missing[0]}")
-        take = lambda kind: tuple(float(point[f"{PREFIX}{kind}_{n}"]) for n in FEATURES)
-        return cls(take("mean"), take("scale"), take("w"), float(point[f"{PREFIX}bias"]))
+        take = lambda kind: tuple(float(point[f"{prefix}{kind}_{n}"]) for n in features)
+        return cls(take("mean"), take("scale"), take("w"), float(point[f"{prefix}bias"]),
+                   tuple(features))
 
 
 def fit_quality(table: pd.DataFrame, matched: np.ndarray, l2: float = 1.0,
-                iterations: int = 25) -> QualityModel:
-    """The logistic regression of ``matched`` on the track table's inputs (module docstring),
-    by Newton's method (IRLS) from zero weights."""
-    inputs = quality_inputs(table)
+                iterations: int = 25, features: tuple[str, ...] = FEATURES) -> QualityModel:
+    """The logistic regression of ``matched`` on the track table's inputs ``features``
+    (module docstring), by Newton's method (IRLS) from zero weights."""
+    inputs = quality_inputs(table, features)
     y = np.asarray(matched, dtype=np.float64)
     if len(y) == 0 or y.min() == y.max():
         raise ValueError("fitting the track quality needs both matched and fake tracks")
@@ -114,4 +136,4 @@ def fit_quality(table: pd.DataFrame, matched: np.ndarray, l2: float = 1.0,
         if np.abs(step).max() < 1e-8:
             break
     return QualityModel(tuple(mean.tolist()), tuple(scale.tolist()), tuple(beta[1:].tolist()),
-                        float(beta[0]))
+                        float(beta[0]), tuple(features))

@@ -29,6 +29,13 @@ validation events built at ``c`` (label: matched), and ``keep_t`` above also nee
 Records without hit positions or layers, or events without a fake (or a matched) track, leave
 the quality out.
 
+The short tracks may answer to a model of their own instead of ``s_t`` (TrackBuilder.
+short_quality_cut ``lambda``): at each cut the short-track model (trkx.tracks.quality,
+SHORT_FEATURES) is fitted to the candidates of 3 hits up to the longest candidate length, and
+for the candidates ``lambda`` in ``short_quality_cuts`` (None: not used; such points have no
+``sigma``) ``keep_t = (n_t >= L(region_t) and q_t >= kappa) or (3 <= n_t < L(region_t) and
+q'_t >= lambda)``: a short track the model keeps is not judged by ``kappa``.
+
 With the extension (TrackBuilder.extend_window_xy set on ``builder``) a track takes the lone
 hits on its helix after the lengths and the quality cut, so the dissolved hits of one track can
 join another and the formulas above no longer give the final figures. The tuner then builds the
@@ -44,25 +51,23 @@ The GNN calls this at the end of training so its checkpoint carries the builder'
 point (:meth:`TunedCut.working_point`; trkx.edges.working_point has the edge-level rule); a
 checkpoint from before the forward length (no ``min_length_forward``) applies its
 ``min_length`` everywhere, and one from before the short-track score builds without it
-(:func:`builder_options`).
+(trkx.tracks.builder_options).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from trkx.arrays import as_numpy
-from trkx.files.checkpoint import with_working_point
 from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.graph import ScoredGraph, graph_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event
-from trkx.tracks.quality import QualityModel, fit_quality
+from trkx.tracks.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
 from trkx.tracks.track_table import track_table
 
 DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -70,10 +75,7 @@ DEFAULT_LENGTHS: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
 DEFAULT_SHORT_SCORES: tuple[float | None, ...] = (None, 0.9, 0.95, 0.97, 0.98, 0.99)
 DEFAULT_QUALITY_CUTS: tuple[float | None, ...] = (None, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
                                                   0.7, 0.8)
-# Null builder keys that may stay null when no working point sets them (older checkpoints,
-# or none given): TrackBuilder then applies min_length in every region.
-OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "quality_cut",
-                                      "extend_window_xy", "extend_window_z"})
+DEFAULT_SHORT_QUALITY_CUTS: tuple[float | None, ...] = (None, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ class TunedCut:
     short_score: float | None = None
     quality_cut: float | None = None
     quality: QualityModel | None = None
+    short_quality_cut: float | None = None
+    short_quality: QualityModel | None = None
 
     def working_point(self) -> dict[str, float]:
         """The GNN checkpoint's working-point entries of the track builder."""
@@ -102,6 +106,9 @@ class TunedCut:
         if self.quality_cut is not None and self.quality is not None:
             point["quality_cut"] = self.quality_cut
             point.update(self.quality.working_point())
+        if self.short_quality_cut is not None and self.short_quality is not None:
+            point["short_quality_cut"] = self.short_quality_cut
+            point.update(self.short_quality.working_point(SHORT_PREFIX))
         point["stitch"] = 1.0       # tuned on stitched tracks (TrackBuilder's default)
         return point
 
@@ -128,15 +135,22 @@ def _track_table(evaluation, mean_score: np.ndarray | None = None) -> pd.DataFra
 
 def length_figures(table: pd.DataFrame, n_signal: int, central: int, forward: int,
                    forward_eta: float, short_score: float | None = None,
-                   quality_cut: float | None = None) -> tuple[float, float]:
+                   quality_cut: float | None = None,
+                   short_quality_cut: float | None = None) -> tuple[float, float]:
     """Efficiency and fake rate of the tracks of ``table`` kept at lengths (central, forward),
-    ``short_score`` and ``quality_cut`` (the module docstring's formulas)."""
+    ``short_score``, ``quality_cut`` and ``short_quality_cut`` (the module docstring's
+    formulas; the last reads the table's ``short_quality``)."""
     need = np.where(table["abs_eta"].to_numpy() >= forward_eta, forward, central)
-    keep = table["n_hits"].to_numpy() >= need
-    if short_score is not None:
+    n_hits = table["n_hits"].to_numpy()
+    keep = n_hits >= need
+    spared = np.zeros(len(keep), dtype=bool)
+    if short_quality_cut is not None:
+        spared = ~keep & (n_hits >= 3) & (table["short_quality"].to_numpy() >= short_quality_cut)
+    elif short_score is not None:
         keep |= table["mean_score"].to_numpy() >= short_score
     if quality_cut is not None:
         keep &= table["quality"].to_numpy() >= quality_cut
+    keep |= spared
     found = table.loc[keep & (table["signal_pid"].to_numpy() != 0), ["event", "signal_pid"]]
     n_found = len(found.drop_duplicates())
     n_kept = int(keep.sum())
@@ -153,9 +167,12 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
              short_scores: Sequence[float | None] = DEFAULT_SHORT_SCORES,
              quality_cuts: Sequence[float | None] = DEFAULT_QUALITY_CUTS,
              quality_budget: float | None = None,
-             extension_points: int = 8) -> TunedCut:
+             extension_points: int = 8,
+             short_quality_cuts: Sequence[float | None] = DEFAULT_SHORT_QUALITY_CUTS,
+             ) -> TunedCut:
     """The builder cut (``walk_cut`` or ``cc_cut``), lengths, ``short_score`` and
-    ``quality_cut`` (with its model) of best efficiency at the fake target.
+    ``quality_cut`` (with its model), or ``short_quality_cut`` in place of ``short_score``
+    (with the short-track model), of best efficiency at the fake target.
 
     ``records`` carry ``edge_index``, ``scores``, ``hit_id`` and truth; ``builder`` and
     ``metric_cuts`` default to ``TrackBuilder()`` and ``MetricCuts()``. ``forward_lengths``
@@ -174,6 +191,7 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     truths = [truth_from_record(r) for r in records]
     extending = builder.extend_window_xy is not None
     scan, points, models, candidates = [], [], {}, {}   # candidates[cut, i]: (labels, graph)
+    longest = max((*lengths, *forward_lengths))
     for cut in cuts:
         unshortened = replace(builder, **{field: float(cut)}, min_length=1,
                               min_length_forward=None, short_score=None, quality_cut=None,
@@ -193,37 +211,58 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
                                       tables[-1]["track_id"].to_numpy()))
             n_signal += int(evaluation.particles["signal"].sum())
         table = pd.concat(tables, ignore_index=True)
-        model = None
+        model = short_model = None
         if all(f is not None for f in features) and 0 < table["matched"].mean() < 1:
             pooled = pd.concat(features, ignore_index=True)
             model = fit_quality(pooled, table["matched"].to_numpy(bool))
             table["quality"] = model.score(pooled)
-        models[float(cut)] = model
+            short_model = _short_model(pooled, table, longest)
+            if short_model is not None:
+                table["short_quality"] = short_model.score(pooled)
+        models[float(cut)] = (model, short_model)
+        gates = [(sure, None) for sure in short_scores]
+        if short_model is not None:
+            gates += [(None, lam) for lam in short_quality_cuts if lam is not None]
         for central in lengths:
             efficiency, fake = length_figures(table, n_signal, central, central, 0.0)
             scan.append((float(cut), int(central), efficiency, fake))
             for forward in forward_lengths or (None,):
-                for sure in short_scores:
+                for sure, lam in gates:
                     for kappa in quality_cuts if model is not None else (None,):
-                        eff, fk = (efficiency, fake) if (forward, sure, kappa) == (
-                            None, None, None) else length_figures(
+                        eff, fk = (efficiency, fake) if (forward, sure, kappa, lam) == (
+                            None, None, None, None) else length_figures(
                                 table, n_signal, central,
                                 central if forward is None else forward,
-                                builder.forward_eta, sure, kappa)
-                        points.append((float(cut), int(central), forward, eff, fk, sure, kappa))
+                                builder.forward_eta, sure, kappa, lam)
+                        points.append((float(cut), int(central), forward, eff, fk, sure, kappa,
+                                       lam))
     if extending:
         points = _exact_choice(points, extension_points, fake_target, quality_budget,
                                lambda chosen: _extended_points(records, truths, builder,
                                                                metric_cuts, models, candidates,
                                                                chosen))
     best = _choose(points, fake_target, quality_budget)
+    model, short_model = models[best[0]]
     return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
-                    models[best[0]] if best[6] is not None else None)
+                    model if best[6] is not None else None, best[7],
+                    short_model if best[7] is not None else None)
+
+
+def _short_model(pooled: pd.DataFrame, table: pd.DataFrame, longest: int) -> QualityModel | None:
+    """The short-track model fitted to the candidates of 3 to ``longest - 1`` hits (None when
+    they are not both matched and fakes)."""
+    n_hits = pooled["n_hits"].to_numpy()
+    short = (n_hits >= 3) & (n_hits < longest)
+    matched = table["matched"].to_numpy(bool)[short]
+    if matched.all() or not matched.any():
+        return None
+    return fit_quality(pooled[short], matched, features=SHORT_FEATURES)
 
 
 def _choose(points: list[tuple], fake_target: float, quality_budget: float | None) -> tuple:
     """The rule of :func:`tune_cut` over ``points``."""
-    best = _best_point([p for p in points if p[6] is None or quality_budget is None],
+    best = _best_point([p for p in points if (p[6] is None and p[7] is None)
+                        or quality_budget is None],
                        fake_target)
     if quality_budget is not None:
         within = [p for p in points if p[3] >= best[3] - quality_budget - 1e-12]
@@ -257,7 +296,7 @@ def _exact_choice(points: list[tuple], size: int, fake_target: float,
     points between the chosen one's built neighbours (``size`` more at most)."""
     fronts = [_frontier(points)]
     if quality_budget is not None:
-        fronts.append(_frontier([p for p in points if p[6] is None]))
+        fronts.append(_frontier([p for p in points if p[6] is None and p[7] is None]))
     exact: dict[tuple, tuple] = {}
 
     def add(chosen: list[tuple]) -> None:
@@ -286,10 +325,13 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
     included, from the candidates (and graph) of their cut."""
     field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
     out = []
-    for cut, central, forward, _, _, sure, kappa in points:
+    for cut, central, forward, _, _, sure, kappa, lam in points:
+        model, short_model = models[cut]
         point = replace(builder, **{field: cut}, min_length=central, min_length_forward=forward,
                         short_score=sure, quality_cut=kappa,
-                        quality=models[cut] if kappa is not None else None)
+                        quality=model if kappa is not None else None,
+                        short_quality_cut=lam,
+                        short_quality=short_model if lam is not None else None)
         tables, n_signal = [], 0
         for i, (record, truth) in enumerate(zip(records, truths)):
             labels, _ = point.finish(*candidates[cut, i], getattr(record, "pos", None))
@@ -299,19 +341,21 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
             n_signal += int(evaluation.particles["signal"].sum())
         efficiency, fake = length_figures(pd.concat(tables, ignore_index=True), n_signal,
                                           0, 0, 0.0)
-        out.append((cut, central, forward, efficiency, fake, sure, kappa))
+        out.append((cut, central, forward, efficiency, fake, sure, kappa, lam))
     return out
 
 
 def _best_point(points: list[tuple], fake_target: float) -> tuple:
-    """``(cut, central, forward, efficiency, fake, short_score, quality_cut)`` of best
-    efficiency at the fake target, or of the lowest fake rate when none meets it."""
+    """``(cut, central, forward, efficiency, fake, short_score, quality_cut,
+    short_quality_cut)`` of best efficiency at the fake target, or of the lowest fake rate
+    when none meets it."""
     meeting = [p for p in points if p[4] <= fake_target]
     if meeting:    # ties: higher cut, looser (or no) quality cut, shorter lengths, stricter
-        # (or no) short-track score
+        # (or no) short-track score, no short-track model, then a stricter one
         best = max(meeting, key=lambda p: (p[3], p[0], -(0.0 if p[6] is None else p[6] + 1e-9),
                                            -p[1], -(p[2] or 0),
-                                           2.0 if p[5] is None else p[5]))
+                                           2.0 if p[5] is None else p[5],
+                                           2.0 if p[7] is None else p[7]))
     else:
         best = min(points, key=lambda p: (p[4], -p[3]))
     return best
@@ -337,54 +381,4 @@ def _mean_scores(record, labels: np.ndarray, cut: float) -> np.ndarray:
     per_hit = track_mean_score(labels, src[above], dst[above], score[above])
     out = np.zeros(int(labels.max()) + 1 if len(labels) else 0)
     out[labels] = per_hit
-    return out
-
-
-def builder_options(options: Mapping[str, Any], working_point: Mapping[str, float] | None,
-                    label: str = "builder") -> dict[str, Any]:
-    """The builder section with its null (or absent) keys taken from the GNN's working point.
-
-    ``working_point`` is a GNN checkpoint's (``walk_cut``, ``min_length``, ...); a null key it
-    does not hold is an error naming the key, as is a null key without a working point; except
-    the keys of :data:`OPTIONAL` (``min_length_forward``), which then stay null (one length
-    everywhere, as checkpoints tuned before the forward length built), and ``stitch``: a
-    working point tuned on stitched tracks (one that holds ``stitch``, or ``min_length_forward``
-    from the tuner that introduced both) builds stitched tracks, an older one builds as it was
-    tuned, without (so shipped models keep their tracks); no working point: stitched. A key of
-    :data:`OPTIONAL` or ``stitch`` absent from ``options`` (a tracks config written before it)
-    is taken from the working point the same way. A ``quality_cut`` comes with the working
-    point's track quality model (``quality``; an error when it holds none). The extension's
-    windows (``extend_window_xy``, ``extend_window_z``) are the working point's when it was
-    tuned with them; a working point without them leaves the extension off (and
-    ``extend_window_z`` at the builder's default).
-    """
-    types = {f.name: f.type for f in fields(TrackBuilder)}
-    out = dict(options)
-    for key in (*OPTIONAL, "stitch"):
-        out.setdefault(key, None)
-    if out["stitch"] is None:
-        tuned_stitched = working_point is None or "stitch" in working_point or \
-            "min_length_forward" in working_point
-        out["stitch"] = bool((working_point or {}).get("stitch", 1.0 if tuned_stitched else 0.0))
-    nulls = [key for key, value in out.items() if value is None]
-    where = ("the GNN checkpoint's working point has none" if working_point is not None
-             else "give the GNN checkpoint (--checkpoint), whose working point sets it")
-    try:                # an OPTIONAL key stays None: the builder applies min_length everywhere
-        out = with_working_point(out, working_point, f"{where}; or set a value", OPTIONAL)
-    except ValueError as exc:
-        raise ValueError(f"{label}: {exc}") from None
-    for key in nulls:
-        if out[key] is not None:
-            out[key] = round(out[key]) if "int" in str(types.get(key)) else float(out[key])
-    if out["quality_cut"] is not None:   # the cut needs the model the tuner fitted with it
-        model = QualityModel.from_working_point(working_point or {})
-        if model is None:
-            raise ValueError(f"{label}: quality_cut is set but "
-                             + ("the GNN checkpoint's working point has no track quality "
-                                "model" if working_point is not None else
-                                "no GNN checkpoint (--checkpoint) gives the quality model")
-                             + "; set quality_cut: null")
-        out["quality"] = model
-    if out["extend_window_z"] is None:
-        del out["extend_window_z"]
     return out

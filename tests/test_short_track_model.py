@@ -1,0 +1,131 @@
+"""The short tracks' own quality model: it reads where a track comes from (|d0|) and its pT,
+the tuner's figures for every (quality cut, short-track cut) equal building with that point
+(a short track the model keeps is not judged by the quality cut), and the working point
+carries it to the builder as trkx infer takes it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tests.tracks_events import noise_free_simulated_record
+from trkx.tracks.builder_options import builder_options
+from trkx.tracks.building import TrackBuilder, tracks_frame
+from trkx.tracks.event_truth import truth_from_record
+from trkx.tracks.graph import graph_from_record
+from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.quality import FEATURES, SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
+from trkx.tracks.tuning import _features, _mean_scores, _track_table, length_figures, tune_cut
+
+
+def _short_tables(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Short tracks alike in every input of the quality model but where they come from: the
+    real ones start at the beam line (|d0| ~ 0.05 mm), the pieces anywhere (~ 1 mm)."""
+    rng = np.random.default_rng(seed)
+    real = rng.random(n) < 0.3
+    n_hits = rng.integers(3, 7, n)
+    return pd.DataFrame({
+        "n_hits": n_hits, "n_layers": n_hits, "layer_repeats": 0,
+        "mean_score": rng.uniform(0.9, 1.0, n), "min_score": rng.uniform(0.8, 1.0, n),
+        "leaving": rng.uniform(0, 0.2, n), "pt": rng.uniform(1.0, 4.0, n),
+        "eta": rng.uniform(-3, 3, n),
+        "d0": np.where(real, rng.normal(0, 0.05, n), rng.normal(0, 1.5, n))}), real
+
+
+def _auc(score: np.ndarray, label: np.ndarray) -> float:
+    ranks = np.empty(len(score))
+    ranks[np.argsort(score)] = np.arange(1, len(score) + 1)
+    n_pos, n_neg = label.sum(), (~label).sum()
+    return float((ranks[label].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def test_the_short_track_model_reads_d0_and_survives_the_working_point():
+    table, real = _short_tables(3000, seed=0)
+    test, test_real = _short_tables(2000, seed=1)
+    plain = fit_quality(table, real)
+    short = fit_quality(table, real, features=SHORT_FEATURES)
+    assert _auc(plain.score(test), test_real) < 0.6 < 0.9 < _auc(short.score(test), test_real)
+    assert short.weights[SHORT_FEATURES.index("log_abs_d0")] < 0
+    point = {**plain.working_point(), **short.working_point(SHORT_PREFIX)}
+    again = QualityModel.from_working_point(point, SHORT_PREFIX, SHORT_FEATURES)
+    np.testing.assert_array_equal(again.score(test), short.score(test))
+    assert QualityModel.from_working_point(point).features == FEATURES   # both kept apart
+    np.testing.assert_array_equal(QualityModel.from_working_point(point).score(test),
+                                  plain.score(test))
+
+
+def _pieces_record(seed: int, mu: float):
+    """The truth graph, its edges scored in [0.6, 1) (seeded), less one edge after the 3rd to
+    5th hit of every particle of >= 9 hits: short pieces (fakes) among short particles."""
+    record = noise_free_simulated_record(seed=seed, mu=mu)
+    edges = record.track_edges
+    pid = record.particle_id[edges[0]]
+    generator = torch.Generator().manual_seed(seed)
+    keep = torch.ones(edges.shape[1], dtype=torch.bool)
+    for particle in torch.unique(pid):
+        own = torch.nonzero(pid == particle).flatten()
+        if own.numel() >= 9:
+            keep[own[int(torch.randint(2, 5, (1,), generator=generator))]] = False
+    record.edge_index = edges[:, keep]
+    record.scores = 0.6 + 0.4 * torch.rand(record.edge_index.shape[1], generator=generator)
+    return record
+
+
+def _figures(record, builder: TrackBuilder) -> dict:
+    labels = builder.build(record)
+    return overall_summary([evaluate_event(truth_from_record(record),
+                                           tracks_frame(record.hit_id, labels, 7),
+                                           MetricCuts())])
+
+
+def test_every_short_track_point_builds_its_figures_and_the_working_point_carries_it():
+    """At length 8 the pieces and the short particles are the short candidates. The formulas
+    of each (quality cut, short-track cut) equal building with that point, and at the quality
+    cut 0.99 some short tracks the model keeps score below it: they are spared by both."""
+    record = _pieces_record(seed=6, mu=8.0)
+    builder = TrackBuilder(method="components", stitch=False)
+    truth = truth_from_record(record)
+    labels = builder.build(record)
+    evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels, 7), MetricCuts())
+    table = _track_table(evaluation, _mean_scores(record, labels, 0.5))
+    rows = _features(record, labels, graph_from_record(record, "given", min_score=0.5),
+                     table["track_id"].to_numpy())
+    matched = table["matched"].to_numpy(bool)
+    quality = fit_quality(rows, matched)
+    short = (rows["n_hits"].to_numpy() >= 3) & (rows["n_hits"].to_numpy() < 8)
+    assert 0 < matched[short].mean() < 1
+    short_model = fit_quality(rows[short], matched[short], features=SHORT_FEATURES)
+    table["quality"] = quality.score(rows)
+    table["short_quality"] = short_model.score(rows)
+    n_signal = int(evaluation.particles["signal"].sum())
+    figures = set()
+    kept = short & (table["short_quality"].to_numpy() >= 0.5)
+    assert (table["quality"].to_numpy()[kept] < 0.99).any()         # sparing matters
+    for kappa in (None, 0.99):
+        for lam in (None, 0.2, 0.5, 0.8, 0.95):
+            point = replace(builder, min_length=8, quality_cut=kappa, quality=quality,
+                            short_quality_cut=lam, short_quality=short_model)
+            built = _figures(record, point)
+            eff, fake = length_figures(table, n_signal, 8, 8, 2.0, None, kappa, lam)
+            assert eff == pytest.approx(built["efficiency"]), (kappa, lam)
+            assert fake == pytest.approx(built["fake_rate"]), (kappa, lam)
+            figures.add((round(eff, 6), round(fake, 6)))
+    assert len(figures) >= 5                                  # the short-track cut matters
+    tuned = tune_cut([record], builder, fake_target=0.04, cuts=(0.5,), lengths=(8,),
+                     forward_lengths=(), short_scores=(None,), quality_cuts=(None,),
+                     short_quality_cuts=(None, 0.2, 0.5, 0.8))
+    assert tuned.short_quality_cut is not None and tuned.short_quality is not None
+    point = tuned.working_point()
+    assert point["short_quality_cut"] == tuned.short_quality_cut
+    options = builder_options({"method": "components", "cc_cut": 0.5, "min_length": None,
+                               "stitch": False}, point)
+    built = _figures(record, TrackBuilder(**options))
+    assert built["efficiency"] == pytest.approx(tuned.efficiency)
+    assert built["fake_rate"] == pytest.approx(tuned.fake_rate)
+    del point["short_quality_bias"]
+    with pytest.raises(ValueError, match="no short-track quality model"):
+        builder_options({"method": "components", "min_length": None, "stitch": False}, point)
