@@ -12,12 +12,13 @@ import pandas as pd
 import pytest
 import torch
 
+from tests.test_track_quality import _figures
 from tests.tracks_events import noise_free_simulated_record
 from trkx.tracks.builder_options import builder_options
 from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.graph import graph_from_record
-from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.metrics import MetricCuts, evaluate_event
 from trkx.tracks.quality import FEATURES, SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
 from trkx.tracks.tuning import _features, _mean_scores, _track_table, length_figures, tune_cut
 
@@ -73,13 +74,6 @@ def _pieces_record(seed: int, mu: float):
     record.edge_index = edges[:, keep]
     record.scores = 0.6 + 0.4 * torch.rand(record.edge_index.shape[1], generator=generator)
     return record
-
-
-def _figures(record, builder: TrackBuilder) -> dict:
-    labels = builder.build(record)
-    return overall_summary([evaluate_event(truth_from_record(record),
-                                           tracks_frame(record.hit_id, labels, 7),
-                                           MetricCuts())])
 
 
 def test_every_short_track_point_builds_its_figures_and_the_working_point_carries_it():
