@@ -9,9 +9,11 @@ memory) and minimises the weighted binary cross-entropy
           pos_weight if t_e and not signal(e), 1 otherwise,
 
 where r(e) is the production radius of the particle of the edge's first hit (the secondaries,
-7% of the signal, are otherwise learned as rarely as they occur: issue 46; 1: off),
-
-with AdamW and a linear warm-up + cosine learning-rate schedule in steps (trkx.stages.schedules).
+7% of the signal, are otherwise learned as rarely as they occur: issue 46; 1: off). With
+``z_shift_sigma`` each training event is first moved along the beam by dz ~ N(0, sigma^2) mm
+(trkx.edges.augment), so the filter does not learn the luminous region's extent as a prior.
+Trained with AdamW and a linear warm-up + cosine learning-rate schedule in steps
+(trkx.stages.schedules).
 
 Working point: validation scores every edge of its events (chunked) and chooses the cut that
 keeps ``target_efficiency`` of the signal edges the filter receives (trkx.edges.working_point),
@@ -35,6 +37,7 @@ from trkx.edges.figures import (
     origin_efficiencies,
     secondary_edges,
 )
+from trkx.edges.augment import random_shift
 from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.edges.working_point import cut_for_edges_per_hit, cut_for_efficiency
 from trkx.filter.features import edge_features
@@ -71,9 +74,12 @@ class FilterModule(pl.LightningModule):
                  weight_decay: float = 0.0, score_cut: float | None = None,
                  target_efficiency: float = 0.99, target: str = "y",
                  lr_warmup_steps: int = 50, max_edges_per_hit: float | None = None,
-                 lr_horizon_steps: int | None = None, secondary_weight: float = 1.0) -> None:
+                 lr_horizon_steps: int | None = None, secondary_weight: float = 1.0,
+                 z_shift_sigma: float = 0.0) -> None:
         super().__init__()
         check_horizon(lr_horizon_steps)
+        if z_shift_sigma < 0:
+            raise ValueError(f"z_shift_sigma must be >= 0 (mm), got {z_shift_sigma}")
         if secondary_weight <= 0:
             raise ValueError(f"secondary_weight must be > 0, got {secondary_weight}")
         if edge_batch < 1 or (score_cut is not None and not 0.0 <= score_cut <= 1.0):
@@ -123,6 +129,7 @@ class FilterModule(pl.LightningModule):
                                                  replace=False))
 
     def training_step(self, record: Data, batch_idx: int) -> torch.Tensor:
+        record = random_shift(record, self.hparams.get("z_shift_sigma", 0.0))
         loss = self.edge_loss(record, self.sample_edges(record.edge_index.shape[1]))
         self.log("train_loss", loss, prog_bar=True, batch_size=1)
         return loss

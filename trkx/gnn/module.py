@@ -24,7 +24,7 @@ from torch_geometric.data import Data
 from trkx.data.record import NHITS, PRODUCTION_RADIUS, PT
 from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 from trkx.edges.loss import edge_weights, weighted_bce
-from trkx.gnn.augment import random_shift
+from trkx.edges.augment import random_shift
 from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
@@ -68,7 +68,7 @@ class GNNModule(pl.LightningModule):
         extend_window_z: the tuner builds the working points with, stored in the working
             point (a tracks config's null keys take them); None: tuned without extension.
         z_shift_sigma: width (mm) of the normal distribution from which each training step
-            draws a shift of the whole graph along the beam (trkx.gnn.augment); 0: off.
+            draws a shift of the whole graph along the beam (trkx.edges.augment); 0: off.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
             step budget; fix it for a run that resumes under growing budgets).
     """

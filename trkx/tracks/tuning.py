@@ -40,12 +40,13 @@ With the extension (TrackBuilder.extend_window_xy set on ``builder``) a track ta
 hits on its helix after the lengths and the quality cut, so the dissolved hits of one track can
 join another and the formulas above no longer give the final figures. The tuner then builds the
 points of a shortlist exactly (each from the same candidates: TrackBuilder.finish) and chooses
-among them by the same rule. The shortlist is the (efficiency, fake rate) frontier of the
-formulas' points (of all of them, and of those without a quality cut when the rule chooses
-among those first), ``extension_points`` points spread along each, then up to as many more of
-the frontier's points between the built neighbours of the one the rule chose: the extension
-moves a point's figures (it lowers the fake rate most where the dissolved pieces were many),
-less so the frontier's order.
+among them by the same rule. The shortlist is taken from the (efficiency, fake rate) frontier
+of the formulas' points (of all of them, and of those without a quality cut when the rule
+chooses among those first): ``extension_points`` points spread along each, as many nearest the
+fake target, with a budget as many nearest its floor (where the rule's choice lies), then up to
+as many more of the frontier's points between the built neighbours of the one the rule chose:
+the extension moves a point's figures (it lowers the fake rate most where the dissolved pieces
+were many), less so the frontier's order.
 
 The GNN calls this at the end of training so its checkpoint carries the builder's working
 point (:meth:`TunedCut.working_point`; trkx.edges.working_point has the edge-level rule); a
@@ -292,8 +293,12 @@ def _exact_choice(points: list[tuple], size: int, fake_target: float,
                   quality_budget: float | None, build) -> list[tuple]:
     """The points built exactly (``build``: formula points -> exact points) on the way to the
     rule's choice: ``size`` points spread along each frontier (every point's, and that of the
-    points without a quality cut when the rule chooses among them first), then the frontier
-    points between the chosen one's built neighbours (``size`` more at most)."""
+    points without a quality cut when the rule chooses among them first), the ``size`` points
+    of the (plain) frontier nearest the fake target, with a budget the ``size`` points of the
+    whole frontier nearest its floor (the plain choice's exact efficiency less
+    ``quality_budget``: the rule takes the point of fewest fakes above it), then the frontier
+    points between the chosen one's built neighbours (``size`` more on each frontier at
+    most)."""
     fronts = [_frontier(points)]
     if quality_budget is not None:
         fronts.append(_frontier([p for p in points if p[6] is None and p[7] is None]))
@@ -303,18 +308,27 @@ def _exact_choice(points: list[tuple], size: int, fake_target: float,
         fresh = list(dict.fromkeys(p for p in chosen if p not in exact))
         exact.update(zip(fresh, build(fresh)))
 
+    def refine(front: list[tuple], chosen: tuple) -> None:
+        formula = next(p for p, q in exact.items() if q == chosen)
+        if formula not in front:
+            return
+        at = front.index(formula)
+        built = [i for i, p in enumerate(front) if p in exact]
+        low = max([i for i in built if i < at], default=0)
+        high = min([i for i in built if i > at], default=len(front) - 1)
+        add(_spread(front[low + 1:at] + front[at + 1:high], size))
+
+    def nearest(front: list[tuple], column: int, value: float) -> list[tuple]:
+        return sorted(front, key=lambda p: (abs(p[column] - value), p[4]))[:size]
+
     add([p for front in fronts for p in _spread(front, size)])
+    add(nearest(fronts[-1], 4, fake_target))     # where the (plain) rule's choice lies
+    if quality_budget is not None:
+        plain = [q for p, q in exact.items() if p[6] is None and p[7] is None]
+        add(nearest(fronts[0], 3, _best_point(plain, fake_target)[3] - quality_budget))
     best = _choose(list(exact.values()), fake_target, quality_budget)
-    formula = next(p for p, q in exact.items() if q == best)
-    between = []
     for front in fronts:
-        if formula in front:
-            at = front.index(formula)
-            built = [i for i, p in enumerate(front) if p in exact]
-            low = max([i for i in built if i < at], default=0)
-            high = min([i for i in built if i > at], default=len(front) - 1)
-            between += front[low + 1:at] + front[at + 1:high]
-    add(_spread(between, size))
+        refine(front, best)
     return list(exact.values())
 
 

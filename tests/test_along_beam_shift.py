@@ -1,6 +1,7 @@
-"""The GNN's along-beam shift (trkx.gnn.augment): an event moved by dz keeps every hit
-difference, moves each edge's beam-line intercept by dz, leaves the minibatch it came from as it
-was, and reaches the loss through ``module.z_shift_sigma`` (refused graph-parallel)."""
+"""The along-beam shift (trkx.edges.augment): an event moved by dz keeps every hit difference,
+moves each edge's beam-line intercept by dz, leaves the minibatch it came from as it was, and
+reaches the GNN's and the filter's losses through ``module.z_shift_sigma`` (the GNN's refused
+graph-parallel)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from trkx.edges.loss import edge_weights, weighted_bce
-from trkx.gnn.augment import random_shift, shifted_along_beam
+from trkx.edges.augment import random_shift, shifted_along_beam
 from trkx.gnn.edge_inputs import EDGE_INPUT_NAMES, edge_inputs
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.module import GNNModule
@@ -77,3 +78,27 @@ def test_the_module_trains_on_the_shifted_minibatch_and_refuses_it_graph_paralle
     with pytest.raises(ConfigError, match="z_shift_sigma"):
         check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
                                  "z_shift_sigma": 50.0}}, "gnn.yaml")
+
+
+def test_the_filter_trains_on_the_shifted_event() -> None:
+    from trkx.filter.features import edge_features
+    from trkx.filter.model import FilterMLP
+    from trkx.filter.module import FilterModule
+
+    data = _detector_like(random_graph(5, 300, 800))
+    data.x = data.x[:, :3]
+    network = FilterMLP(3, cell_agreement=False, hidden=8, layers=1, trajectory=True)
+    module = FilterModule(network, edge_batch=10_000, signal_weight=1.0, z_shift_sigma=80.0)
+    torch.manual_seed(5)
+    loss = module.training_step(data, 0)
+    torch.manual_seed(5)
+    moved = random_shift(data, 80.0)
+    assert 1.0 < abs(float(moved.pos[0, 2] - data.pos[0, 2])) < 400.0
+    torch.testing.assert_close(loss, module.edge_loss(moved))       # every edge: no batch drawn
+    assert not torch.allclose(loss, module.edge_loss(data))
+    # the trajectory's z0 moves with the event, the hit differences do not
+    a = edge_features(data.x, data.pos, data.edge_index, None, 3, True)
+    b = edge_features(moved.x, moved.pos, moved.edge_index, None, 3, True)
+    assert not torch.allclose(a, b)
+    with pytest.raises(ValueError, match="z_shift_sigma"):
+        FilterModule(network, z_shift_sigma=-1.0)

@@ -1,4 +1,4 @@
-"""Training augmentation of the GNN: the whole event moved along the beam.
+"""Training augmentation of the filter and the GNN: the whole event moved along the beam.
 
 A prompt particle from a vertex at ``z_v`` leaves its hits where one from ``z_v + dz`` of the
 same momentum would leave them shifted by ``dz`` (the solenoid field is uniform along z over
@@ -11,7 +11,10 @@ intercept ``z0`` and the hits' pseudorapidities as a vertex ``dz`` further along
 network cannot learn the luminous region's extent as a prior of where tracks start. (The
 layers do not move with the hits: an endcap hit lands off its disk by ``dz``, which the node
 inputs see; the edge inputs, which the classifier leans on, do not.) Only the inputs move; the
-filter's scores, the labels and the truth stay as they were.
+filter's scores, the labels and the truth stay as they were, so a GNN moved alone still reads
+the filter's view of where tracks start in its ``filter_score`` input: moving the filter's
+training events too is what removes that prior from both (docs/levers.md, fifteenth session).
+The clusters' shapes (the cell features) give the track's direction, which a shift keeps.
 
 ``dz`` is drawn per training step from a normal distribution of width ``sigma`` (mm) by
 torch's global generator, which the training driver seeds.

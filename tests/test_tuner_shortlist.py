@@ -1,0 +1,42 @@
+"""With the extension the tuner builds only a shortlist of its formula points exactly; under a
+quality budget the shortlist must hold the points at the budget's floor, or the rule (the
+fewest fakes within the budget of the plain choice) cannot take the point it would choose
+among all of them."""
+
+from __future__ import annotations
+
+from trkx.tracks.tuning import _choose, _exact_choice
+
+
+def _points() -> list[tuple]:
+    """Two plain points, then 200 quality-cut points along one frontier (efficiency and fake
+    rate both rising), as (cut, central, forward, efficiency, fake, short_score, quality_cut,
+    short_quality_cut)."""
+    plain = [(0.5, 5, 5, 0.90, 0.05, None, None, None),
+             (0.5, 6, 6, 0.80, 0.02, None, None, None)]
+    quality = [(i / 1000, 5, 5, 0.8501 + 0.0005 * i, 0.004 + 0.0003 * i, None, 0.5, None)
+               for i in range(200)]
+    return plain + quality
+
+
+def test_the_budget_window_is_built_exactly():
+    points = _points()
+    built: list[tuple] = []
+
+    def build(chosen: list[tuple]) -> list[tuple]:     # exact figures = the formulas'
+        built.extend(chosen)
+        return list(chosen)
+
+    wanted = _choose(points, fake_target=0.05, quality_budget=0.002)
+    assert wanted[3] >= 0.898 and wanted[3] < 0.8985     # the first point above the floor
+    exact = _exact_choice(points, 4, 0.05, 0.002, build)
+    assert wanted in exact
+    assert _choose(exact, 0.05, 0.002) == wanted
+    assert len(built) == len(set(built)) and len(built) < 30   # a shortlist, each built once
+
+
+def test_without_a_budget_the_shortlist_finds_the_best_point():
+    points = _points()
+    wanted = _choose(points, fake_target=0.03, quality_budget=None)
+    exact = _exact_choice(points, 4, 0.03, None, list)
+    assert _choose(exact, 0.03, None) == wanted
