@@ -35,6 +35,20 @@ def test_the_budget_window_is_built_exactly():
     assert len(built) == len(set(built)) and len(built) < 30   # a shortlist, each built once
 
 
+def test_the_window_follows_the_extension_when_it_moves_the_efficiencies():
+    # the exact (extended) efficiency of every quality-cut point is 6 spacings below its
+    # formula: the formula points nearest the floor then all build below it
+    points = _points()
+
+    def build(chosen: list[tuple]) -> list[tuple]:
+        return [p[:3] + (p[3] - (0.003 if p[6] is not None else 0.0),) + p[4:] for p in chosen]
+
+    wanted = _choose(build(points), fake_target=0.05, quality_budget=0.002)
+    assert wanted[6] is not None and 0.898 <= wanted[3] < 0.8985
+    exact = _exact_choice(points, 4, 0.05, 0.002, build)
+    assert _choose(exact, 0.05, 0.002) == wanted
+
+
 def test_without_a_budget_the_shortlist_finds_the_best_point():
     points = _points()
     wanted = _choose(points, fake_target=0.03, quality_budget=None)

@@ -43,7 +43,8 @@ points of a shortlist exactly (each from the same candidates: TrackBuilder.finis
 among them by the same rule. The shortlist is taken from the (efficiency, fake rate) frontier
 of the formulas' points (of all of them, and of those without a quality cut when the rule
 chooses among those first): ``extension_points`` points spread along each, as many nearest the
-fake target, with a budget as many nearest its floor (where the rule's choice lies), then up to
+fake target, with a budget as many nearest its floor (twice: by the formulas, then by the
+formulas moved as the extension moved the first ones), then up to
 as many more of the frontier's points between the built neighbours of the one the rule chose:
 the extension moves a point's figures (it lowers the fake rate most where the dissolved pieces
 were many), less so the frontier's order.
@@ -296,7 +297,9 @@ def _exact_choice(points: list[tuple], size: int, fake_target: float,
     points without a quality cut when the rule chooses among them first), the ``size`` points
     of the (plain) frontier nearest the fake target, with a budget the ``size`` points of the
     whole frontier nearest its floor (the plain choice's exact efficiency less
-    ``quality_budget``: the rule takes the point of fewest fakes above it), then the frontier
+    ``quality_budget``: the rule takes the point of fewest fakes above it), and as many nearest
+    it once their formula efficiencies are moved by the median (exact - formula) of those
+    (the extension moves a point's efficiency, by more than the points' spacing), then the frontier
     points between the chosen one's built neighbours (``size`` more on each frontier at
     most)."""
     fronts = [_frontier(points)]
@@ -325,7 +328,10 @@ def _exact_choice(points: list[tuple], size: int, fake_target: float,
     add(nearest(fronts[-1], 4, fake_target))     # where the (plain) rule's choice lies
     if quality_budget is not None:
         plain = [q for p, q in exact.items() if p[6] is None and p[7] is None]
-        add(nearest(fronts[0], 3, _best_point(plain, fake_target)[3] - quality_budget))
+        floor = _best_point(plain, fake_target)[3] - quality_budget
+        window = nearest(fronts[0], 3, floor)
+        add(window)       # then again where the window's exact efficiencies say the floor is
+        add(nearest(fronts[0], 3, floor - float(np.median([exact[p][3] - p[3] for p in window]))))
     best = _choose(list(exact.values()), fake_target, quality_budget)
     for front in fronts:
         refine(front, best)
