@@ -5,7 +5,7 @@ among all of them."""
 
 from __future__ import annotations
 
-from trkx.tracks.tuning import _choose, _exact_choice
+from trkx.tracks.shortlist import choose as _choose, exact_shortlist as _exact_choice
 
 
 def _points() -> list[tuple]:
@@ -54,3 +54,25 @@ def test_without_a_budget_the_shortlist_finds_the_best_point():
     wanted = _choose(points, fake_target=0.03, quality_budget=None)
     exact = _exact_choice(points, 4, 0.03, None, list)
     assert _choose(exact, 0.03, None) == wanted
+
+
+def test_each_family_gets_its_own_window_at_the_floor():
+    # The formula frontier near the floor is all short-track-model points (1.2 points of
+    # efficiency above the short-score-and-quality ones at their fake rate), but they build 0.01 lower; the rule's
+    # exact choice is a short-score-and-quality point, below that frontier in formula terms
+    # (the hits-only set's case, fifteenth session).
+    plain = [(0.5, 5, 5, 0.90, 0.05, None, None, None),
+             (0.5, 6, 6, 0.80, 0.02, None, None, None)]
+    model = [(i / 1000, 5, 5, 0.8621 + 0.0005 * i, 0.004 + 0.0003 * i, None, None, 0.5)
+             for i in range(200)]
+    quality = [(i / 1000, 5, 5, 0.8501 + 0.0005 * i, 0.002 + 0.0003 * i, 0.95, 0.5, None)
+               for i in range(200)]
+    points = plain + model + quality
+
+    def build(chosen: list[tuple]) -> list[tuple]:
+        return [p[:3] + (p[3] - (0.01 if p[7] is not None else 0.0),) + p[4:] for p in chosen]
+
+    wanted = _choose(build(points), fake_target=0.05, quality_budget=0.002)
+    assert wanted[6] is not None and wanted[5] is not None
+    exact = _exact_choice(points, 4, 0.05, 0.002, build)
+    assert _choose(exact, 0.05, 0.002) == wanted

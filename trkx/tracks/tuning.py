@@ -40,14 +40,7 @@ With the extension (TrackBuilder.extend_window_xy set on ``builder``) a track ta
 hits on its helix after the lengths and the quality cut, so the dissolved hits of one track can
 join another and the formulas above no longer give the final figures. The tuner then builds the
 points of a shortlist exactly (each from the same candidates: TrackBuilder.finish) and chooses
-among them by the same rule. The shortlist is taken from the (efficiency, fake rate) frontier
-of the formulas' points (of all of them, and of those without a quality cut when the rule
-chooses among those first): ``extension_points`` points spread along each, as many nearest the
-fake target, with a budget as many nearest its floor (twice: by the formulas, then by the
-formulas moved as the extension moved the first ones), then up to
-as many more of the frontier's points between the built neighbours of the one the rule chose:
-the extension moves a point's figures (it lowers the fake rate most where the dissolved pieces
-were many), less so the frontier's order.
+among them by the same rule (trkx.tracks.shortlist: which points, and why).
 
 The GNN calls this at the end of training so its checkpoint carries the builder's working
 point (:meth:`TunedCut.working_point`; trkx.edges.working_point has the edge-level rule); a
@@ -70,6 +63,7 @@ from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.graph import ScoredGraph, graph_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event
 from trkx.tracks.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
+from trkx.tracks.shortlist import choose, exact_shortlist
 from trkx.tracks.track_table import track_table
 
 DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -239,11 +233,11 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
                         points.append((float(cut), int(central), forward, eff, fk, sure, kappa,
                                        lam))
     if extending:
-        points = _exact_choice(points, extension_points, fake_target, quality_budget,
+        points = exact_shortlist(points, extension_points, fake_target, quality_budget,
                                lambda chosen: _extended_points(records, truths, builder,
                                                                metric_cuts, models, candidates,
                                                                chosen))
-    best = _choose(points, fake_target, quality_budget)
+    best = choose(points, fake_target, quality_budget)
     model, short_model = models[best[0]]
     return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
                     model if best[6] is not None else None, best[7],
@@ -259,83 +253,6 @@ def _short_model(pooled: pd.DataFrame, table: pd.DataFrame, longest: int) -> Qua
     if matched.all() or not matched.any():
         return None
     return fit_quality(pooled[short], matched, features=SHORT_FEATURES)
-
-
-def _choose(points: list[tuple], fake_target: float, quality_budget: float | None) -> tuple:
-    """The rule of :func:`tune_cut` over ``points``."""
-    best = _best_point([p for p in points if (p[6] is None and p[7] is None)
-                        or quality_budget is None],
-                       fake_target)
-    if quality_budget is not None:
-        within = [p for p in points if p[3] >= best[3] - quality_budget - 1e-12]
-        best = min(within, key=lambda p: (p[4], -p[3], -p[0], p[1], p[2] or 0,
-                                          -(2.0 if p[5] is None else p[5])))
-    return best
-
-
-def _frontier(points: list[tuple]) -> list[tuple]:
-    """The points no other point beats in both efficiency and fake rate, by efficiency."""
-    front, best = [], -1.0
-    for point in sorted(points, key=lambda p: (p[4], -p[3])):
-        if point[3] > best:
-            front.append(point)
-            best = point[3]
-    return front
-
-
-def _spread(front: list[tuple], size: int) -> list[tuple]:
-    """``size`` points of ``front`` evenly spread along it (its ends among them)."""
-    if len(front) <= size:
-        return list(front)
-    return [front[i] for i in np.unique(np.linspace(0, len(front) - 1, size).round().astype(int))]
-
-
-def _exact_choice(points: list[tuple], size: int, fake_target: float,
-                  quality_budget: float | None, build) -> list[tuple]:
-    """The points built exactly (``build``: formula points -> exact points) on the way to the
-    rule's choice: ``size`` points spread along each frontier (every point's, and that of the
-    points without a quality cut when the rule chooses among them first), the ``size`` points
-    of the (plain) frontier nearest the fake target, with a budget the ``size`` points of the
-    whole frontier nearest its floor (the plain choice's exact efficiency less
-    ``quality_budget``: the rule takes the point of fewest fakes above it), and as many nearest
-    it once their formula efficiencies are moved by the median (exact - formula) of those
-    (the extension moves a point's efficiency, by more than the points' spacing), then the frontier
-    points between the chosen one's built neighbours (``size`` more on each frontier at
-    most)."""
-    fronts = [_frontier(points)]
-    if quality_budget is not None:
-        fronts.append(_frontier([p for p in points if p[6] is None and p[7] is None]))
-    exact: dict[tuple, tuple] = {}
-
-    def add(chosen: list[tuple]) -> None:
-        fresh = list(dict.fromkeys(p for p in chosen if p not in exact))
-        exact.update(zip(fresh, build(fresh)))
-
-    def refine(front: list[tuple], chosen: tuple) -> None:
-        formula = next(p for p, q in exact.items() if q == chosen)
-        if formula not in front:
-            return
-        at = front.index(formula)
-        built = [i for i, p in enumerate(front) if p in exact]
-        low = max([i for i in built if i < at], default=0)
-        high = min([i for i in built if i > at], default=len(front) - 1)
-        add(_spread(front[low + 1:at] + front[at + 1:high], size))
-
-    def nearest(front: list[tuple], column: int, value: float) -> list[tuple]:
-        return sorted(front, key=lambda p: (abs(p[column] - value), p[4]))[:size]
-
-    add([p for front in fronts for p in _spread(front, size)])
-    add(nearest(fronts[-1], 4, fake_target))     # where the (plain) rule's choice lies
-    if quality_budget is not None:
-        plain = [q for p, q in exact.items() if p[6] is None and p[7] is None]
-        floor = _best_point(plain, fake_target)[3] - quality_budget
-        window = nearest(fronts[0], 3, floor)
-        add(window)       # then again where the window's exact efficiencies say the floor is
-        add(nearest(fronts[0], 3, floor - float(np.median([exact[p][3] - p[3] for p in window]))))
-    best = _choose(list(exact.values()), fake_target, quality_budget)
-    for front in fronts:
-        refine(front, best)
-    return list(exact.values())
 
 
 def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
@@ -363,22 +280,6 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
                                           0, 0, 0.0)
         out.append((cut, central, forward, efficiency, fake, sure, kappa, lam))
     return out
-
-
-def _best_point(points: list[tuple], fake_target: float) -> tuple:
-    """``(cut, central, forward, efficiency, fake, short_score, quality_cut,
-    short_quality_cut)`` of best efficiency at the fake target, or of the lowest fake rate
-    when none meets it."""
-    meeting = [p for p in points if p[4] <= fake_target]
-    if meeting:    # ties: higher cut, looser (or no) quality cut, shorter lengths, stricter
-        # (or no) short-track score, no short-track model, then a stricter one
-        best = max(meeting, key=lambda p: (p[3], p[0], -(0.0 if p[6] is None else p[6] + 1e-9),
-                                           -p[1], -(p[2] or 0),
-                                           2.0 if p[5] is None else p[5],
-                                           2.0 if p[7] is None else p[7]))
-    else:
-        best = min(points, key=lambda p: (p[4], -p[3]))
-    return best
 
 
 def _features(record, labels: np.ndarray, graph: ScoredGraph,
