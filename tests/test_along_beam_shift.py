@@ -102,3 +102,39 @@ def test_the_filter_trains_on_the_shifted_event() -> None:
     assert not torch.allclose(a, b)
     with pytest.raises(ValueError, match="z_shift_sigma"):
         FilterModule(network, z_shift_sigma=-1.0)
+
+
+def test_the_embedding_trains_on_the_shifted_event() -> None:
+    """``module.z_shift_sigma`` of the embedding: its training loss is the loss of the event
+    moved along the beam (hit z in ``pos`` and in the model's input), drawn from torch's seeded
+    generator, and not the unmoved event's."""
+    import numpy as np
+    from torch_geometric.data import Data
+
+    from trkx.embedding.model import EmbeddingMLP
+    from trkx.embedding.module import EmbeddingModule
+
+    generator = torch.Generator().manual_seed(3)
+    n = 200
+    pos = torch.stack([torch.rand(n, generator=generator) * 900 + 30,
+                       torch.rand(n, generator=generator) * 6.2 - 3.1,
+                       torch.randn(n, generator=generator) * 300], 1)
+    record = Data(x=pos / torch.tensor([1000.0, torch.pi, 1000.0]), pos=pos,
+                  particle_id=torch.randint(0, 20, (n,), generator=generator),
+                  signal_hit=torch.rand(n, generator=generator) < 0.8,
+                  track_edges=torch.randint(0, n, (2, 300), generator=generator))
+    torch.manual_seed(0)
+    module = EmbeddingModule(EmbeddingMLP(3, hidden=8, layers=1, embedding_dim=4),
+                             train_sectors=1, z_shift_sigma=80.0)
+    torch.manual_seed(9)
+    module._rng = np.random.default_rng(1)
+    loss = module.training_step(record, 0)
+    torch.manual_seed(9)
+    moved = random_shift(record, 80.0)
+    assert 1.0 < abs(float(moved.pos[0, 2] - record.pos[0, 2])) < 400.0
+    module._rng = np.random.default_rng(1)
+    torch.testing.assert_close(loss, module.event_loss(moved))
+    module._rng = np.random.default_rng(1)
+    assert not torch.allclose(loss, module.event_loss(record))
+    with pytest.raises(ValueError, match="z_shift_sigma"):
+        EmbeddingModule(EmbeddingMLP(3, hidden=8, layers=1, embedding_dim=4), z_shift_sigma=-1)

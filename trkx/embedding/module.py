@@ -3,7 +3,9 @@
 A training step takes one event record, embeds all its hits, draws the pairs of
 :mod:`trkx.embedding.pairs` and minimises the hinge loss. Validation builds the graph at the
 working point (``radius``, ``max_neighbours``) and logs edge efficiency, purity and edges per
-hit (:mod:`trkx.embedding.labels`).
+hit (:mod:`trkx.embedding.labels`). With ``z_shift_sigma`` each training event is first moved
+along the beam by dz ~ N(0, sigma^2) mm (trkx.edges.augment), as the filter's and the GNN's are,
+so the embedding does not learn the luminous region's extent as a prior either.
 
 Working point: validation also measures the embedding distance of every signal truth pair and
 chooses the radius that contains ``target_efficiency`` of them,
@@ -22,6 +24,7 @@ import pytorch_lightning as pl
 import torch
 from torch_geometric.data import Data
 
+from trkx.edges.augment import random_shift
 from trkx.edges.working_point import cut_for_efficiency
 from trkx.embedding.graph import build_edges
 from trkx.embedding.labels import graph_metrics, label_edges
@@ -66,9 +69,11 @@ class EmbeddingModule(pl.LightningModule):
                  weight_decay: float = 0.0, lr_step: int = 0, lr_gamma: float = 0.5,
                  train_sectors: int = 1, target_efficiency: float | None = 0.995,
                  lr_warmup_steps: int = 50, lr_horizon_steps: int | None = None,
-                 secondary_weight: float = 1.0) -> None:
+                 secondary_weight: float = 1.0, z_shift_sigma: float = 0.0) -> None:
         super().__init__()
         check_horizon(lr_horizon_steps)
+        if z_shift_sigma < 0:
+            raise ValueError(f"z_shift_sigma must be >= 0 (mm), got {z_shift_sigma}")
         if secondary_weight <= 0:
             raise ValueError(f"secondary_weight must be > 0, got {secondary_weight}")
         if margin <= 0 or radius <= 0:
@@ -106,6 +111,7 @@ class EmbeddingModule(pl.LightningModule):
                           self.hparams.margin)
 
     def training_step(self, record: Data, batch_idx: int) -> torch.Tensor:
+        record = random_shift(record, self.hparams.get("z_shift_sigma", 0.0))
         if self.hparams.train_sectors > 1:
             record = phi_sector(record, self.hparams.train_sectors, self._rng)
         loss = self.event_loss(record)
