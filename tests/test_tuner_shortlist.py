@@ -76,3 +76,23 @@ def test_each_family_gets_its_own_window_at_the_floor():
     assert wanted[6] is not None and wanted[5] is not None
     exact = _exact_choice(points, 4, 0.05, 0.002, build)
     assert _choose(exact, 0.05, 0.002) == wanted
+
+
+def test_each_cut_is_built_where_the_extension_moves_its_fake_rate_to_the_target():
+    # Cut 0.9's formula fake rates are 3x what it builds (the extension joins its many pieces),
+    # so its formula points lie far right of cut 0.6's on the frontier of all points; the
+    # rule's exact choice is a cut-0.9 point near the fake target.
+    low = [(0.6, 5, 5, 0.85 + 0.0004 * i, 0.002 + 0.0002 * i, None, None, None)
+           for i in range(200)]
+    high = [(0.9, 5, 5, 0.852 + 0.0004 * i, 0.006 + 0.0006 * i, None, None, None)
+            for i in range(200)]
+    points = low + high
+
+    def build(chosen: list[tuple]) -> list[tuple]:
+        return [p[:4] + (p[4] / 3 if p[0] == 0.9 else p[4],) + p[5:] for p in chosen]
+
+    wanted = _choose(build(points), fake_target=0.015, quality_budget=None)
+    assert wanted[0] == 0.9
+    exact = _exact_choice(points, 8, 0.015, None, build)
+    assert _choose(exact, 0.015, None) == wanted
+    assert len(exact) < 60
