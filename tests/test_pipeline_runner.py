@@ -71,3 +71,46 @@ def test_edited_config_reruns(tmp_path: Path) -> None:
     assert is_done(step, tmp_path)
     config.write_text("a: 2\n")
     assert not is_done(step, tmp_path)
+
+
+def test_a_training_step_rerun_for_new_inputs_starts_afresh(tmp_path: Path) -> None:
+    """A training run resumes when the same stage config wrote it, and that config names its
+    data folders, not their contents: after a rerun upstream the runner moves the finished run
+    aside, so the stage trains on the new inputs instead of resuming at its last step; an
+    interrupted run with the same inputs still resumes."""
+    model = tmp_path / "checkpoints" / "filter.pt"
+    run = model.with_suffix(".run")
+    seen: list[bool] = []     # whether each training call found a run to resume
+
+    def train(argv, fail: bool = False):
+        if argv[0] == "simulate":
+            return trkx_main(argv)
+        seen.append((run / "last.ckpt").is_file())
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "last.ckpt").write_text("step 2000")
+        if fail:
+            raise KeyboardInterrupt
+        model.write_text("model")
+        return 0
+
+    def plan(first_id: int) -> list[Step]:
+        events = simulate_step(tmp_path, "events", first_id)
+        return [events, Step("train-filter", "filter", ("train", "filter", "--checkpoint",
+                                                        str(model)), model, inputs=("events",))]
+
+    run_steps(plan(1), tmp_path, train, log=lambda _: None)
+    logged: list[str] = []
+    run_steps(plan(7), tmp_path, train, log=logged.append)      # the events made again
+    assert seen == [False, False]
+    assert (run.with_name("filter.run.previous") / "last.ckpt").is_file()
+    assert any("inputs changed" in line for line in logged)
+
+    (run / "step.json").unlink()       # a run finished before the stamps: the marker decides
+    run_steps(plan(8), tmp_path, train, log=lambda _: None)
+    assert seen == [False, False, False]
+
+    model.unlink()                     # interrupted with the same inputs: resumes
+    with pytest.raises(KeyboardInterrupt):
+        run_steps(plan(8), tmp_path, lambda argv: train(argv, fail=True), log=lambda _: None)
+    run_steps(plan(8), tmp_path, train, log=lambda _: None)
+    assert seen == [False, False, False, True, True]

@@ -9,12 +9,20 @@ changes the fingerprint of every step downstream. A later run skips a step when 
 the same fingerprint, its output is still present and none of its inputs ran again in this run;
 anything else (an interrupted step, an edited config, a deleted output, a rerun upstream) runs
 again, so an interrupted ``trkx run`` resumes where it stopped and never reports stale results.
+
+A training step resumes its run folder (``MODEL.run``, trkx.training.fit.run_folder) when the
+same stage config wrote it; the config names its data folders, not what is in them. So the
+runner stamps each training step's run folder with the step's fingerprint, and a step that runs
+for other inputs (a rerun upstream remade its events or graphs) moves a run folder stamped, or
+finished, under another fingerprint aside (``MODEL.run.previous``) and trains afresh, instead
+of resuming a finished run trained on the old inputs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -114,6 +122,33 @@ def plan_states(steps: Sequence[Step], workdir: Path) -> dict[str, dict | None]:
     return states
 
 
+def _stamp_run(step: Step, workdir: Path, fingerprint: str, log: Callable[[str], None]) -> None:
+    """Before (and after) a training step: its run folder holds ``step.json`` with the step's
+    fingerprint; one stamped with another, or unstamped while the step's marker holds another
+    (a run finished before the stamps), is moved to ``MODEL.run.previous`` first."""
+    if step.output.suffix != ".pt":
+        return
+    run = step.output.with_suffix(".run")            # trkx.training.fit.run_folder
+    stamp = run / "step.json"
+    if run.is_dir():
+        earlier = None
+        for source in (stamp, step.marker(workdir)):
+            if source.is_file():
+                try:
+                    earlier = json.loads(source.read_text()).get("fingerprint")
+                except (OSError, json.JSONDecodeError):
+                    earlier = None
+                break
+        if earlier is not None and earlier != fingerprint:
+            previous = run.with_name(f"{run.name}.previous")
+            shutil.rmtree(previous, ignore_errors=True)
+            run.rename(previous)
+            log(f"{run}: its inputs changed, training afresh (the run trained on the old "
+                f"ones is kept in {previous})")
+    run.mkdir(parents=True, exist_ok=True)
+    _write_json_atomic(stamp, {"step": step.name, "fingerprint": fingerprint})
+
+
 def run_steps(steps: Sequence[Step], workdir: Path,
               execute: Callable[[Sequence[str]], int], log: Callable[[str], None] = print,
               ) -> list[StepResult]:
@@ -130,6 +165,7 @@ def run_steps(steps: Sequence[Step], workdir: Path,
             results.append(StepResult(step, float(done["seconds"]), skipped=True))
             continue
         log(f"{header}: trkx {' '.join(step.argv)}")
+        _stamp_run(step, workdir, prints[step.name], log)
         start = time.perf_counter()
         status = execute(list(step.argv))
         seconds = time.perf_counter() - start
@@ -142,6 +178,7 @@ def run_steps(steps: Sequence[Step], workdir: Path,
             "argv": list(step.argv), "fingerprint": prints[step.name], "seconds": seconds,
             "finished": time.time()})
         ran.add(step.name)
+        _stamp_run(step, workdir, prints[step.name], log)
         log(f"{header}: finished in {seconds:.1f} s")
         results.append(StepResult(step, seconds, skipped=False))
     return results
