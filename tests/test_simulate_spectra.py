@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ast
+import json
 
 import numpy as np
 import pandas as pd
@@ -43,10 +43,10 @@ def test_the_displaced_direction_is_fitted_per_eta_x_bin() -> None:
     assert tables.shape[0] == len(ETA_X_BINS)
     np.testing.assert_allclose(np.median(tables[eta_x_bin(np.array([0.5]))[0]]), 0.2, atol=1e-6)
     np.testing.assert_allclose(np.median(tables[eta_x_bin(np.array([-3.5]))[0]]), -2.0, atol=1e-6)
-    # the packaged module's text holds the float table (not rounded to integers)
-    text = format_fit(fit, "test")
-    parsed = ast.literal_eval(text[text.index("FIT = ") + 6:].replace("# fmt: off", ""))
+    # the packaged JSON holds the float table (not rounded to integers) and the source
+    parsed = json.loads(format_fit(fit, "test"))
     np.testing.assert_allclose(parsed["displaced_deta_by_eta_x"], tables, rtol=1e-5, atol=1e-6)
+    assert parsed["source"] == "test" and parsed["n_events"] == fit["n_events"]
 
 
 def test_binned_quantiles_draw_from_the_table_of_each_entry() -> None:
