@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.edges.augment import random_shift, shifted_along_beam
+from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.gnn.edge_inputs import EDGE_INPUT_NAMES, edge_inputs
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.module import GNNModule

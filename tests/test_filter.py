@@ -142,3 +142,25 @@ def test_cli_round_trip(tiny_event: Data, tmp_path: Path) -> None:
     assert record.scores.shape == record.y.shape == (record.edge_index.shape[1],)
     assert torch.all(record.scores >= 0.3)
     assert record.edge_index.shape[1] <= tiny_event.edge_index.shape[1]
+
+
+def test_stage_inference_reads_one_event_at_a_time(tmp_path, monkeypatch) -> None:
+    """Inference streams its events (trkx.data.events.iter_records): the second record is
+    read only after the first was consumed, so a folder of 100 pile-up-200 graphs (~16 GB)
+    never sits in memory at once; load_records still returns them all."""
+    import trkx.data.events as events
+
+    for event_id in (7, 8, 9):
+        save_record(Data(x=torch.zeros(4, 3), hit_id=torch.arange(4),
+                         event_id=torch.tensor(event_id)), tmp_path / f"event{event_id:09d}.pt")
+    reads = []
+    real = events.load_record
+    monkeypatch.setattr(events, "load_record", lambda p: reads.append(p) or real(p))
+    stream = events.iter_records(tmp_path)
+    assert reads == []
+    first = next(stream)
+    assert int(first.event_id) == 7 and len(reads) == 1
+    assert [int(r.event_id) for r in stream] == [8, 9] and len(reads) == 3
+    assert [int(r.event_id) for r in events.load_records(tmp_path, nevents=2, skip=1)] == [8, 9]
+    with pytest.raises(FileNotFoundError, match="no such events folder"):
+        events.iter_records(tmp_path / "missing")

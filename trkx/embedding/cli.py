@@ -129,7 +129,7 @@ def check_cells(events: Path, use_cells: bool, checkpoint: Path) -> None:
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
           n_events: int | None) -> int:
     from trkx.config import instantiate, section
-    from trkx.data.events import load_records
+    from trkx.data.events import iter_records
     from trkx.embedding.checkpoint import load_model
     from trkx.embedding.inference import EmbeddingInference, embedding_graph
     from trkx.embedding.labels import graph_metrics
@@ -144,14 +144,18 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     here = instantiate(EmbeddingData, section(config, "data", label), f"{label}: data")
     check_cells(events, trained.use_cells, checkpoint)
     # Records keep every feature the model was trained with (the filter uses cell features).
-    records = load_records(events, n_events, use_cells=trained.use_cells,
+    # One event in memory at a time (trkx.data.events.iter_records).
+    records = iter_records(events, n_events, use_cells=trained.use_cells,
                            signal_pt_min=here.signal_pt_min)
     needed = int(stored.constructor["in_features"])
-    for record in records:
+
+    def checked(record: Data) -> Data:
         if record.x.shape[1] < needed:
             raise TrackMLFormatError(f"{events}: event {int(record.event_id)} has "
                                      f"{record.x.shape[1]} hit features, {checkpoint} needs "
                                      f"{needed} (cell features: use_cells)")
+        return record
+
     radius, k = options.working_point(stored.working_point)
 
     def describe(_: Data, out_record: Data) -> str:
@@ -163,6 +167,6 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
         return line
 
     write_records(records, out, lambda r: embedding_graph(
-        network, r, radius, k, options.backend, options.precision,
+        network, checked(r), radius, k, options.backend, options.precision,
         other_layers_only=options.other_layers_only), describe)
     return 0

@@ -91,7 +91,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
 def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, out: Path,
           n_events: int | None) -> int:
     from trkx.config import ConfigError, instantiate, section
-    from trkx.data.events import load_records
+    from trkx.data.events import iter_records
     from trkx.filter.checkpoint import FilterInference, load_model
     from trkx.filter.inference import apply_cut, score_edges
     from trkx.filter.module import filter_metrics
@@ -104,11 +104,11 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
         cut = options.cut(stored)
     except ValueError as exc:
         raise ConfigError(f"{label}: {exc}") from exc
-    records = load_records(events, n_events)
-    check_edges(records, str(events), "--events", labels=False)
+    records = iter_records(events, n_events)      # one event in memory at a time
     scores: dict[int, Any] = {}
 
     def transform(record: Data) -> Data:
+        check_edges([record], str(events), "--events", labels=False)
         scores[id(record)] = score_edges(network, record, options.chunk_size,
                                          options.precision)
         return apply_cut(record, scores[id(record)], cut)

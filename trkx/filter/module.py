@@ -30,6 +30,7 @@ import pytorch_lightning as pl
 import torch
 from torch_geometric.data import Data
 
+from trkx.edges.augment import random_shift
 from trkx.edges.figures import (
     edge_purity,
     kept_edges,
@@ -37,7 +38,6 @@ from trkx.edges.figures import (
     origin_efficiencies,
     secondary_edges,
 )
-from trkx.edges.augment import random_shift
 from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.edges.working_point import cut_for_edges_per_hit, cut_for_efficiency
 from trkx.filter.features import edge_features

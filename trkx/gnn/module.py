@@ -22,9 +22,9 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from trkx.data.record import NHITS, PRODUCTION_RADIUS, PT
+from trkx.edges.augment import random_shift
 from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 from trkx.edges.loss import edge_weights, weighted_bce
-from trkx.edges.augment import random_shift
 from trkx.gnn.edge_inputs import model_edge_inputs
 from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
