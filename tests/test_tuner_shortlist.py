@@ -60,8 +60,8 @@ def test_without_a_budget_the_shortlist_finds_the_best_point():
 def test_each_family_gets_its_own_window_at_the_floor():
     # The formula frontier near the floor is all short-track-model points (1.2 points of
     # efficiency above the short-score-and-quality ones at their fake rate), but they build
-    # 0.01 lower; the rule's exact choice is a short-score-and-quality point, below that frontier in formula terms
-    # (the hits-only set's case, fifteenth session).
+    # 0.01 lower; the rule's exact choice is a short-score-and-quality point, below that
+    # frontier in formula terms (the hits-only set's case, fifteenth session).
     plain = [(0.5, 5, 5, 0.90, 0.05, None, None, None),
              (0.5, 6, 6, 0.80, 0.02, None, None, None)]
     model = [(i / 1000, 5, 5, 0.8621 + 0.0005 * i, 0.004 + 0.0003 * i, None, None, 0.5)
