@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trkx.cli import main as trkx_main
-from trkx.pipeline.runner import Step, StepFailed, is_done, run_steps
+from trkx.pipeline.runner import Step, StepFailed, is_done, run_steps, step_process
 
 
 def simulate_step(workdir: Path, name: str, first_id: int) -> Step:
@@ -50,6 +50,24 @@ def test_changed_command_or_missing_output_reruns(tmp_path: Path) -> None:
     for path in step.output.iterdir():
         path.unlink()
     assert not is_done(step, tmp_path)
+
+
+def test_steps_run_in_processes_of_their_own(tmp_path: Path, monkeypatch) -> None:
+    """`trkx run` executes each step as `python -m trkx ...` (step_process), so a step's memory
+    goes back to the system when it ends: the step's work is done, its failure (exit status 2,
+    its one-line error) stops the run, and nothing of it is loaded here."""
+    import sys
+
+    monkeypatch.delitem(sys.modules, "trkx.data.simulate.particles", raising=False)
+    step = simulate_step(tmp_path, "a", 1)
+    run_steps([step], tmp_path, step_process, log=lambda _: None)
+    assert is_done(step, tmp_path) and (tmp_path / "a" / "event000000001-hits.csv.gz").is_file()
+    assert "trkx.data.simulate.particles" not in sys.modules     # simulated elsewhere
+    bad = Step("bad", "simulate", ("simulate", "--out", str(tmp_path / "x"), "--n-events", "0"),
+               tmp_path / "x")
+    assert step_process(bad.argv) == 2
+    with pytest.raises(StepFailed, match="step bad failed \\(exit status 2\\)"):
+        run_steps([bad], tmp_path, step_process, log=lambda _: None)
 
 
 def test_failing_step_stops_the_run(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 
@@ -88,11 +89,10 @@ def validate_steps(steps, config) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trkx.cli import main as trkx_main
     from trkx.files.atomic import atomic_write
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.preflight import check_run_events
-    from trkx.pipeline.runner import plan_states, run_steps, seconds_per_stage
+    from trkx.pipeline.runner import plan_states, run_steps, seconds_per_stage, step_process
     from trkx.pipeline.steps import plan_steps
     from trkx.pipeline.summary import format_run_summary, load_metrics
 
@@ -121,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     for stage in restore_state(config, workdir):
         print(f"{stage}: training state restored from {state_folder(config) / stage}")
-    results = run_steps(steps, workdir, trkx_main)
+    if getattr(args, "debug", False):     # each step runs in a process of its own
+        os.environ["TRKX_DEBUG"] = "1"
+    results = run_steps(steps, workdir, step_process)
     seconds = seconds_per_stage(results)
     metrics = load_metrics(workdir / "evaluate")
     print(format_run_summary(metrics, seconds))

@@ -16,6 +16,11 @@ runner stamps each training step's run folder with the step's fingerprint, and a
 for other inputs (a rerun upstream remade its events or graphs) moves a run folder stamped, or
 finished, under another fingerprint aside (``MODEL.run.previous``) and trains afresh, instead
 of resuming a finished run trained on the old inputs.
+
+``trkx run`` executes each step in a process of its own (:func:`step_process`): what a step
+holds (the filter's 100 training graphs of a pile-up-200 recipe, ~16 GB) goes back to the
+system when it ends, instead of staying with the run into the next step (the GNN's training
+started at 20 GB and stopped at its memory guard).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -147,6 +154,12 @@ def _stamp_run(step: Step, workdir: Path, fingerprint: str, log: Callable[[str],
                 f"ones is kept in {previous})")
     run.mkdir(parents=True, exist_ok=True)
     _write_json_atomic(stamp, {"step": step.name, "fingerprint": fingerprint})
+
+
+def step_process(argv: Sequence[str]) -> int:
+    """Run ``trkx ARGV`` as ``python -m trkx ARGV`` in a new process (this interpreter, the
+    environment inherited: thread count, allocator, TRKX_DEBUG); its exit status."""
+    return subprocess.call([sys.executable, "-m", "trkx", *argv])
 
 
 def run_steps(steps: Sequence[Step], workdir: Path,
