@@ -14,7 +14,7 @@ import yaml
 
 from trkx.cli import main as trkx_main
 from trkx.pipeline.config import load_pipeline_config
-from trkx.pipeline.state import WORKDIR_MARK, restore_state
+from trkx.pipeline.state import WORKDIR_MARK, restore_state, save_state
 from trkx.pipeline.steps import plan_steps
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,8 @@ def with_state(config: Path, folder: Path, out: Path) -> Path:
 
 
 def test_saved_state_resumes_in_another_work_folder(tiny_run: tuple[Path, Path], tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture) -> None:
+                                                    capsys: pytest.CaptureFixture,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     config, workdir = tiny_run
     recipe = with_state(config, tmp_path / "state", tmp_path / "recipe.yaml")
     assert trkx_main(["run", str(recipe), "--workdir", str(workdir), "--save-state"]) == 0
@@ -39,6 +40,14 @@ def test_saved_state_resumes_in_another_work_folder(tiny_run: tuple[Path, Path],
         assert {p.name for p in stored.iterdir()} >= {"last.ckpt", "config.json"}
         key = (stored / "config.json").read_text()
         assert str(workdir) not in key and WORKDIR_MARK in key
+    # a work folder given relative (`--workdir runs/x`): the key's data folders are absolute,
+    # and are stored under {workdir} all the same (else no other clone resumes them)
+    monkeypatch.chdir(workdir.parent)
+    relative = with_state(config, tmp_path / "state_rel", tmp_path / "recipe_rel.yaml")
+    save_state(load_pipeline_config(relative), Path(workdir.name))
+    key = (tmp_path / "state_rel" / "gnn" / "config.json").read_text()
+    assert os.path.realpath(workdir) not in key and WORKDIR_MARK + "/graphs/" in key
+    monkeypatch.undo()
 
     fresh = tmp_path / "fresh"
     pipeline = load_pipeline_config(recipe)

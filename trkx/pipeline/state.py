@@ -77,10 +77,10 @@ def _prefix_change(olds: tuple[str, ...], new: str) -> Callable[[str], str]:
     return change
 
 
-def _rewrite_key(text: str, old: str, new: str) -> str:
-    """The resume key ``text`` with every path string that starts with ``old`` starting with
-    ``new`` instead (dumped as trkx.training.fit dumps it)."""
-    return json.dumps(_map_strings(json.loads(text), _prefix_change((old,), new)),
+def _rewrite_key(text: str, olds: tuple[str, ...], new: str) -> str:
+    """The resume key ``text`` with every path string that starts with one of ``olds``
+    starting with ``new`` instead (dumped as trkx.training.fit dumps it)."""
+    return json.dumps(_map_strings(json.loads(text), _prefix_change(olds, new)),
                       sort_keys=True, default=str)
 
 
@@ -118,7 +118,10 @@ def save_state(config: PipelineConfig, workdir: Path) -> dict[str, int]:
             _copy_last(run / LAST, build / LAST, _workdir_names(workdir), WORKDIR_MARK)
             if (run / f"{BEST}.ckpt").is_file():
                 shutil.copyfile(run / f"{BEST}.ckpt", build / f"{BEST}.ckpt")
-            key = _rewrite_key((run / CONFIG_FILE).read_text(), str(workdir), WORKDIR_MARK)
+            # the key's data folders are absolute (trkx.training.fit._resume_key)
+            key = _rewrite_key((run / CONFIG_FILE).read_text(),
+                               (os.path.abspath(workdir), *_workdir_names(workdir)),
+                               WORKDIR_MARK)
             (build / CONFIG_FILE).write_text(key)
             if (run / "logs").is_dir():
                 shutil.copytree(run / "logs", build / "logs")
@@ -150,7 +153,7 @@ def restore_state(config: PipelineConfig, workdir: Path) -> list[str]:
         build = run.with_name(f".{run.name}.restoring")
         shutil.rmtree(build, ignore_errors=True)
         shutil.copytree(stored, build)
-        key = _rewrite_key((stored / CONFIG_FILE).read_text(), WORKDIR_MARK, str(workdir))
+        key = _rewrite_key((stored / CONFIG_FILE).read_text(), (WORKDIR_MARK,), str(workdir))
         (build / CONFIG_FILE).write_text(key)
         _copy_last(stored / LAST, build / LAST, (WORKDIR_MARK,), os.path.realpath(workdir))
         if run.exists():
