@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -111,10 +112,12 @@ def test_a_training_step_rerun_for_new_inputs_starts_afresh(tmp_path: Path) -> N
         model.write_text("model")
         return 0
 
-    def plan(first_id: int) -> list[Step]:
+    def plan(first_id: int, budget: str = "2000") -> list[Step]:
         events = simulate_step(tmp_path, "events", first_id)
         return [events, Step("train-filter", "filter", ("train", "filter", "--checkpoint",
-                                                        str(model)), model, inputs=("events",))]
+                                                        str(model), "--set",
+                                                        f"trainer.max_steps={budget}"),
+                             model, inputs=("events",))]
 
     run_steps(plan(1), tmp_path, train, log=lambda _: None)
     logged: list[str] = []
@@ -132,3 +135,9 @@ def test_a_training_step_rerun_for_new_inputs_starts_afresh(tmp_path: Path) -> N
         run_steps(plan(8), tmp_path, lambda argv: train(argv, fail=True), log=lambda _: None)
     run_steps(plan(8), tmp_path, train, log=lambda _: None)
     assert seen == [False, False, False, True, True]
+
+    # a raised budget, the same inputs: the finished run resumes (the stamp is the inputs')
+    shutil.rmtree(run.with_name("filter.run.previous"))
+    run_steps(plan(8, budget="4000"), tmp_path, train, log=lambda _: None)
+    assert seen == [False, False, False, True, True, True]
+    assert not run.with_name("filter.run.previous").exists()

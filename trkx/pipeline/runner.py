@@ -12,10 +12,12 @@ again, so an interrupted ``trkx run`` resumes where it stopped and never reports
 
 A training step resumes its run folder (``MODEL.run``, trkx.training.fit.run_folder) when the
 same stage config wrote it; the config names its data folders, not what is in them. So the
-runner stamps each training step's run folder with the step's fingerprint, and a step that runs
-for other inputs (a rerun upstream remade its events or graphs) moves a run folder stamped, or
-finished, under another fingerprint aside (``MODEL.run.previous``) and trains afresh, instead
-of resuming a finished run trained on the old inputs.
+runner stamps each training step's run folder with the fingerprint of the step's inputs (the
+fingerprints of the steps it reads from: :func:`input_fingerprint`), and a step that runs for
+other inputs (a rerun upstream remade its events or graphs) moves a run folder stamped, or
+finished, under other inputs aside (``MODEL.run.previous``) and trains afresh, instead of
+resuming a finished run trained on the old inputs. Its own command line is not in the stamp: a
+raised budget (``trainer.max_steps``) resumes the run, as the stage's resume key allows.
 
 ``trkx run`` executes each step in a process of its own (:func:`step_process`): what a step
 holds (the filter's 100 training graphs of a pile-up-200 recipe, ~16 GB) goes back to the
@@ -129,31 +131,46 @@ def plan_states(steps: Sequence[Step], workdir: Path) -> dict[str, dict | None]:
     return states
 
 
-def _stamp_run(step: Step, workdir: Path, fingerprint: str, log: Callable[[str], None]) -> None:
-    """Before (and after) a training step: its run folder holds ``step.json`` with the step's
-    fingerprint; one stamped with another, or unstamped while the step's marker holds another
-    (a run finished before the stamps), is moved to ``MODEL.run.previous`` first."""
+def input_fingerprint(step: Step, prints: dict[str, str]) -> str:
+    """The fingerprint of what ``step`` reads: the fingerprints of its input steps
+    (``prints``: :func:`fingerprints` over the plan)."""
+    digest = hashlib.sha256(b"inputs")
+    for name in step.inputs:
+        digest.update(f"{name}={prints[name]}".encode())
+    return digest.hexdigest()
+
+
+def _stamp_run(step: Step, workdir: Path, inputs: str, fingerprint: str,
+               log: Callable[[str], None]) -> None:
+    """Before (and after) a training step: its run folder holds ``step.json`` with the
+    fingerprint of the step's inputs (``inputs``); one stamped with others is moved to
+    ``MODEL.run.previous`` first. An unstamped one is judged by the step's marker: its
+    ``inputs`` when it has them, else (a marker written before them) its whole ``fingerprint``."""
     if step.output.suffix != ".pt":
         return
     run = step.output.with_suffix(".run")            # trkx.training.fit.run_folder
     stamp = run / "step.json"
     if run.is_dir():
-        earlier = None
+        changed = False
         for source in (stamp, step.marker(workdir)):
             if source.is_file():
                 try:
-                    earlier = json.loads(source.read_text()).get("fingerprint")
+                    record = json.loads(source.read_text())
                 except (OSError, json.JSONDecodeError):
-                    earlier = None
+                    break
+                if "inputs" in record:
+                    changed = record["inputs"] != inputs
+                else:
+                    changed = record.get("fingerprint") not in (None, fingerprint)
                 break
-        if earlier is not None and earlier != fingerprint:
+        if changed:
             previous = run.with_name(f"{run.name}.previous")
             shutil.rmtree(previous, ignore_errors=True)
             run.rename(previous)
             log(f"{run}: its inputs changed, training afresh (the run trained on the old "
                 f"ones is kept in {previous})")
     run.mkdir(parents=True, exist_ok=True)
-    _write_json_atomic(stamp, {"step": step.name, "fingerprint": fingerprint})
+    _write_json_atomic(stamp, {"step": step.name, "inputs": inputs})
 
 
 def step_process(argv: Sequence[str]) -> int:
@@ -178,7 +195,8 @@ def run_steps(steps: Sequence[Step], workdir: Path,
             results.append(StepResult(step, float(done["seconds"]), skipped=True))
             continue
         log(f"{header}: trkx {' '.join(step.argv)}")
-        _stamp_run(step, workdir, prints[step.name], log)
+        inputs = input_fingerprint(step, prints)
+        _stamp_run(step, workdir, inputs, prints[step.name], log)
         start = time.perf_counter()
         status = execute(list(step.argv))
         seconds = time.perf_counter() - start
@@ -188,10 +206,10 @@ def run_steps(steps: Sequence[Step], workdir: Path,
             raise StepFailed(f"step {step.name} failed (exit status {status}): "
                              f"trkx {' '.join(step.argv)}")
         _write_json_atomic(step.marker(workdir), {
-            "argv": list(step.argv), "fingerprint": prints[step.name], "seconds": seconds,
-            "finished": time.time()})
+            "argv": list(step.argv), "fingerprint": prints[step.name], "inputs": inputs,
+            "seconds": seconds, "finished": time.time()})
         ran.add(step.name)
-        _stamp_run(step, workdir, prints[step.name], log)
+        _stamp_run(step, workdir, inputs, prints[step.name], log)
         log(f"{header}: finished in {seconds:.1f} s")
         results.append(StepResult(step, seconds, skipped=False))
     return results
