@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 
@@ -121,9 +120,8 @@ def run(args: argparse.Namespace) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     for stage in restore_state(config, workdir):
         print(f"{stage}: training state restored from {state_folder(config) / stage}")
-    if getattr(args, "debug", False):     # each step runs in a process of its own
-        os.environ["TRKX_DEBUG"] = "1"
-    results = run_steps(steps, workdir, step_process)
+    debug = bool(getattr(args, "debug", False))     # each step runs in a process of its own
+    results = run_steps(steps, workdir, lambda argv: step_process(argv, debug))
     seconds = seconds_per_stage(results)
     metrics = load_metrics(workdir / "evaluate")
     print(format_run_summary(metrics, seconds))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -173,10 +174,12 @@ def _stamp_run(step: Step, workdir: Path, inputs: str, fingerprint: str,
     _write_json_atomic(stamp, {"step": step.name, "inputs": inputs})
 
 
-def step_process(argv: Sequence[str]) -> int:
+def step_process(argv: Sequence[str], debug: bool = False) -> int:
     """Run ``trkx ARGV`` as ``python -m trkx ARGV`` in a new process (this interpreter, the
-    environment inherited: thread count, allocator, TRKX_DEBUG); its exit status."""
-    return subprocess.call([sys.executable, "-m", "trkx", *argv])
+    environment inherited: thread count, allocator; ``debug``: TRKX_DEBUG=1, tracebacks);
+    its exit status."""
+    env = {**os.environ, "TRKX_DEBUG": "1"} if debug else None
+    return subprocess.call([sys.executable, "-m", "trkx", *argv], env=env)
 
 
 def run_steps(steps: Sequence[Step], workdir: Path,

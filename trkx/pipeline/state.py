@@ -95,9 +95,9 @@ def _copy_last(source: Path, target: Path, olds: tuple[str, ...], new: str) -> N
 
 
 def _workdir_names(workdir: Path) -> tuple[str, ...]:
-    """How paths under ``workdir`` are written: resolved (Lightning's callback state) and as
-    given (the resume key)."""
-    return (os.path.realpath(workdir), str(workdir))
+    """How paths under ``workdir`` are written: resolved (Lightning's callback state),
+    absolute (the resume key's data folders, trkx.training.fit._resume_key) and as given."""
+    return (os.path.realpath(workdir), os.path.abspath(workdir), str(workdir))
 
 
 def save_state(config: PipelineConfig, workdir: Path) -> dict[str, int]:
@@ -118,9 +118,7 @@ def save_state(config: PipelineConfig, workdir: Path) -> dict[str, int]:
             _copy_last(run / LAST, build / LAST, _workdir_names(workdir), WORKDIR_MARK)
             if (run / f"{BEST}.ckpt").is_file():
                 shutil.copyfile(run / f"{BEST}.ckpt", build / f"{BEST}.ckpt")
-            # the key's data folders are absolute (trkx.training.fit._resume_key)
-            key = _rewrite_key((run / CONFIG_FILE).read_text(),
-                               (os.path.abspath(workdir), *_workdir_names(workdir)),
+            key = _rewrite_key((run / CONFIG_FILE).read_text(), _workdir_names(workdir),
                                WORKDIR_MARK)
             (build / CONFIG_FILE).write_text(key)
             if (run / "logs").is_dir():
