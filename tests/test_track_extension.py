@@ -156,3 +156,36 @@ def test_extension_windows_are_checked():
         TrackBuilder(extend_window_xy=0.0)
     with pytest.raises(ValueError, match="extend_min_hits"):
         TrackBuilder(extend_min_hits=2)
+
+
+def test_a_layers_second_hit_joins_when_its_residual_matches_the_held_hits():
+    """Where two modules overlap a particle leaves two hits on one layer (8:2 at r = 32 and
+    34.5 mm). With the overlap windows the track takes the second one, judged against the hit
+    it holds on that layer: the fit's error (here its z0 1.5 mm off) is common to both, so the
+    true hit's residuals differ from the held one's by ~0 and it joins, while a stray hit
+    inside the main windows whose residual differs by 2 mm along the beam stays alone; a track
+    gains one hit per layer, and none on a layer it holds two of. Without them nothing joins."""
+    hits = central_track()
+    layer = np.array([v * 1000 + lay for v, lay, _ in LAYERS])
+    sibling = helix_hits(2500.0, 1.0, 0.4, 0.3, 15.0, 0.7, np.array([34.5]))[0]
+    stray = helix_hits(2500.0, 1.0, 0.4, 0.3, 15.0, 0.7, np.array([74.0]))[0]
+    stray[2] += 2.0                                           # 8:4, 2 mm off along the beam
+    third = helix_hits(2500.0, 1.0, 0.4, 0.3, 15.0, 0.7, np.array([33.5]))[0]
+    pos = np.concatenate([hits, [sibling, stray, third]])
+    layer = np.r_[layer, 8002, 8004, 8002]
+    labels = np.r_[np.full(10, 7), [100, 101, 102]]
+    x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
+    fit = fit_helices(np.where(labels == 7, 7, -1), x, y, pos[:, 2]).frame()
+    fit["z0"] -= 1.5                                          # an extrapolation error
+    plain, grown = extend_tracks(labels, pos, layer, fit, 1.0, 3.0)
+    assert (plain == labels).all() and len(grown) == 0
+    out, grown = extend_tracks(labels, pos, layer, fit, 1.0, 3.0, overlap=(0.15, 1.0))
+    assert out[10] == 7 and list(grown) == [7]                # the overlap's second hit
+    assert out[11] == 101 and out[12] == 102    # the stray; 8:2 gained one of its two
+    held_twice = np.r_[np.full(11, 7), [101, 102]]            # the track holds 8:2 twice
+    out, grown = extend_tracks(held_twice, pos, layer, fit, 1.0, 3.0, overlap=(0.15, 1.0))
+    assert (out == held_twice).all() and len(grown) == 0
+    with pytest.raises(ValueError, match="overlap"):
+        extend_tracks(labels, pos, layer, fit, 1.0, 3.0, overlap=(0.0, 1.0))
+    with pytest.raises(ValueError, match="extend_overlap"):
+        TrackBuilder(extend_window_xy=1.0, extend_overlap_xy=-0.1)

@@ -167,3 +167,21 @@ def test_the_tuner_with_the_extension_builds_its_figures_exactly():
     # without the extension in the working point (older checkpoints) it stays off
     assert builder_options({"method": "components", "min_length": None, "stitch": False},
                            {"cc_cut": 0.5, "min_length": 4})["extend_window_xy"] is None
+
+
+def test_the_overlap_windows_come_from_the_working_point_and_stay_off_without_them():
+    """A tracks config's null overlap windows take the GNN working point's (the tuner built
+    with them); a working point without them (every checkpoint before) leaves the second hit
+    of a layer alone, and a config's own value wins over the working point's."""
+    point = {"cc_cut": 0.5, "min_length": 4, "extend_window_xy": 1.0, "extend_window_z": 3.0,
+             "extend_overlap_xy": 0.15, "extend_overlap_z": 1.0}
+    section = {"method": "components", "min_length": None, "stitch": False,
+               "extend_overlap_xy": None, "extend_overlap_z": None}
+    options = builder_options(section, point)
+    assert (options["extend_overlap_xy"], options["extend_overlap_z"]) == (0.15, 1.0)
+    assert TrackBuilder(**options).extend_overlap_xy == 0.15
+    older = {k: v for k, v in point.items() if not k.startswith("extend_overlap")}
+    options = builder_options(section, older)
+    assert options["extend_overlap_xy"] is None
+    assert TrackBuilder(**options).extend_overlap_z == 1.0      # the builder's default
+    assert builder_options({**section, "extend_overlap_xy": 0.3}, point)["extend_overlap_xy"] == 0.3

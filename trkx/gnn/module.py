@@ -67,6 +67,9 @@ class GNNModule(pl.LightningModule):
         extend_window_xy: the track builder's extension windows (mm, trkx.tracks.extension)
         extend_window_z: the tuner builds the working points with, stored in the working
             point (a tracks config's null keys take them); None: tuned without extension.
+        extend_overlap_xy: the extension's windows for a layer's second hit (mm,
+        extend_overlap_z: trkx.tracks.extension ``overlap``), tuned with and stored the same
+            way; None: a track takes no second hit on a layer.
         z_shift_sigma: width (mm) of the normal distribution from which each training step
             draws a shift of the whole graph along the beam (trkx.edges.augment); 0: off.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
@@ -83,7 +86,8 @@ class GNNModule(pl.LightningModule):
                  signal_pt_cap: float = 10.0, quality_budget: float | None = None,
                  secondary_weight: float = 1.0, extend_window_xy: float | None = None,
                  extend_window_z: float = 3.0, short_weight: float = 1.0,
-                 short_hits: int = 4, z_shift_sigma: float = 0.0) -> None:
+                 short_hits: int = 4, z_shift_sigma: float = 0.0,
+                 extend_overlap_xy: float | None = None, extend_overlap_z: float = 1.0) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -128,8 +132,15 @@ class GNNModule(pl.LightningModule):
         if extend_window_xy is not None and min(extend_window_xy, extend_window_z) <= 0:
             raise ValueError("extend_window_xy and extend_window_z must be > 0, got "
                              f"{extend_window_xy} and {extend_window_z}")
+        if extend_overlap_xy is not None and (extend_window_xy is None
+                                              or min(extend_overlap_xy, extend_overlap_z) <= 0):
+            raise ValueError("extend_overlap_xy needs extend_window_xy, and both overlap "
+                             f"windows must be > 0, got {extend_overlap_xy} and "
+                             f"{extend_overlap_z}")
         self.extend_window_xy = extend_window_xy
         self.extend_window_z = extend_window_z
+        self.extend_overlap_xy = extend_overlap_xy
+        self.extend_overlap_z = extend_overlap_z
         check_horizon(lr_horizon_steps)
         self.lr_horizon_steps = lr_horizon_steps
         self._val_events: list[Data] = []
@@ -223,13 +234,18 @@ class GNNModule(pl.LightningModule):
         if not self._val_events:
             return {"edge_cut": float(self.edge_cut)}
         builder = TrackBuilder(extend_window_xy=self.extend_window_xy,
-                               extend_window_z=self.extend_window_z)
+                               extend_window_z=self.extend_window_z,
+                               extend_overlap_xy=self.extend_overlap_xy,
+                               extend_overlap_z=self.extend_overlap_z)
         tuned = tune_cut(self._val_events, builder, fake_target=self.fake_rate_target,
                          quality_budget=self.quality_budget)
         point = tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
         if self.extend_window_xy is not None:
             point.update(extend_window_xy=self.extend_window_xy,
                          extend_window_z=self.extend_window_z)
+        if self.extend_overlap_xy is not None:
+            point.update(extend_overlap_xy=self.extend_overlap_xy,
+                         extend_overlap_z=self.extend_overlap_z)
         return point
 
     def on_validation_epoch_end(self) -> None:

@@ -20,6 +20,7 @@ from trkx.tracks.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel
 # or none given): TrackBuilder then applies min_length in every region.
 OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "quality_cut",
                                       "extend_window_xy", "extend_window_z",
+                                      "extend_overlap_xy", "extend_overlap_z",
                                       "short_quality_cut"})
 
 
@@ -40,7 +41,8 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     ``short_quality_cut`` with its short-track model (``short_quality``). The extension's
     windows (``extend_window_xy``, ``extend_window_z``) are the working point's when it was
     tuned with them; a working point without them leaves the extension off (and
-    ``extend_window_z`` at the builder's default).
+    ``extend_window_z`` at the builder's default); so are the windows of a layer's second hit
+    (``extend_overlap_xy``, ``extend_overlap_z``: off without them).
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
     out = dict(options)
@@ -75,6 +77,7 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
                                 f"no GNN checkpoint (--checkpoint) gives the {words} model")
                              + f"; set {cut}: null")
         out[name] = model
-    if out["extend_window_z"] is None:
-        del out["extend_window_z"]
+    for key in ("extend_window_z", "extend_overlap_z"):
+        if out[key] is None:
+            del out[key]
     return out

@@ -16,7 +16,19 @@ b_t)``, radius ``R_t``, turning sense ``h_t``, angle ``alpha0_t`` of the perigee
 
 and is a candidate of ``t`` when ``|e_ti| < window_xy``, ``|dz_ti| < window_z``, ``s_ti >=
 0`` (ahead of the perigee) and ``t`` has no hit on the layer of ``i``; its cost is ``(e_ti /
-window_xy)^2 + (dz_ti / window_z)^2``. Each lone hit goes to its cheapest track; of the hits a
+window_xy)^2 + (dz_ti / window_z)^2``.
+
+A particle crossing a layer where two of its modules overlap leaves two hits on it, and the
+graph (edges between layers) joins only one of them into its track. With ``overlap =
+(overlap_xy, overlap_z)``, a lone hit ``i`` within the windows above on a layer where ``t``
+holds one hit ``h`` joins ``t`` when
+
+    |e_ti - e_th| < overlap_xy   and   |dz_ti - dz_th| < overlap_z
+
+(the fit's extrapolation error is common to two hits millimetres apart on one layer, so the
+residuals of the true second hit differ from the held one's by the hits' resolution; a stray
+hit's anywhere in the windows), at cost ``((e_ti - e_th) / overlap_xy)^2 + ((dz_ti - dz_th) /
+overlap_z)^2``. Each lone hit goes to its cheapest track; of the hits a
 track receives on one layer, the cheapest stays (a track gains at most one hit per layer).
 Candidates are the lone hits (of ``volumes`` when given, else of every volume) and the tracks
 of >= ``min_hits`` hits with a fitted helix.
@@ -138,14 +150,30 @@ def _candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarr
     return np.concatenate(tracks), np.concatenate(hits)
 
 
+def _held_hits(labels: np.ndarray, layer: np.ndarray, tracks: np.ndarray, layers: np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """For each ``(tracks[k], layers[k])``: how many hits of ``labels`` that track holds on
+    that layer, and the index of one of them (-1 when it holds none)."""
+    span = int(max(layer.max(), layers.max())) + 1          # one key per (track, layer)
+    owned, first, held = np.unique(labels * span + layer, return_index=True, return_counts=True)
+    key = tracks * span + layers
+    where = np.minimum(np.searchsorted(owned, key), len(owned) - 1)
+    found = owned[where] == key
+    return np.where(found, held[where], 0), np.where(found, first[where], -1)
+
+
 def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
                   helices: pd.DataFrame, window_xy: float, window_z: float,
                   volumes: tuple[int, ...] | None = None, min_hits: int = 4,
+                  overlap: tuple[float, float] | None = None,
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Track id of every hit after extension (module docstring), and the ids of the tracks
     that gained hits. ``pos = (r, phi, z)``, ``layer = volume_id * 1000 + layer_id``,
     ``helices`` the fits of the tracks (:data:`HELIX_COLUMNS`; rows of tracks that are not
-    in ``labels`` or have NaN parameters are ignored)."""
+    in ``labels`` or have NaN parameters are ignored); ``overlap = (overlap_xy, overlap_z)``
+    (mm): a layer's second hit joins too (module docstring; None: never)."""
+    if overlap is not None and min(overlap) <= 0:
+        raise ValueError(f"overlap windows must be > 0, got {overlap}")
     labels = np.asarray(labels, dtype=np.int64)
     none = np.zeros(0, dtype=np.int64)
     if len(labels) == 0 or len(helices) == 0:
@@ -164,19 +192,28 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
     track_ids = fitted["track_id"].to_numpy(np.int64)
     geometry = helix_geometry(fitted)
     pos = np.asarray(pos, dtype=np.float64)
-    r, phi, z = pos[lone, 0], pos[lone, 1], pos[lone, 2]
-    x, y = r * np.cos(phi), r * np.sin(phi)
+    x_all, y_all = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
+    x, y, z = x_all[lone], y_all[lone], pos[lone, 2]
     track, hit = _candidate_pairs(geometry, x, y, z, layer[lone], max(window_xy, window_z))
     if len(track) == 0:
         return labels, none
     e, dz, s = helix_residuals(geometry, track, x[hit], y[hit], z[hit])
     hit_layer = layer[lone[hit]]
-    span = int(layer.max()) + 1                            # one key per (track, layer)
-    owned = np.unique(labels * span + layer)               # the pairs the tracks hold
-    ok = (np.abs(e) < window_xy) & (np.abs(dz) < window_z) & (s >= 0) & \
-        ~np.isin(track_ids[track] * span + hit_layer, owned)
-    track, hit, hit_layer = track[ok], hit[ok], hit_layer[ok]
-    cost = (e[ok] / window_xy) ** 2 + (dz[ok] / window_z) ** 2
+    holds, held = _held_hits(labels, layer, track_ids[track], hit_layer)
+    ok = (np.abs(e) < window_xy) & (np.abs(dz) < window_z) & (s >= 0) & (holds == 0)
+    cost = (e / window_xy) ** 2 + (dz / window_z) ** 2
+    if overlap is not None:      # a second hit, judged against the one the track holds
+        second = np.flatnonzero((holds == 1) & (np.abs(e) < window_xy)
+                                & (np.abs(dz) < window_z) & (s >= 0))
+        h = held[second]
+        held_e, held_dz, _ = helix_residuals(geometry, track[second], x_all[h], y_all[h],
+                                             pos[h, 2])
+        de, ddz = e[second] - held_e, dz[second] - held_dz
+        close = (np.abs(de) < overlap[0]) & (np.abs(ddz) < overlap[1])
+        ok[second[close]] = True
+        cost[second] = (de / overlap[0]) ** 2 + (ddz / overlap[1]) ** 2
+    track, hit, hit_layer, cost = track[ok], hit[ok], hit_layer[ok], cost[ok]
+    span = int(layer.max()) + 1                                    # one key per (track, layer)
     order = np.lexsort((hit, track, cost))
     _, best = np.unique(hit[order], return_index=True)            # each hit: its best track
     chosen = order[best]
