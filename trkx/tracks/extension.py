@@ -154,7 +154,7 @@ def _held_hits(labels: np.ndarray, layer: np.ndarray, tracks: np.ndarray, layers
                 ) -> tuple[np.ndarray, np.ndarray]:
     """For each ``(tracks[k], layers[k])``: how many hits of ``labels`` that track holds on
     that layer, and the index of one of them (-1 when it holds none)."""
-    span = int(max(layer.max(), layers.max())) + 1          # one key per (track, layer)
+    span = int(layer.max()) + 1                    # one key per (track, layer); layers are among layer
     owned, first, held = np.unique(labels * span + layer, return_index=True, return_counts=True)
     key = tracks * span + layers
     where = np.minimum(np.searchsorted(owned, key), len(owned) - 1)
@@ -192,22 +192,23 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
     track_ids = fitted["track_id"].to_numpy(np.int64)
     geometry = helix_geometry(fitted)
     pos = np.asarray(pos, dtype=np.float64)
-    x_all, y_all = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
-    x, y, z = x_all[lone], y_all[lone], pos[lone, 2]
+    r, phi, z = pos[lone, 0], pos[lone, 1], pos[lone, 2]
+    x, y = r * np.cos(phi), r * np.sin(phi)
     track, hit = _candidate_pairs(geometry, x, y, z, layer[lone], max(window_xy, window_z))
     if len(track) == 0:
         return labels, none
     e, dz, s = helix_residuals(geometry, track, x[hit], y[hit], z[hit])
     hit_layer = layer[lone[hit]]
     holds, held = _held_hits(labels, layer, track_ids[track], hit_layer)
-    ok = (np.abs(e) < window_xy) & (np.abs(dz) < window_z) & (s >= 0) & (holds == 0)
+    near = (np.abs(e) < window_xy) & (np.abs(dz) < window_z) & (s >= 0)
+    ok = near & (holds == 0)
     cost = (e / window_xy) ** 2 + (dz / window_z) ** 2
     if overlap is not None:      # a second hit, judged against the one the track holds
-        second = np.flatnonzero((holds == 1) & (np.abs(e) < window_xy)
-                                & (np.abs(dz) < window_z) & (s >= 0))
+        second = np.flatnonzero(near & (holds == 1))
         h = held[second]
-        held_e, held_dz, _ = helix_residuals(geometry, track[second], x_all[h], y_all[h],
-                                             pos[h, 2])
+        held_e, held_dz, _ = helix_residuals(geometry, track[second],
+                                             pos[h, 0] * np.cos(pos[h, 1]),
+                                             pos[h, 0] * np.sin(pos[h, 1]), pos[h, 2])
         de, ddz = e[second] - held_e, dz[second] - held_dz
         close = (np.abs(de) < overlap[0]) & (np.abs(ddz) < overlap[1])
         ok[second[close]] = True
