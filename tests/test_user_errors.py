@@ -233,3 +233,15 @@ def test_a_bad_value_of_the_file_still_names_the_file(tmp_path: Path, capsys) ->
     assert main(["train", "gnn", "--config", str(path), "--checkpoint", str(tmp_path / "g.pt"),
                  "--set", "model.n_graph_iters=2"]) == 2
     assert f"{path}: model: key 'hidden' must be an int, got 'wide' (str)" in error_line(capsys)
+
+
+def test_a_builder_key_set_outside_its_section_is_refused(tmp_path: Path, capsys) -> None:
+    """`--set extend_window_xy=2` (the builder's key without `builder.`) would build the
+    same tracks as without it; it is named instead."""
+    (tmp_path / "records").mkdir()
+    assert main(["build-tracks", "--config", str(CONFIGS / "tracks.yaml"), "--events",
+                 str(tmp_path / "records"), "--out", str(tmp_path / "tracks"),
+                 "--set", "extend_window_xy=2.0"]) == 2
+    line = error_line(capsys)
+    assert "unknown key(s) extend_window_xy" in line and "builder.KEY=VALUE" in line
+    assert not (tmp_path / "tracks").exists()

@@ -29,6 +29,10 @@ def config_section(config_path: str | None, overrides: list[str], name: str, tar
     return instantiate(target, section(config, name, label), f"{label}: {name}")
 
 
+#: The sections of a tracks config (configs/tracks.yaml).
+TRACKS_SECTIONS: tuple[str, ...] = ("builder", "metrics")
+
+
 def track_builder(config_path: str | None, overrides: list[str], checkpoint: Path | None):
     """The TrackBuilder of the config's ``builder`` section; its null keys come from the GNN
     checkpoint's working point (the cut and track length tuned on validation events)."""
@@ -38,6 +42,10 @@ def track_builder(config_path: str | None, overrides: list[str], checkpoint: Pat
 
     label = config_path or "--set"
     config = apply_overrides(load_config(config_path) if config_path else {}, overrides or [])
+    unknown = sorted(set(config) - set(TRACKS_SECTIONS))
+    if unknown:     # e.g. `--set extend_window_xy=2` would otherwise change nothing
+        raise ConfigError(f"{label}: unknown key(s) {', '.join(unknown)}: a tracks config has "
+                          f"the sections {' and '.join(TRACKS_SECTIONS)} (--set builder.KEY=VALUE)")
     point = load_checkpoint(checkpoint, "gnn").working_point if checkpoint else None
     try:
         options = builder_options(section(config, "builder", label), point, f"{label}: builder")
