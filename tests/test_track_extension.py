@@ -189,3 +189,38 @@ def test_a_layers_second_hit_joins_when_its_residual_matches_the_held_hits():
         extend_tracks(labels, pos, layer, fit, 1.0, 3.0, overlap=(0.0, 1.0))
     with pytest.raises(ValueError, match="extend_overlap"):
         TrackBuilder(extend_window_xy=1.0, extend_overlap_xy=-0.1)
+
+
+def test_the_pixel_hits_answer_to_their_own_windows():
+    """With ``pixel_windows`` a lone pixel hit 2 mm off the helix along the beam (inside the
+    strips' 5 mm window, outside the pixels' 1 mm) stays alone while a strip hit as far off
+    joins; the pixel hit on the helix joins either way. Without them both join (one window)."""
+    hits = central_track()
+    layer = np.array([v * 1000 + lay for v, lay, _ in LAYERS])
+    labels = np.r_[[100, 101], np.full(5, 7), [102], np.full(2, 7)]   # 8:2, 8:4, 13:8 alone
+    pos = hits.copy()
+    pos[1, 2] += 2.0                                          # 8:4, 2 mm off along the beam
+    pos[7, 2] += 2.0                                          # 13:8, the same
+    x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
+    fit = fit_helices(np.where(labels == 7, 7, -1), x, y, pos[:, 2]).frame()
+    one, _ = extend_tracks(labels, pos, layer, fit, 2.0, 5.0)
+    assert (one[[0, 1, 7]] == 7).all()
+    own, grown = extend_tracks(labels, pos, layer, fit, 2.0, 5.0, pixel_windows=(1.0, 1.0))
+    assert own[0] == 7 and own[1] == 101 and own[7] == 7 and list(grown) == [7]
+    with pytest.raises(ValueError, match="pixel windows"):
+        extend_tracks(labels, pos, layer, fit, 2.0, 5.0, pixel_windows=(0.0, 1.0))
+    with pytest.raises(ValueError, match="extend_pixel_z"):
+        TrackBuilder(extend_window_xy=1.0, extend_pixel_z=-1.0)
+    builder = TrackBuilder(extend_window_xy=2.0, extend_window_z=5.0, extend_pixel_z=1.0)
+    assert builder._pixel_windows() == (2.0, 1.0)         # the unset one is the windows'
+
+
+def test_the_gnn_module_refuses_pixel_windows_without_the_extension():
+    from trkx.gnn.model import InteractionGNN
+    from trkx.gnn.module import GNNModule
+
+    model = InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1)
+    with pytest.raises(ValueError, match="extend_pixel_xy needs extend_window_xy"):
+        GNNModule(model, extend_pixel_xy=1.0)
+    module = GNNModule(model, extend_window_xy=2.0, extend_pixel_xy=1.0)
+    assert (module.extend_pixel_xy, module.extend_pixel_z) == (1.0, None)

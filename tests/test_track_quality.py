@@ -185,3 +185,17 @@ def test_the_overlap_windows_come_from_the_working_point_and_stay_off_without_th
     assert options["extend_overlap_xy"] is None
     assert TrackBuilder(**options).extend_overlap_z == 1.0      # the builder's default
     assert builder_options({**section, "extend_overlap_xy": 0.3}, point)["extend_overlap_xy"] == 0.3
+
+
+def test_the_pixel_windows_come_from_the_working_point_and_are_the_windows_without_them():
+    """A tracks config's null pixel windows take the working point's; without them (every
+    checkpoint before) the pixel hits answer to the extension's windows, as they did."""
+    point = {"cc_cut": 0.5, "min_length": 4, "extend_window_xy": 2.0, "extend_window_z": 5.0,
+             "extend_pixel_xy": 1.0, "extend_pixel_z": 3.0}
+    section = {"method": "components", "min_length": None, "stitch": False}
+    builder = TrackBuilder(**builder_options(section, point))
+    assert builder._pixel_windows() == (1.0, 3.0)
+    older = {k: v for k, v in point.items() if not k.startswith("extend_pixel")}
+    builder = TrackBuilder(**builder_options(section, older))
+    assert (builder.extend_pixel_xy, builder.extend_pixel_z) == (None, None)
+    assert builder._pixel_windows() is None

@@ -70,6 +70,9 @@ class GNNModule(pl.LightningModule):
         extend_overlap_xy: the extension's windows for a layer's second hit (mm,
         extend_overlap_z: trkx.tracks.extension ``overlap``), tuned with and stored the same
             way; None: a track takes no second hit on a layer.
+        extend_pixel_xy: the extension's windows for the pixel hits (mm, trkx.tracks.extension
+        extend_pixel_z: ``pixel_windows``), tuned with and stored the same way; None: the
+            windows above.
         z_shift_sigma: width (mm) of the normal distribution from which each training step
             draws a shift of the whole graph along the beam (trkx.edges.augment); 0: off.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
@@ -87,7 +90,9 @@ class GNNModule(pl.LightningModule):
                  secondary_weight: float = 1.0, extend_window_xy: float | None = None,
                  extend_window_z: float = 3.0, short_weight: float = 1.0,
                  short_hits: int = 4, z_shift_sigma: float = 0.0,
-                 extend_overlap_xy: float | None = None, extend_overlap_z: float = 1.0) -> None:
+                 extend_overlap_xy: float | None = None, extend_overlap_z: float = 1.0,
+                 extend_pixel_xy: float | None = None,
+                 extend_pixel_z: float | None = None) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -137,8 +142,14 @@ class GNNModule(pl.LightningModule):
             raise ValueError("extend_overlap_xy needs extend_window_xy, and both overlap "
                              f"windows must be > 0, got {extend_overlap_xy} and "
                              f"{extend_overlap_z}")
+        for name, value in (("extend_pixel_xy", extend_pixel_xy),
+                            ("extend_pixel_z", extend_pixel_z)):
+            if value is not None and (extend_window_xy is None or value <= 0):
+                raise ValueError(f"{name} needs extend_window_xy and must be > 0, got {value}")
         self.extend_window_xy = extend_window_xy
         self.extend_window_z = extend_window_z
+        self.extend_pixel_xy = extend_pixel_xy
+        self.extend_pixel_z = extend_pixel_z
         self.extend_overlap_xy = extend_overlap_xy
         self.extend_overlap_z = extend_overlap_z
         check_horizon(lr_horizon_steps)
@@ -236,7 +247,9 @@ class GNNModule(pl.LightningModule):
         builder = TrackBuilder(extend_window_xy=self.extend_window_xy,
                                extend_window_z=self.extend_window_z,
                                extend_overlap_xy=self.extend_overlap_xy,
-                               extend_overlap_z=self.extend_overlap_z)
+                               extend_overlap_z=self.extend_overlap_z,
+                               extend_pixel_xy=self.extend_pixel_xy,
+                               extend_pixel_z=self.extend_pixel_z)
         tuned = tune_cut(self._val_events, builder, fake_target=self.fake_rate_target,
                          quality_budget=self.quality_budget)
         point = tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
@@ -246,6 +259,9 @@ class GNNModule(pl.LightningModule):
         if self.extend_overlap_xy is not None:
             point.update(extend_overlap_xy=self.extend_overlap_xy,
                          extend_overlap_z=self.extend_overlap_z)
+        point.update({name: value for name, value in (("extend_pixel_xy", self.extend_pixel_xy),
+                                                      ("extend_pixel_z", self.extend_pixel_z))
+                      if value is not None})
         return point
 
     def on_validation_epoch_end(self) -> None:

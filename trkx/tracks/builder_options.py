@@ -21,6 +21,7 @@ from trkx.tracks.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel
 OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "quality_cut",
                                       "extend_window_xy", "extend_window_z",
                                       "extend_overlap_xy", "extend_overlap_z",
+                                      "extend_pixel_xy", "extend_pixel_z",
                                       "short_quality_cut"})
 
 
@@ -42,7 +43,8 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     windows (``extend_window_xy``, ``extend_window_z``) are the working point's when it was
     tuned with them; a working point without them leaves the extension off (and
     ``extend_window_z`` at the builder's default); so are the windows of a layer's second hit
-    (``extend_overlap_xy``, ``extend_overlap_z``: off without them).
+    (``extend_overlap_xy``, ``extend_overlap_z``: off without them) and the pixel hits' windows
+    (``extend_pixel_xy``, ``extend_pixel_z``: the windows' without them).
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
     out = dict(options)

@@ -55,7 +55,8 @@ and layers, every track of >= ``extend_min_hits`` hits takes the hits left alone
 one hit) that lie within ``extend_window_xy`` (transverse) and ``extend_window_z`` (along the
 beam, mm) of its fitted helix, on layers it has no hit on (trkx.tracks.extension; with
 ``extend_overlap_xy`` also a layer's second hit, where two modules overlap, whose residuals
-differ from the held hit's by less than ``extend_overlap_xy`` and ``extend_overlap_z``): the hits
+differ from the held hit's by less than ``extend_overlap_xy`` and ``extend_overlap_z``; the
+pixel hits within ``extend_pixel_xy`` / ``extend_pixel_z`` when set): the hits
 whose edges the graph lost, in the pixel layers so that the track's pixel part is the
 particle's, in the strips so that a piece of a particle becomes its track (on the cells set's
 8 validation events: pixel hits only, the anchors' count 0.926 -> 0.941; every hit, fake rate
@@ -113,6 +114,8 @@ class TrackBuilder:
     extend_min_hits: int = 4             # tracks that extend have at least this many hits
     extend_overlap_xy: float | None = None  # mm: a layer's second hit joins when its residual
     extend_overlap_z: float = 1.0        # differs from the held hit's by less (None: never)
+    extend_pixel_xy: float | None = None  # mm: the pixel hits' windows (None: the windows')
+    extend_pixel_z: float | None = None
 
     def __post_init__(self) -> None:
         for name, cut in (("quality", "quality_cut"), ("short_quality", "short_quality_cut")):
@@ -141,6 +144,9 @@ class TrackBuilder:
                                                   or self.extend_window_z <= 0):
             raise ValueError("extend_window_xy and extend_window_z must be > 0, got "
                              f"{self.extend_window_xy} and {self.extend_window_z}")
+        for name in ("extend_pixel_xy", "extend_pixel_z"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.extend_min_hits < 3:
             raise ValueError(f"extend_min_hits must be >= 3, got {self.extend_min_hits}")
         if self.extend_overlap_xy is not None and min(self.extend_overlap_xy,
@@ -268,10 +274,18 @@ class TrackBuilder:
         labels, grown = extend_tracks(labels, pos, layer, helices, self.extend_window_xy,
                                       self.extend_window_z, min_hits=self.extend_min_hits,
                                       overlap=None if self.extend_overlap_xy is None else
-                                      (self.extend_overlap_xy, self.extend_overlap_z))
+                                      (self.extend_overlap_xy, self.extend_overlap_z),
+                                      pixel_windows=self._pixel_windows())
         if table is None or len(grown) == 0:
             return labels, table
         return labels, refit_rows(table, labels, x, y, pos[:, 2], layer, grown)
+
+    def _pixel_windows(self) -> tuple[float, float] | None:
+        """The pixel hits' extension windows (None: the same as every hit's)."""
+        if self.extend_pixel_xy is None and self.extend_pixel_z is None:
+            return None
+        return (self.extend_window_xy if self.extend_pixel_xy is None else self.extend_pixel_xy,
+                self.extend_window_z if self.extend_pixel_z is None else self.extend_pixel_z)
 
     def build(self, record) -> np.ndarray:
         """Track id of every hit of an event record with ``edge_index`` and ``scores`` (edges

@@ -31,7 +31,10 @@ hit's anywhere in the windows), at cost ``((e_ti - e_th) / overlap_xy)^2 + ((dz_
 overlap_z)^2``. Each lone hit goes to its cheapest track; of the hits a
 track receives on one layer, the cheapest stays (a track gains at most one hit per layer).
 Candidates are the lone hits (of ``volumes`` when given, else of every volume) and the tracks
-of >= ``min_hits`` hits with a fitted helix.
+of >= ``min_hits`` hits with a fitted helix. With ``pixel_windows = (pixel_xy, pixel_z)`` a lone
+hit of the pixel volumes (trkx.data.detector.PIXEL_VOLUMES) is judged, and costed, by those
+windows in place of ``window_xy, window_z``: the pixels measure to ~0.015 mm, so a window the
+strips need holds other particles' pixel hits.
 
 The search, per layer of the lone hits: each helix's first crossing ahead of its perigee of
 the layer's cylinder (barrel: the median ``r`` of its hits) or plane (endcap: their median
@@ -48,6 +51,7 @@ import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
 
+from trkx.data.detector import PIXEL_VOLUMES
 from trkx.tracks.helix_fit import BARREL_VOLUMES, FIELD_TESLA, PT_PER_TESLA_MM
 
 #: The helix columns :func:`extend_tracks` reads (a track table or HelixFit.frame()).
@@ -166,14 +170,18 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
                   helices: pd.DataFrame, window_xy: float, window_z: float,
                   volumes: tuple[int, ...] | None = None, min_hits: int = 4,
                   overlap: tuple[float, float] | None = None,
+                  pixel_windows: tuple[float, float] | None = None,
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Track id of every hit after extension (module docstring), and the ids of the tracks
     that gained hits. ``pos = (r, phi, z)``, ``layer = volume_id * 1000 + layer_id``,
     ``helices`` the fits of the tracks (:data:`HELIX_COLUMNS`; rows of tracks that are not
     in ``labels`` or have NaN parameters are ignored); ``overlap = (overlap_xy, overlap_z)``
-    (mm): a layer's second hit joins too (module docstring; None: never)."""
+    (mm): a layer's second hit joins too (module docstring; None: never); ``pixel_windows =
+    (pixel_xy, pixel_z)`` (mm): the pixel hits' windows (None: ``window_xy, window_z``)."""
     if overlap is not None and min(overlap) <= 0:
         raise ValueError(f"overlap windows must be > 0, got {overlap}")
+    if pixel_windows is not None and min(pixel_windows) <= 0:
+        raise ValueError(f"pixel windows must be > 0, got {pixel_windows}")
     labels = np.asarray(labels, dtype=np.int64)
     none = np.zeros(0, dtype=np.int64)
     if len(labels) == 0 or len(helices) == 0:
@@ -194,15 +202,20 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
     pos = np.asarray(pos, dtype=np.float64)
     r, phi, z = pos[lone, 0], pos[lone, 1], pos[lone, 2]
     x, y = r * np.cos(phi), r * np.sin(phi)
-    track, hit = _candidate_pairs(geometry, x, y, z, layer[lone], max(window_xy, window_z))
+    reach = max(window_xy, window_z, *(pixel_windows or ()))
+    track, hit = _candidate_pairs(geometry, x, y, z, layer[lone], reach)
     if len(track) == 0:
         return labels, none
     e, dz, s = helix_residuals(geometry, track, x[hit], y[hit], z[hit])
     hit_layer = layer[lone[hit]]
+    wxy, wz = np.full(len(hit), float(window_xy)), np.full(len(hit), float(window_z))
+    if pixel_windows is not None:
+        pixel = np.isin(hit_layer // 1000, PIXEL_VOLUMES)
+        wxy[pixel], wz[pixel] = pixel_windows
     holds, held = _held_hits(labels, layer, track_ids[track], hit_layer)
-    near = (np.abs(e) < window_xy) & (np.abs(dz) < window_z) & (s >= 0)
+    near = (np.abs(e) < wxy) & (np.abs(dz) < wz) & (s >= 0)
     ok = near & (holds == 0)
-    cost = (e / window_xy) ** 2 + (dz / window_z) ** 2
+    cost = (e / wxy) ** 2 + (dz / wz) ** 2
     if overlap is not None:      # a second hit, judged against the one the track holds
         second = np.flatnonzero(near & (holds == 1))
         h = held[second]
