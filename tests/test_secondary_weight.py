@@ -195,3 +195,41 @@ def test_short_particles_signal_edges_weigh_more_through_the_sampler() -> None:
     with pytest.raises(ConfigError, match="short_weight"):
         check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
                                  "short_weight": 2.0}}, "gnn.yaml")
+
+
+def test_the_loss_signal_threshold_counts_true_edges_of_lower_pt_as_signal() -> None:
+    """``signal_pt_min``: the true edges of particles of pT >= it and >= 3 hits weigh as signal
+    (the records' flag says pT >= 1 GeV); carried through the sampler; refused without the
+    hits' truth and graph-parallel."""
+    from trkx.config import ConfigError
+    from trkx.gnn.distributed.train import check_config
+
+    data = random_graph(5, 300, 800)
+    generator = torch.Generator().manual_seed(4)
+    data.pt = 0.85 + 0.3 * torch.rand(300, generator=generator)       # 0.85 - 1.15 GeV
+    data.nhits = torch.randint(2, 9, (300,), generator=generator)
+    module = GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1),
+                       graph_ops="csr", signal_weight=1.0, true_weight=0.0, fake_weight=0.1,
+                       signal_pt_min=0.9)
+    record = sample_subgraphs(data, [torch.tensor([3, 50, 77, 120, 200])], hops=2)[0]
+    mask = record.target_edge_mask
+    first = record.edge_index[0]
+    wanted = record.y.bool() & (record.pt[first] >= 0.9) & (record.nhits[first] >= 3)
+    assert bool((wanted & ~record.signal & mask).any())       # edges the records' flag leaves out
+    assert bool((record.y.bool() & ~wanted & mask).any())     # and true edges below the threshold
+    expected = edge_weights(record.y, wanted, 1.0, 0.0, 0.1)
+    loss = module.training_step(record, 0)
+    assert torch.allclose(loss, weighted_bce(module(record)[mask], record.y[mask],
+                                             expected[mask]))
+    plain = GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1),
+                      graph_ops="csr", signal_weight=1.0, true_weight=0.0, fake_weight=0.1)
+    plain.load_state_dict(module.state_dict())
+    assert not torch.allclose(plain.training_step(record, 0), loss)
+    del data.nhits
+    with pytest.raises(ValueError, match="signal_pt_min"):
+        module.training_step(data, 0)
+    with pytest.raises(ValueError, match="signal_pt_min must be > 0"):
+        GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1), signal_pt_min=0.0)
+    with pytest.raises(ConfigError, match="signal_pt_min"):
+        check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
+                                 "signal_pt_min": 0.9}}, "gnn.yaml")

@@ -55,6 +55,11 @@ class GNNModule(pl.LightningModule):
         short_weight: factor on the weight of the signal edges of particles of at most
             ``short_hits`` hits (trkx.edges.loss); 1: off.
         short_hits: the most hits of a particle whose edges ``short_weight`` weighs.
+        signal_pt_min: the loss's signal threshold (GeV): with a value, the signal edges the
+            weights and validation count are the true edges (``y``) between hits of one
+            particle of pT >= this and >= 3 hits (the records' ``signal`` flag is pT >= 1
+            GeV, trkx.data.truth.SignalCuts; the anchors count pT > 0.9, trkx.tracks.anchors);
+            None: the records' flag.
         edge_cut: score above which an edge is kept, for the metrics (until a working
             point is chosen).
         lr_warmup_steps: linear warm-up steps of the cosine schedule.
@@ -92,7 +97,8 @@ class GNNModule(pl.LightningModule):
                  short_hits: int = 4, z_shift_sigma: float = 0.0,
                  extend_overlap_xy: float | None = None, extend_overlap_z: float = 1.0,
                  extend_pixel_xy: float | None = None,
-                 extend_pixel_z: float | None = None) -> None:
+                 extend_pixel_z: float | None = None,
+                 signal_pt_min: float | None = None) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -124,6 +130,9 @@ class GNNModule(pl.LightningModule):
                              f"and {short_hits}")
         self.short_weight = short_weight
         self.short_hits = short_hits
+        if signal_pt_min is not None and not signal_pt_min > 0:
+            raise ValueError(f"signal_pt_min must be > 0 GeV or null, got {signal_pt_min}")
+        self.signal_pt_min = signal_pt_min
         if z_shift_sigma < 0:
             raise ValueError(f"z_shift_sigma must be >= 0 (mm), got {z_shift_sigma}")
         self.z_shift_sigma = z_shift_sigma
@@ -189,7 +198,7 @@ class GNNModule(pl.LightningModule):
                                  "block)")
         first = data.edge_index[0]
         radius = data[PRODUCTION_RADIUS][first] if self.secondary_weight != 1.0 else None
-        return edge_weights(data.y, data.signal, self.signal_weight, self.true_weight,
+        return edge_weights(data.y, self._signal(data), self.signal_weight, self.true_weight,
                             self.fake_weight,
                             data[PT][first] if self.signal_pt_power > 0 else None,
                             self.signal_pt_power, self.signal_pt_cap, radius,
@@ -199,8 +208,21 @@ class GNNModule(pl.LightningModule):
 
     def _class_weights(self, data: Data) -> Tensor:
         """The weights of the validation metrics: signal / other true / fake only."""
-        return edge_weights(data.y, data.signal, self.signal_weight, self.true_weight,
+        return edge_weights(data.y, self._signal(data), self.signal_weight, self.true_weight,
                             self.fake_weight)
+
+    def _signal(self, data: Data) -> Tensor:
+        """[E] bool: the signal edges of the loss (the records' flag, or with
+        ``signal_pt_min`` the true edges of particles of pT >= it and >= 3 hits)."""
+        if self.signal_pt_min is None:
+            return data.signal
+        for key in (PT, NHITS):
+            if getattr(data, key, None) is None or "edge_index" not in data:
+                raise ValueError(f"module.signal_pt_min needs the hits' truth {key} and the "
+                                 "edge_index in each training graph (records with truth)")
+        first = data.edge_index[0]
+        return (data.y.bool() & (data[PT][first] >= self.signal_pt_min)
+                & (data[NHITS][first] >= 3))
 
     def training_step(self, data: Data, batch_idx: int) -> Tensor:
         data = random_shift(data, self.z_shift_sigma)
