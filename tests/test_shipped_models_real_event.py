@@ -25,8 +25,8 @@ pytestmark = pytest.mark.slow
 EFFICIENCY_FLOORS = {
     DEFAULT: 0.80,    # measured 0.828 +- 0.011 (2 cores, AVX2, fp32; extension; 0.739 before it)
     CELLS: 0.955,     # measured 0.968 +- 0.005, fake 0.010 (2 cores, AVX2, fp32; with a
-                      # layer's second hit; 0.967 the set moved along the beam of issue 58 without it, 0.962
-                      # before it, 0.956 without the short-track model,
+                      # layer's second hit; 0.967 the set moved along the beam of issue 58
+                      # without it, 0.962 before it, 0.956 without the short-track model,
                       # 0.941 without the extension, 0.947 before the wide retrain, 0.844 first)
 }
 #: The fake rates measured with them: 0.038 hits only (0.044 before the extension), 0.012 cells
