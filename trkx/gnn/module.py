@@ -22,6 +22,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from trkx.data.record import NHITS, PRODUCTION_RADIUS, PT
+from trkx.data.truth import SignalCuts
 from trkx.edges.augment import random_shift
 from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 from trkx.edges.loss import edge_weights, weighted_bce
@@ -55,11 +56,11 @@ class GNNModule(pl.LightningModule):
         short_weight: factor on the weight of the signal edges of particles of at most
             ``short_hits`` hits (trkx.edges.loss); 1: off.
         short_hits: the most hits of a particle whose edges ``short_weight`` weighs.
-        signal_pt_min: the loss's signal threshold (GeV): with a value, the signal edges the
-            weights and validation count are the true edges (``y``) between hits of one
-            particle of pT >= this and >= 3 hits (the records' ``signal`` flag is pT >= 1
-            GeV, trkx.data.truth.SignalCuts; the anchors count pT > 0.9, trkx.tracks.anchors);
-            None: the records' flag.
+        signal_pt_min: the loss's signal threshold (GeV): with a value, the edges the loss
+            weighs as signal are the true edges (``y``) of particles of pT >= this and at
+            least trkx.data.truth.SignalCuts.min_hits hits (the records' ``signal`` flag is
+            pT >= 1 GeV; the anchors count pT > 0.9, trkx.tracks.anchors); the validation's
+            efficiency and purity still count the records' flag. None: the records' flag.
         edge_cut: score above which an edge is kept, for the metrics (until a working
             point is chosen).
         lr_warmup_steps: linear warm-up steps of the cosine schedule.
@@ -213,7 +214,7 @@ class GNNModule(pl.LightningModule):
 
     def _signal(self, data: Data) -> Tensor:
         """[E] bool: the signal edges of the loss (the records' flag, or with
-        ``signal_pt_min`` the true edges of particles of pT >= it and >= 3 hits)."""
+        ``signal_pt_min`` the true edges of particles of pT >= it and enough hits)."""
         if self.signal_pt_min is None:
             return data.signal
         for key in (PT, NHITS):
@@ -222,7 +223,7 @@ class GNNModule(pl.LightningModule):
                                  "edge_index in each training graph (records with truth)")
         first = data.edge_index[0]
         return (data.y.bool() & (data[PT][first] >= self.signal_pt_min)
-                & (data[NHITS][first] >= 3))
+                & (data[NHITS][first] >= SignalCuts.min_hits))
 
     def training_step(self, data: Data, batch_idx: int) -> Tensor:
         data = random_shift(data, self.z_shift_sigma)
