@@ -27,7 +27,8 @@ of 3-6 hits are a signal particle's), and what tells the real ones apart is wher
 from: the short-track model reads :data:`SHORT_FEATURES`, the inputs above and the helix fit's
 ``log(|d0| + 1 um)`` (mm) and its pT clipped at 5 GeV (a piece of a particle below the signal
 threshold is real but not wanted). Fitted by the same regression to the candidates of 3 hits
-up to the longest minimum length, kept under the keys ``short_quality_*``; the builder keeps a
+up to the longest minimum length, those that find a signal particle against the fakes
+(trkx.tracks.tuning), kept under the keys ``short_quality_*``; the builder keeps a
 short candidate when its ``q_t >= short_quality_cut`` (docs/levers.md, fourteenth session).
 """
 
