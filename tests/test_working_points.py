@@ -150,3 +150,36 @@ def test_one_rule_meets_a_config_section_and_a_working_point() -> None:
         with_working_point({"score_cut": None}, None, "set it")
     assert with_working_point({"extra": None}, point, "x", optional=("extra",)) == {
         "extra": None}
+
+
+def test_the_tuner_counts_the_efficiency_it_is_told_to():
+    """``efficiency_count``: the tuned efficiency is that of the chosen point's tracks counted
+    on trkx's own signal, or on the anchors' (each track's pixel projection, pT > 0.9 GeV on
+    >= 3 pixel layers), and the two counts differ on this event; the fake rate stays trkx's."""
+    from dataclasses import replace
+
+    from trkx.tracks.anchors import anchor_evaluation
+    from trkx.tracks.building import tracks_frame
+    from trkx.tracks.event_truth import truth_from_record
+    from trkx.tracks.metrics import evaluate_event
+
+    record = broken_after_third_hit(noise_free_simulated_record(seed=5, mu=4.0))
+    builder = TrackBuilder(method="components", stitch=False)
+    truth = truth_from_record(record)
+    fixed = dict(cuts=(0.5,), lengths=(3, 4), forward_lengths=(), short_scores=(None,),
+                 quality_cuts=(None,), short_quality_cuts=(None,), fake_target=1.0)
+    figures = {}
+    for count, evaluate in (("trkx", lambda frame: evaluate_event(truth, frame)),
+                            ("anchors", lambda frame: anchor_evaluation(truth, frame))):
+        tuned = tune_cut([record], builder, efficiency_count=count, **fixed)
+        labels = replace(builder, cc_cut=tuned.cut, min_length=tuned.min_length).build(record)
+        frame = tracks_frame(record.hit_id, labels, 7)
+        particles = evaluate(frame).particles
+        signal = particles[particles["signal"]]
+        assert tuned.efficiency == pytest.approx((signal["n_matched_tracks"] > 0).mean())
+        own = evaluate_event(truth, frame).tracks
+        assert tuned.fake_rate == pytest.approx(1.0 - own["matched"].mean())
+        figures[count] = tuned.efficiency
+    assert figures["trkx"] != pytest.approx(figures["anchors"])
+    with pytest.raises(ValueError, match="efficiency_count 'heptv2'"):
+        tune_cut([record], builder, efficiency_count="heptv2", **fixed)

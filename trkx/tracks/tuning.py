@@ -60,10 +60,11 @@ import numpy as np
 import pandas as pd
 
 from trkx.arrays import as_numpy
+from trkx.tracks.anchors import anchor_evaluation
 from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.graph import ScoredGraph, graph_from_record
-from trkx.tracks.metrics import MetricCuts, evaluate_event
+from trkx.tracks.metrics import EventEvaluation, MetricCuts, evaluate_event
 from trkx.tracks.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
 from trkx.tracks.shortlist import choose, exact_shortlist
 from trkx.tracks.track_table import track_table
@@ -74,6 +75,8 @@ DEFAULT_SHORT_SCORES: tuple[float | None, ...] = (None, 0.9, 0.95, 0.97, 0.98, 0
 DEFAULT_QUALITY_CUTS: tuple[float | None, ...] = (None, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
                                                   0.7, 0.8)
 DEFAULT_SHORT_QUALITY_CUTS: tuple[float | None, ...] = (None, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+#: How the tuner counts the efficiency it maximises: trkx's own signal, or the anchors'.
+EFFICIENCY_COUNTS: tuple[str, ...] = ("trkx", "anchors")
 
 
 @dataclass(frozen=True)
@@ -111,22 +114,41 @@ class TunedCut:
         return point
 
 
-def _track_table(evaluation, mean_score: np.ndarray | None = None) -> pd.DataFrame:
-    """Candidate tracks of one evaluation: length, |eta|, matched, signal particle found, the
-    mean score of their edges (``mean_score``: per track id; absent: 0) and their quality
-    (1 until a quality model scores them)."""
+def _found_signal(evaluation) -> pd.Series:
+    """Per track id of ``evaluation``'s candidates, the signal particle it matches (0: none)."""
     particles = evaluation.particles
     signal_ids = particles["particle_id"].to_numpy()[particles["signal"].to_numpy(bool)]
     tracks = evaluation.tracks
-    matched = tracks["matched"].to_numpy(bool)
     pid = tracks["particle_id"].to_numpy()
-    return pd.DataFrame({"track_id": tracks["track_id"].to_numpy(np.int64),
+    found = tracks["matched"].to_numpy(bool) & np.isin(pid, signal_ids)
+    return pd.Series(np.where(found, pid, 0), index=tracks["track_id"].to_numpy(np.int64))
+
+
+def _evaluated(truth, frame: pd.DataFrame, metric_cuts: MetricCuts,
+               count: str) -> tuple[EventEvaluation, pd.Series, int]:
+    """The evaluation of ``frame``, each track's found signal particle and the number of
+    signal particles, counted as ``count`` says (:func:`tune_cut`)."""
+    evaluation = evaluate_event(truth, frame, metric_cuts)
+    counted = evaluation if count == "trkx" else anchor_evaluation(truth, frame)
+    return (evaluation, _found_signal(counted),
+            int(counted.particles["signal"].sum()))
+
+
+def _track_table(evaluation, found: pd.Series, mean_score: np.ndarray | None = None
+                 ) -> pd.DataFrame:
+    """Candidate tracks of one evaluation: length, |eta|, matched, the signal particle found
+    (``found``: per track id, 0 or absent: none), the mean score of their edges
+    (``mean_score``: per track id; absent: 0) and their quality (1 until a quality model
+    scores them)."""
+    tracks = evaluation.tracks
+    track_id = tracks["track_id"].to_numpy(np.int64)
+    return pd.DataFrame({"track_id": track_id,
                          "n_hits": tracks["n_hits"].to_numpy(),
                          "abs_eta": np.abs(tracks["eta"].to_numpy()),
-                         "matched": matched,
-                         "signal_pid": np.where(matched & np.isin(pid, signal_ids), pid, 0),
+                         "matched": tracks["matched"].to_numpy(bool),
+                         "signal_pid": found.reindex(track_id, fill_value=0).to_numpy(),
                          "mean_score": (np.zeros(len(tracks)) if mean_score is None else
-                                        mean_score[tracks["track_id"].to_numpy(np.int64)]),
+                                        mean_score[track_id]),
                          "quality": 1.0,
                          "event": evaluation.event_id})
 
@@ -167,7 +189,7 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
              quality_budget: float | None = None,
              extension_points: int = 8,
              short_quality_cuts: Sequence[float | None] = DEFAULT_SHORT_QUALITY_CUTS,
-             ) -> TunedCut:
+             efficiency_count: str = "trkx") -> TunedCut:
     """The builder cut (``walk_cut`` or ``cc_cut``), lengths, ``short_score`` and
     ``quality_cut`` (with its model), or ``short_quality_cut`` in place of ``short_score``
     (with the short-track model), of best efficiency at the fake target.
@@ -178,8 +200,14 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     (tracks with ``|eta_t| >= builder.forward_eta``). With ``quality_budget`` the points
     without a quality cut are chosen among first; then, among all points whose efficiency is
     at least that point's less ``quality_budget``, the one of lowest fake rate (ties: best
-    efficiency) is taken.
+    efficiency) is taken. ``efficiency_count`` ``"anchors"`` counts the efficiency on the
+    published pipelines' definitions (trkx.tracks.anchors: each track's pixel projection, signal
+    pT > 0.9 GeV on >= 3 pixel layers) in place of ``metric_cuts``; the fake rate stays
+    trkx's own (every candidate of the whole track counted).
     """
+    if efficiency_count not in EFFICIENCY_COUNTS:
+        raise ValueError(f"efficiency_count {efficiency_count!r}: expected one of "
+                         f"{', '.join(EFFICIENCY_COUNTS)}")
     builder = builder if builder is not None else TrackBuilder()
     metric_cuts = metric_cuts if metric_cuts is not None else MetricCuts()
     if not records:
@@ -200,14 +228,14 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
             labels = unshortened.build_graph(graph, getattr(record, "pos", None))
             if extending:
                 candidates[float(cut), i] = (labels, graph)
-            evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels,
-                                                            int(getattr(record, "event_id", -1))),
-                                        metric_cuts)
-            tables.append(_track_table(evaluation, _mean_scores(record, labels, cut))
+            evaluation, found, signal = _evaluated(
+                truth, tracks_frame(record.hit_id, labels, int(getattr(record, "event_id", -1))),
+                metric_cuts, efficiency_count)
+            tables.append(_track_table(evaluation, found, _mean_scores(record, labels, cut))
                           .assign(event=i))
             features.append(_features(record, labels, graph,
                                       tables[-1]["track_id"].to_numpy()))
-            n_signal += int(evaluation.particles["signal"].sum())
+            n_signal += signal
         table = pd.concat(tables, ignore_index=True)
         model = short_model = None
         if all(f is not None for f in features) and 0 < table["matched"].mean() < 1:
@@ -237,8 +265,8 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     if extending:
         points = exact_shortlist(points, extension_points, fake_target, quality_budget,
                                lambda chosen: _extended_points(records, truths, builder,
-                                                               metric_cuts, models, candidates,
-                                                               chosen))
+                                                               metric_cuts, efficiency_count,
+                                                               models, candidates, chosen))
     best = choose(points, fake_target, quality_budget)
     model, short_model = models[best[0]]
     return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
@@ -262,8 +290,8 @@ def _short_model(pooled: pd.DataFrame, table: pd.DataFrame, longest: int) -> Qua
 
 
 def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
-                     metric_cuts: MetricCuts, models: dict, candidates: dict,
-                     points: list[tuple]) -> list[tuple]:
+                     metric_cuts: MetricCuts, efficiency_count: str, models: dict,
+                     candidates: dict, points: list[tuple]) -> list[tuple]:
     """``points`` with the efficiency and fake rate of their tracks built exactly, extension
     included, from the candidates (and graph) of their cut."""
     field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
@@ -278,10 +306,10 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
         tables, n_signal = [], 0
         for i, (record, truth) in enumerate(zip(records, truths)):
             labels, _ = point.finish(*candidates[cut, i], getattr(record, "pos", None))
-            evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels, i),
-                                        metric_cuts)
-            tables.append(_track_table(evaluation).assign(event=i))
-            n_signal += int(evaluation.particles["signal"].sum())
+            evaluation, found, signal = _evaluated(truth, tracks_frame(record.hit_id, labels, i),
+                                                   metric_cuts, efficiency_count)
+            tables.append(_track_table(evaluation, found).assign(event=i))
+            n_signal += signal
         efficiency, fake = length_figures(pd.concat(tables, ignore_index=True), n_signal,
                                           0, 0, 0.0)
         out.append((cut, central, forward, efficiency, fake, sure, kappa, lam))
