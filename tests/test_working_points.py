@@ -183,3 +183,22 @@ def test_the_tuner_counts_the_efficiency_it_is_told_to():
     assert figures["trkx"] != pytest.approx(figures["anchors"])
     with pytest.raises(ValueError, match="efficiency_count 'heptv2'"):
         tune_cut([record], builder, efficiency_count="heptv2", **fixed)
+
+
+def test_the_gnn_takes_the_tuners_count_and_resumes_under_another() -> None:
+    """``module.efficiency_count`` reaches the GNN's tuner, a wrong value is refused by name,
+    and a run resumes under another count (it only chooses the working point)."""
+    import json
+
+    from trkx.gnn.model import InteractionGNN
+    from trkx.gnn.module import GNNModule
+    from trkx.training.fit import _same_run
+
+    model = InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1, edge_features=8)
+    assert GNNModule(model, efficiency_count="anchors").efficiency_count == "anchors"
+    with pytest.raises(ValueError, match="efficiency_count 'heptv2'"):
+        GNNModule(model, efficiency_count="heptv2")
+    config = {"model": {"hidden": 8}, "module": {"efficiency_count": "trkx", "fake_weight": 0.2}}
+    other = {**config, "module": {**config["module"], "efficiency_count": "anchors"}}
+    assert _same_run(json.dumps(config), other)
+    assert not _same_run(json.dumps(config), {**config, "module": {"fake_weight": 0.1}})

@@ -69,6 +69,9 @@ class GNNModule(pl.LightningModule):
             among the points that lose at most this much efficiency on validation against
             the best point without one (trkx.tracks.tuning); None: tuned under
             ``fake_rate_target`` like the other keys.
+        efficiency_count: the efficiency the tuner maximises: ``trkx`` (trkx's signal) or
+            ``anchors`` (each track's pixel projection, the published pipelines' signal,
+            trkx.tracks.anchors); the fake rate is trkx's own either way.
         tune_tracks: choose the track builder's cut on validation events (working_point).
         extend_window_xy: the track builder's extension windows (mm, trkx.tracks.extension)
         extend_window_z: the tuner builds the working points with, stored in the working
@@ -99,7 +102,7 @@ class GNNModule(pl.LightningModule):
                  extend_overlap_xy: float | None = None, extend_overlap_z: float = 1.0,
                  extend_pixel_xy: float | None = None,
                  extend_pixel_z: float | None = None,
-                 signal_pt_min: float | None = None) -> None:
+                 signal_pt_min: float | None = None, efficiency_count: str = "trkx") -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -143,6 +146,11 @@ class GNNModule(pl.LightningModule):
         if quality_budget is not None and not 0.0 <= quality_budget < 1.0:
             raise ValueError(f"quality_budget must lie in [0, 1), got {quality_budget}")
         self.quality_budget = quality_budget
+        from trkx.tracks.tuning import EFFICIENCY_COUNTS
+        if efficiency_count not in EFFICIENCY_COUNTS:
+            raise ValueError(f"efficiency_count {efficiency_count!r}: expected one of "
+                             f"{', '.join(EFFICIENCY_COUNTS)}")
+        self.efficiency_count = efficiency_count
         self.tune_tracks = tune_tracks
         if extend_window_xy is not None and min(extend_window_xy, extend_window_z) <= 0:
             raise ValueError("extend_window_xy and extend_window_z must be > 0, got "
@@ -274,7 +282,8 @@ class GNNModule(pl.LightningModule):
                                extend_pixel_xy=self.extend_pixel_xy,
                                extend_pixel_z=self.extend_pixel_z)
         tuned = tune_cut(self._val_events, builder, fake_target=self.fake_rate_target,
-                         quality_budget=self.quality_budget)
+                         quality_budget=self.quality_budget,
+                         efficiency_count=self.efficiency_count)
         point = tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
         if self.extend_window_xy is not None:
             point.update(extend_window_xy=self.extend_window_xy,

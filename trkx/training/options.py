@@ -27,7 +27,8 @@ BUDGET_KEYS: frozenset[str] = frozenset({"max_steps", "max_epochs", "max_time", 
 #: ``inference`` section.
 WORKING_POINT_KEYS: frozenset[str] = frozenset({"target_efficiency", "max_edges_per_hit",
                                                 "score_cut", "fake_rate_target", "tune_tracks",
-                                                "quality_budget", "extend_window_xy",
+                                                "quality_budget", "efficiency_count",
+                                                "extend_window_xy",
                                                 "extend_window_z", "extend_overlap_xy",
                                                 "extend_overlap_z", "extend_pixel_xy",
                                                 "extend_pixel_z"})
