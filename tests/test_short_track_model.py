@@ -20,8 +20,14 @@ from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.graph import graph_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event
 from trkx.tracks.quality import FEATURES, SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
-from trkx.tracks.tuning import (_features, _mean_scores, _short_model, _track_table,
-                                length_figures, tune_cut)
+from trkx.tracks.tuning import (
+    _features,
+    _mean_scores,
+    _short_model,
+    _track_table,
+    length_figures,
+    tune_cut,
+)
 
 
 def _short_tables(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:

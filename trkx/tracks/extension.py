@@ -158,7 +158,7 @@ def _held_hits(labels: np.ndarray, layer: np.ndarray, tracks: np.ndarray, layers
                 ) -> tuple[np.ndarray, np.ndarray]:
     """For each ``(tracks[k], layers[k])``: how many hits of ``labels`` that track holds on
     that layer, and the index of one of them (-1 when it holds none)."""
-    span = int(layer.max()) + 1                    # one key per (track, layer); layers are among layer
+    span = int(layer.max()) + 1      # one key per (track, layer); layers are among layer
     owned, first, held = np.unique(labels * span + layer, return_index=True, return_counts=True)
     key = tracks * span + layers
     where = np.minimum(np.searchsorted(owned, key), len(owned) - 1)
