@@ -134,12 +134,13 @@ def _evaluated(truth, frame: pd.DataFrame, metric_cuts: MetricCuts,
             int(counted.particles["signal"].sum()))
 
 
-def _track_table(evaluation, found: pd.Series, mean_score: np.ndarray | None = None
-                 ) -> pd.DataFrame:
+def _track_table(evaluation, mean_score: np.ndarray | None = None,
+                 found: pd.Series | None = None) -> pd.DataFrame:
     """Candidate tracks of one evaluation: length, |eta|, matched, the signal particle found
-    (``found``: per track id, 0 or absent: none), the mean score of their edges
-    (``mean_score``: per track id; absent: 0) and their quality (1 until a quality model
-    scores them)."""
+    (``found``: per track id, 0 or absent: none; None: the evaluation's own), the mean score
+    of their edges (``mean_score``: per track id; absent: 0) and their quality (1 until a
+    quality model scores them)."""
+    found = _found_signal(evaluation) if found is None else found
     tracks = evaluation.tracks
     track_id = tracks["track_id"].to_numpy(np.int64)
     return pd.DataFrame({"track_id": track_id,
@@ -231,7 +232,7 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
             evaluation, found, signal = _evaluated(
                 truth, tracks_frame(record.hit_id, labels, int(getattr(record, "event_id", -1))),
                 metric_cuts, efficiency_count)
-            tables.append(_track_table(evaluation, found, _mean_scores(record, labels, cut))
+            tables.append(_track_table(evaluation, _mean_scores(record, labels, cut), found)
                           .assign(event=i))
             features.append(_features(record, labels, graph,
                                       tables[-1]["track_id"].to_numpy()))
@@ -308,7 +309,7 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
             labels, _ = point.finish(*candidates[cut, i], getattr(record, "pos", None))
             evaluation, found, signal = _evaluated(truth, tracks_frame(record.hit_id, labels, i),
                                                    metric_cuts, efficiency_count)
-            tables.append(_track_table(evaluation, found).assign(event=i))
+            tables.append(_track_table(evaluation, found=found).assign(event=i))
             n_signal += signal
         efficiency, fake = length_figures(pd.concat(tables, ignore_index=True), n_signal,
                                           0, 0, 0.0)
