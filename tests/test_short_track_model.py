@@ -40,7 +40,8 @@ def _short_tables(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
         "n_hits": n_hits, "n_layers": n_hits, "layer_repeats": 0,
         "mean_score": rng.uniform(0.9, 1.0, n), "min_score": rng.uniform(0.8, 1.0, n),
         "leaving": rng.uniform(0, 0.2, n), "pt": rng.uniform(1.0, 4.0, n),
-        "eta": rng.uniform(-3, 3, n),
+        "eta": rng.uniform(-3, 3, n), "pt_beamline": rng.uniform(1.0, 4.0, n),
+        "ahead": rng.integers(0, 3, n), "behind": rng.integers(0, 3, n),
         "d0": np.where(real, rng.normal(0, 0.05, n), rng.normal(0, 1.5, n))}), real
 
 
@@ -147,7 +148,8 @@ def test_the_short_track_model_learns_what_finds_signal_against_the_fakes():
         "mean_score": rng.uniform(0.9, 1.0, n), "min_score": rng.uniform(0.8, 1.0, n),
         "leaving": rng.uniform(0, 0.2, n), "eta": rng.uniform(-3, 3, n),
         "pt": np.where(kinds == "signal", rng.uniform(1.0, 4.0, n), rng.uniform(0.3, 0.9, n)),
-        "d0": rng.normal(0, 0.05, n)})
+        "d0": rng.normal(0, 0.05, n), "ahead": 0, "behind": 0})
+    pooled["pt_beamline"] = pooled["pt"]
     table = pd.DataFrame({"matched": kinds != "fake",
                           "signal_pid": np.where(kinds == "signal", np.arange(1, n + 1), 0)})
     model = _short_model(pooled, table, longest=6)

@@ -26,7 +26,13 @@ length is nearly always a piece (on the cells set's validation events 391 of 6,2
 of 3-6 hits are a signal particle's), and what tells the real ones apart is where they come
 from: the short-track model reads :data:`SHORT_FEATURES`, the inputs above and the helix fit's
 ``log(|d0| + 1 um)`` (mm) and its pT clipped at 5 GeV (a piece of a particle below the signal
-threshold is real but not wanted). Fitted by the same regression to the candidates of 3 hits
+threshold is real but not wanted), and what it knows beyond its own fit (trkx.tracks.
+short_inputs): the pT of its circle through the beam line (clipped at 5 GeV; a 3-hit arc's own
+pT is loose) and ``log(1 + n)`` of the layers where its helix goes on into hits not its own,
+ahead of it and behind it (a piece's particle goes on; twenty-second session: at the same fakes
+717 signal short tracks kept against 664 on the validation events, two-fold by event). A
+working point from before those inputs keeps its model of :data:`LEGACY_SHORT_FEATURES`.
+Fitted by the same regression to the candidates of 3 hits
 up to the longest minimum length, those that find a signal particle against the fakes
 (trkx.tracks.tuning), kept under the keys ``short_quality_*``; the builder keeps a
 short candidate when its ``q_t >= short_quality_cut`` (docs/levers.md, fourteenth session).
@@ -42,8 +48,12 @@ import pandas as pd
 
 FEATURES: tuple[str, ...] = ("n_hits", "n_layers", "layer_repeats", "logit_mean_score",
                              "logit_min_score", "leaving", "log_pt", "abs_eta")
-#: The short-track model's inputs: FEATURES, then where the track comes from and its pT.
-SHORT_FEATURES: tuple[str, ...] = (*FEATURES, "log_abs_d0", "clipped_pt")
+#: The short-track model's inputs until the twenty-second session: FEATURES, then where the
+#: track comes from and its pT (the models of working points from before then).
+LEGACY_SHORT_FEATURES: tuple[str, ...] = (*FEATURES, "log_abs_d0", "clipped_pt")
+#: The short-track model's inputs: LEGACY_SHORT_FEATURES, the beam-line pT and the continuation.
+SHORT_FEATURES: tuple[str, ...] = (*LEGACY_SHORT_FEATURES, "clipped_pt_beamline", "log_ahead",
+                                   "log_behind")
 PREFIX = "quality_"
 SHORT_PREFIX = "short_quality_"
 _EPS = 1e-4
@@ -69,6 +79,11 @@ def quality_inputs(table: pd.DataFrame, features: tuple[str, ...] = FEATURES) ->
     if set(features) - set(FEATURES):     # the short-track model's own inputs
         columns["log_abs_d0"] = np.log(np.abs(table["d0"].to_numpy(np.float64)) + _D0_FLOOR_MM)
         columns["clipped_pt"] = np.clip(table["pt"].to_numpy(np.float64), 0.0, _PT_CLIP_GEV)
+    if set(features) - set(LEGACY_SHORT_FEATURES):
+        columns["clipped_pt_beamline"] = np.clip(table["pt_beamline"].to_numpy(np.float64), 0.0,
+                                                 _PT_CLIP_GEV)
+        columns["log_ahead"] = np.log1p(table["ahead"].to_numpy(np.float64))
+        columns["log_behind"] = np.log1p(table["behind"].to_numpy(np.float64))
     return np.nan_to_num(np.stack([columns[name] for name in features], axis=1))
 
 
@@ -100,9 +115,15 @@ class QualityModel:
     @classmethod
     def from_working_point(cls, point: Mapping[str, float], prefix: str = PREFIX,
                            features: tuple[str, ...] = FEATURES) -> QualityModel | None:
-        """The model kept under ``prefix`` in a working point, or None when it holds none."""
+        """The model kept under ``prefix`` in a working point, or None when it holds none; a
+        short-track model of a working point from before its last inputs (none of the keys of
+        ``SHORT_FEATURES`` beyond :data:`LEGACY_SHORT_FEATURES`) reads the legacy inputs."""
         if f"{prefix}bias" not in point:
             return None
+        if tuple(features) == SHORT_FEATURES and not any(
+                f"{prefix}w_{name}" in point for name in SHORT_FEATURES[
+                    len(LEGACY_SHORT_FEATURES):]):
+            features = LEGACY_SHORT_FEATURES
         missing = [f"{prefix}{kind}_{name}" for name in features for kind in ("w", "mean",
                                                                               "scale")
                    if f"{prefix}{kind}_{name}" not in point]

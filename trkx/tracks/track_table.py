@@ -10,7 +10,11 @@ the builder followed (``s_ij >= cut``):
 - ``leaving`` = edges of ``G`` with one end in ``t`` and the other in another track, per hit
   of ``t``: a junction where the walk chose between two particles;
 - the helix fit of its hits (trkx.tracks.helix_fit): ``pt, eta, phi, d0, z0, charge,
-  chi2_ndf``, and the residual RMS ``rms_xy``, ``rms_z`` (mm).
+  chi2_ndf``, and the residual RMS ``rms_xy``, ``rms_z`` (mm);
+- what the short-track model reads beyond the fit (trkx.tracks.short_inputs): ``pt_beamline``,
+  the pT of the circle through the beam line, and for tracks of 3 to
+  ``CONTINUATION_MAX_HITS - 1`` hits ``ahead`` / ``behind``, the layers where its helix goes
+  on into hits not its own (0 for the others).
 
 Hits at ``pos = (r, phi, z)``. Vectorised over tracks (``np.bincount``).
 """
@@ -21,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from trkx.tracks.helix_fit import fit_helices
+from trkx.tracks.short_inputs import CONTINUATION_MAX_HITS, beamline_pt, continuation
 
 
 def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
@@ -52,6 +57,10 @@ def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
     np.minimum.at(min_score, owner, score[inside])
     leaving = (np.bincount(inverse[src[~inside]], minlength=n_tracks)
                + np.bincount(inverse[dst[~inside]], minlength=n_tracks))
+    helices = fit.frame()
+    short = (fit.n_hits >= 3) & (fit.n_hits < CONTINUATION_MAX_HITS)
+    ahead, behind = np.zeros(n_tracks, np.int64), np.zeros(n_tracks, np.int64)
+    ahead[short], behind[short] = continuation(labels, pos, layer_key, helices[short])
     return pd.DataFrame({
         "track_id": ids, "n_hits": fit.n_hits, "n_layers": n_layers,
         "layer_repeats": fit.n_hits - n_layers, "n_edges": n_edges,
@@ -59,4 +68,5 @@ def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
         "leaving": leaving / np.maximum(fit.n_hits, 1),
         "pt": fit.pt, "eta": fit.eta, "phi": fit.phi, "d0": fit.d0, "z0": fit.z0,
         "charge": fit.charge, "chi2_ndf": fit.chi2_ndf, "rms_xy": fit.rms_xy,
-        "rms_z": fit.rms_z})
+        "rms_z": fit.rms_z, "pt_beamline": beamline_pt(inverse, n_tracks, x, y),
+        "ahead": ahead, "behind": behind})
