@@ -82,6 +82,9 @@ class GNNModule(pl.LightningModule):
         extend_pixel_xy: the extension's windows for the pixel hits (mm, trkx.tracks.extension
         extend_pixel_z: ``pixel_windows``), tuned with and stored the same way; None: the
             windows above.
+        second_fake_budget: with a value, the second pass over the hits the tuned builder
+            leaves alone is tuned too (trkx.tracks.second_pass: the most signal particles
+            added for at most this many fakes per first-pass track); None: no second pass.
         z_shift_sigma: width (mm) of the normal distribution from which each training step
             draws a shift of the whole graph along the beam (trkx.edges.augment); 0: off.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
@@ -102,7 +105,8 @@ class GNNModule(pl.LightningModule):
                  extend_overlap_xy: float | None = None, extend_overlap_z: float = 1.0,
                  extend_pixel_xy: float | None = None,
                  extend_pixel_z: float | None = None,
-                 signal_pt_min: float | None = None, efficiency_count: str = "trkx") -> None:
+                 signal_pt_min: float | None = None, efficiency_count: str = "trkx",
+                 second_fake_budget: float | None = None) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -151,6 +155,9 @@ class GNNModule(pl.LightningModule):
             raise ValueError(f"efficiency_count {efficiency_count!r}: expected one of "
                              f"{', '.join(EFFICIENCY_COUNTS)}")
         self.efficiency_count = efficiency_count
+        if second_fake_budget is not None and not 0.0 <= second_fake_budget < 1.0:
+            raise ValueError(f"second_fake_budget must lie in [0, 1), got {second_fake_budget}")
+        self.second_fake_budget = second_fake_budget
         self.tune_tracks = tune_tracks
         if extend_window_xy is not None and min(extend_window_xy, extend_window_z) <= 0:
             raise ValueError("extend_window_xy and extend_window_z must be > 0, got "
@@ -294,6 +301,14 @@ class GNNModule(pl.LightningModule):
         point.update({name: value for name, value in (("extend_pixel_xy", self.extend_pixel_xy),
                                                       ("extend_pixel_z", self.extend_pixel_z))
                       if value is not None})
+        if self.second_fake_budget is not None:
+            from trkx.tracks.second_tuning import tune_second_pass, tuned_builder
+
+            second = tune_second_pass(self._val_events, tuned_builder(point),
+                                      self.second_fake_budget,
+                                      efficiency_count=self.efficiency_count)
+            if second is not None:
+                point.update(second.working_point())
         return point
 
     def on_validation_epoch_end(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from trkx.files.checkpoint import with_working_point
 from trkx.tracks.building import TrackBuilder
 from trkx.tracks.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel
+from trkx.tracks.second_pass import SECOND_PREFIX
 
 # Null builder keys that may stay null when no working point sets them (older checkpoints,
 # or none given): TrackBuilder then applies min_length in every region.
@@ -22,7 +23,8 @@ OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "qual
                                       "extend_window_xy", "extend_window_z",
                                       "extend_overlap_xy", "extend_overlap_z",
                                       "extend_pixel_xy", "extend_pixel_z",
-                                      "short_quality_cut"})
+                                      "short_quality_cut", "second_cut",
+                                      "second_quality_cut", "second_min_hits"})
 
 
 def builder_options(options: Mapping[str, Any], working_point: Mapping[str, float] | None,
@@ -44,7 +46,8 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     tuned with them; a working point without them leaves the extension off (and
     ``extend_window_z`` at the builder's default); so are the windows of a layer's second hit
     (``extend_overlap_xy``, ``extend_overlap_z``: off without them) and the pixel hits' windows
-    (``extend_pixel_xy``, ``extend_pixel_z``: the windows' without them).
+    (``extend_pixel_xy``, ``extend_pixel_z``: the windows' without them), and the second pass
+    (``second_cut``, ``second_quality_cut`` with its model: off without them).
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
     out = dict(options)
@@ -67,7 +70,9 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     for cut, name, prefix, features, words in (
             ("quality_cut", "quality", "quality_", None, "track quality"),
             ("short_quality_cut", "short_quality", SHORT_PREFIX, SHORT_FEATURES,
-             "short-track quality")):
+             "short-track quality"),
+            ("second_quality_cut", "second_quality", SECOND_PREFIX, SHORT_FEATURES,
+             "second-pass quality")):
         if out[cut] is None:            # each cut needs the model the tuner fitted with it
             continue
         model = QualityModel.from_working_point(working_point or {}, prefix,

@@ -63,7 +63,9 @@ particle's, in the strips so that a piece of a particle becomes its track (on th
 0.0337 -> 0.0148; docs/levers.md). The helices are the quality step's, so each track is
 fitted once, and the tracks that grew once more.
 
-Track ids are renumbered 0..T-1 in order of first appearance, so they are stable and compact.
+With ``second_cut`` and its model the hits still alone are walked again below the cut
+(trkx.tracks.second_pass). Track ids are renumbered 0..T-1 in order of first appearance, so
+they are stable and compact.
 """
 
 from __future__ import annotations
@@ -79,8 +81,9 @@ from trkx.tracks.extension import extend_tracks
 from trkx.tracks.graph import ORIENTATIONS, ScoredGraph, graph_from_record
 from trkx.tracks.helix_fit import fit_helices
 from trkx.tracks.quality import QualityModel
+from trkx.tracks.second_pass import WalkOptions, second_pass
 from trkx.tracks.stitching import stitch_pieces
-from trkx.tracks.track_table import track_table
+from trkx.tracks.track_table import refit_rows, track_table
 from trkx.tracks.walkthrough import walkthrough_tracks
 
 METHODS = ("walkthrough", "components")
@@ -116,9 +119,14 @@ class TrackBuilder:
     extend_overlap_z: float = 1.0        # differs from the held hit's by less (None: never)
     extend_pixel_xy: float | None = None  # mm: the pixel hits' windows (None: the windows')
     extend_pixel_z: float | None = None
+    second_cut: float | None = None      # the second pass walks the lone hits' edges >= this
+    second_quality_cut: float | None = None  # and keeps its candidates of q2_t >= this
+    second_min_hits: int | None = None   # and of at least this many hits (None: 3)
+    second_quality: QualityModel | None = None  # its model, the working point's (not a key)
 
     def __post_init__(self) -> None:
-        for name, cut in (("quality", "quality_cut"), ("short_quality", "short_quality_cut")):
+        for name, cut in (("quality", "quality_cut"), ("short_quality", "short_quality_cut"),
+                          ("second_quality", "second_quality_cut")):
             if getattr(self, name) is not None and not isinstance(getattr(self, name),
                                                                   QualityModel):
                 raise ValueError(f"{name} is not a config key: the track quality models come "
@@ -127,7 +135,7 @@ class TrackBuilder:
             raise ValueError(f"track building method {self.method!r} is not one of "
                              f"{', '.join(METHODS)}")
         for name in ("cc_cut", "walk_cut", "sibling_ratio", "short_score", "quality_cut",
-                     "short_quality_cut"):
+                     "short_quality_cut", "second_cut", "second_quality_cut"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value}")
@@ -155,6 +163,30 @@ class TrackBuilder:
                              f"{self.extend_overlap_xy} and {self.extend_overlap_z}")
         if self.forward_eta < 0:
             raise ValueError(f"forward_eta must be >= 0, got {self.forward_eta}")
+        if self.second_min_hits is not None and self.second_min_hits < 3:
+            raise ValueError(f"second_min_hits must be >= 3, got {self.second_min_hits}")
+        if self.second_cut is not None and self.second_cut >= self.edge_cut:
+            raise ValueError(f"second_cut must lie below the first pass's cut {self.edge_cut}, "
+                             f"got {self.second_cut}")
+
+    @property
+    def lowest_cut(self) -> float:
+        """The lowest score any step follows: the second pass's cut when it runs."""
+        return self.edge_cut if self._second is None else min(self.edge_cut, self.second_cut)
+
+    @property
+    def _second(self) -> tuple[float, QualityModel, float, int] | None:
+        """The second pass's (cut, model, model cut, fewest hits), when it runs."""
+        if None in (self.second_cut, self.second_quality_cut, self.second_quality):
+            return None
+        return (self.second_cut, self.second_quality, self.second_quality_cut,
+                self.second_min_hits or 3)
+
+    def walk_options(self) -> WalkOptions:
+        """How this builder walks and stitches (the second pass walks the same way)."""
+        return WalkOptions(self.max_layer_hits, self.sibling_ratio, self.stitch,
+                           self.stitch_window, self.stitch_gap, self.stitch_curvature,
+                           self.stitch_angle)
 
     @property
     def edge_cut(self) -> float:
@@ -225,6 +257,10 @@ class TrackBuilder:
                           & (table["n_hits"].to_numpy() >= 3)].reset_index(drop=True)
         if self.extend_window_xy is not None and pos is not None and graph.layer is not None:
             labels, table = self._extend(labels, pos, graph.layer, table)
+        if self._second is not None and judged:   # the lone hits walked again (second_pass.py)
+            labels, added = second_pass(labels, graph, pos, *self._second, self.walk_options())
+            if table is not None:       # without a quality step the table stays None
+                table = pd.concat([table, added], ignore_index=True)
         final = compact_labels(labels)
         if table is None:
             return final, None
@@ -295,7 +331,7 @@ class TrackBuilder:
     def build_with_table(self, record) -> tuple[np.ndarray, pd.DataFrame | None]:
         """:meth:`build`'s track ids and :meth:`build_graph_with_table`'s track table."""
         return self.build_graph_with_table(
-            graph_from_record(record, self.orientation, min_score=self.edge_cut),
+            graph_from_record(record, self.orientation, min_score=self.lowest_cut),
             getattr(record, "pos", None))
 
 
@@ -307,28 +343,6 @@ def scored_track_table(labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph, 
     table = track_table(labels, pos, graph.layer // 1000, graph.layer % 1000, graph.src[above],
                         graph.dst[above], graph.score[above])
     table["quality"] = quality.score(table) if quality is not None else 1.0
-    return table
-
-
-def refit_rows(table: pd.DataFrame, labels: np.ndarray, x: np.ndarray, y: np.ndarray,
-               z: np.ndarray, layer: np.ndarray, track_ids: np.ndarray) -> pd.DataFrame:
-    """``table`` (trkx.tracks.track_table) with the rows of ``track_ids`` fitted again on
-    their hits in ``labels``: hit and layer counts and the helix; the edge figures and the
-    quality stay those the track was judged by."""
-    chosen = np.isin(labels, track_ids)
-    fit = fit_helices(np.where(chosen, labels, -1), x, y, z, layer // 1000)
-    pairs = np.unique(np.stack([labels[chosen], layer[chosen]], axis=1), axis=0)
-    n_layers = np.bincount(np.searchsorted(fit.track_id, pairs[:, 0]),
-                           minlength=len(fit.track_id))
-    fresh = fit.frame().assign(n_layers=n_layers, rms_xy=fit.rms_xy, rms_z=fit.rms_z)
-    fresh["layer_repeats"] = fresh["n_hits"] - fresh["n_layers"]
-    table = table.copy()
-    rows = np.searchsorted(fresh["track_id"].to_numpy(), table["track_id"].to_numpy())
-    hit = np.isin(table["track_id"].to_numpy(), fresh["track_id"].to_numpy())
-    for column in fresh.columns.drop("track_id"):
-        values = table[column].to_numpy().copy()
-        values[hit] = fresh[column].to_numpy()[rows[hit]]
-        table[column] = values
     return table
 
 

@@ -70,3 +70,25 @@ def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
         "charge": fit.charge, "chi2_ndf": fit.chi2_ndf, "rms_xy": fit.rms_xy,
         "rms_z": fit.rms_z, "pt_beamline": beamline_pt(inverse, n_tracks, x, y),
         "ahead": ahead, "behind": behind})
+
+
+def refit_rows(table: pd.DataFrame, labels: np.ndarray, x: np.ndarray, y: np.ndarray,
+               z: np.ndarray, layer: np.ndarray, track_ids: np.ndarray) -> pd.DataFrame:
+    """``table`` (trkx.tracks.track_table) with the rows of ``track_ids`` fitted again on
+    their hits in ``labels``: hit and layer counts and the helix; the edge figures and the
+    quality stay those the track was judged by."""
+    chosen = np.isin(labels, track_ids)
+    fit = fit_helices(np.where(chosen, labels, -1), x, y, z, layer // 1000)
+    pairs = np.unique(np.stack([labels[chosen], layer[chosen]], axis=1), axis=0)
+    n_layers = np.bincount(np.searchsorted(fit.track_id, pairs[:, 0]),
+                           minlength=len(fit.track_id))
+    fresh = fit.frame().assign(n_layers=n_layers, rms_xy=fit.rms_xy, rms_z=fit.rms_z)
+    fresh["layer_repeats"] = fresh["n_hits"] - fresh["n_layers"]
+    table = table.copy()
+    rows = np.searchsorted(fresh["track_id"].to_numpy(), table["track_id"].to_numpy())
+    hit = np.isin(table["track_id"].to_numpy(), fresh["track_id"].to_numpy())
+    for column in fresh.columns.drop("track_id"):
+        values = table[column].to_numpy().copy()
+        values[hit] = fresh[column].to_numpy()[rows[hit]]
+        table[column] = values
+    return table

@@ -1,0 +1,161 @@
+"""The second pass over the hits the first pass left alone (trkx.tracks.second_pass)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tests.test_short_track_model import _pieces_record
+from tests.tracks_events import noise_free_simulated_record
+from trkx.arrays import as_numpy
+from trkx.tracks.builder_options import builder_options
+from trkx.tracks.building import TrackBuilder, tracks_frame
+from trkx.tracks.event_truth import truth_from_record
+from trkx.tracks.graph import graph_from_record
+from trkx.tracks.metrics import MetricCuts, evaluate_event, event_summary
+from trkx.tracks.quality import SHORT_FEATURES, QualityModel
+from trkx.tracks.second_pass import (
+    SECOND_PREFIX,
+    LabelledCandidates,
+    choose_second,
+    second_candidates,
+    with_second_pass,
+)
+from trkx.tracks.second_tuning import tune_second_pass, tuned_builder
+
+
+def _half_sure_record(seed: int = 3):
+    """The truth graph of a noise-free event: the edges of every other particle scored 0.95,
+    the rest's 0.6 (below a first pass at 0.9)."""
+    record = noise_free_simulated_record(seed=seed, mu=6.0)
+    pid = record.particle_id[record.edge_index[0]]
+    order = torch.unique(pid, return_inverse=True)[1]
+    record.scores = torch.where(order % 2 == 0, 0.95, 0.6).to(torch.float32)
+    return record
+
+
+def _always(bias: float) -> QualityModel:
+    """A second-pass model that scores every candidate sigmoid(bias)."""
+    n = len(SHORT_FEATURES)
+    return QualityModel((0.0,) * n, (1.0,) * n, (0.0,) * n, bias, SHORT_FEATURES)
+
+
+def _first_pass() -> TrackBuilder:
+    return TrackBuilder(walk_cut=0.9, stitch=False)
+
+
+def _grouping(labels: np.ndarray, hits: np.ndarray) -> set[tuple[int, ...]]:
+    """The tracks of ``labels`` among ``hits``, as sets of hit indices."""
+    groups: dict[int, list[int]] = {}
+    for hit in hits:
+        groups.setdefault(int(labels[hit]), []).append(int(hit))
+    return {tuple(g) for g in groups.values()}
+
+
+def test_the_second_pass_walks_only_the_lone_hits_and_only_above_its_cut():
+    record = _half_sure_record()
+    pos = as_numpy(record.pos).astype(np.float64)
+    graph = graph_from_record(record, "given", min_score=0.5)
+    labels = _first_pass().build_graph(graph, pos)
+    alone = np.bincount(labels)[labels] == 1
+    candidates = second_candidates(labels, graph, pos, 0.5)
+    assert (candidates >= 0).any()
+    assert not (candidates[~alone] >= 0).any()          # no first-pass track's hit is walked
+    sizes = np.bincount(candidates[candidates >= 0])
+    assert sizes.min() >= 3
+    pid = as_numpy(record.particle_id)
+    for c in range(len(sizes)):                          # each candidate is one particle's
+        assert len(np.unique(pid[candidates == c])) == 1
+        assert np.all(as_numpy(record.scores)[np.isin(as_numpy(record.edge_index[0]),
+                                                      np.nonzero(candidates == c)[0])] < 0.9)
+    assert not (second_candidates(labels, graph, pos, 0.7) >= 0).any()   # 0.6 < 0.7
+
+
+def test_the_second_pass_adds_tracks_and_leaves_the_first_pass_alone():
+    record = _half_sure_record()
+    truth = truth_from_record(record)
+    first = _first_pass()
+    keep_all = replace(first, second_cut=0.5, second_quality_cut=0.5,
+                       second_quality=_always(10.0))
+    keep_none = replace(keep_all, second_quality=_always(-10.0))
+    labels_first = first.build(record)
+    labels_all = keep_all.build(record)
+    labels_none = keep_none.build(record)
+    tracked = np.nonzero(np.bincount(labels_first)[labels_first] > 1)[0]
+    assert _grouping(labels_all, tracked) == _grouping(labels_first, tracked)
+    assert _grouping(labels_none, np.arange(len(labels_none))) == _grouping(
+        labels_first, np.arange(len(labels_first)))
+
+    def efficiency(labels):
+        frame = tracks_frame(record.hit_id, labels, 7)
+        return event_summary(evaluate_event(truth, frame, MetricCuts()))["efficiency"]
+    assert efficiency(labels_all) > efficiency(labels_first) + 0.2
+
+
+def test_the_tuners_added_signal_is_what_building_with_its_point_adds():
+    record = _pieces_record(seed=6, mu=8.0)
+    truth = truth_from_record(record)
+    first = _first_pass()
+    tuned = tune_second_pass([record], first, budget=0.2, cuts=(0.6, 0.75))
+    assert tuned is not None and tuned.added_signal > 0
+    assert tuned.added_fakes <= 0.2 * tuned.first_tracks
+
+    def found(builder):
+        evaluation = evaluate_event(truth, tracks_frame(record.hit_id, builder.build(record),
+                                                        7), MetricCuts())
+        tracks = evaluation.tracks
+        signal = set(evaluation.particles["particle_id"][evaluation.particles["signal"]])
+        return {p for p, m in zip(tracks["particle_id"], tracks["matched"]) if m
+                and p in signal}, int((~tracks["matched"].to_numpy(bool)).sum())
+
+    before, fakes_before = found(first)
+    after, fakes_after = found(with_second_pass(first, tuned))
+    assert len(after - before) == tuned.added_signal and before <= after
+    assert fakes_after - fakes_before == tuned.added_fakes
+
+
+def _labelled(rng: np.random.Generator, n: int, n_finds: int) -> LabelledCandidates:
+    """Candidates whose edges score high when they find a particle, low when fake."""
+    finds = np.zeros(n, np.int64)
+    finds[:n_finds] = np.arange(1, n_finds + 1)
+    score = np.where(finds != 0, rng.uniform(0.8, 1.0, n), rng.uniform(0.3, 0.9, n))
+    table = pd.DataFrame({"track_id": np.arange(n), "n_hits": rng.integers(3, 10, n),
+                          "n_layers": 3, "layer_repeats": 0, "mean_score": score,
+                          "min_score": score, "leaving": 0.0, "pt": 2.0, "eta": 0.5,
+                          "d0": 0.1, "pt_beamline": 2.0, "ahead": 0, "behind": 0})
+    return LabelledCandidates(table, finds, finds == 0)
+
+
+def test_the_chosen_point_keeps_its_fakes_within_the_budget():
+    rng = np.random.default_rng(0)
+    labelled = {0.5: [_labelled(rng, 200, 30)], 0.3: [_labelled(rng, 300, 35)]}
+    tight = choose_second(labelled, first_tracks=1000, budget=0.005)
+    loose = choose_second(labelled, first_tracks=1000, budget=0.2)
+    assert tight is not None and tight.added_fakes <= 5
+    assert loose.added_signal >= tight.added_signal and loose.added_fakes <= 200
+    none_found = {0.5: [LabelledCandidates(labelled[0.5][0].table, np.zeros(200, np.int64),
+                                           np.ones(200, bool))]}
+    assert choose_second(none_found, first_tracks=1000, budget=0.2) is None
+
+
+def test_a_working_point_carries_the_second_pass_to_the_builder():
+    tuned = choose_second({0.5: [_labelled(np.random.default_rng(1), 200, 30)]}, 1000, 0.05)
+    point = {"walk_cut": 0.9, "min_length": 5, **tuned.working_point()}
+    options = builder_options({"walk_cut": None, "min_length": None}, point)
+    builder = TrackBuilder(**options)
+    assert (builder.second_cut, builder.second_quality_cut, builder.second_min_hits) == (
+        tuned.cut, tuned.quality_cut, tuned.min_hits)
+    assert builder.second_quality == tuned.model
+    assert tuned_builder(point) == builder           # the GNN module's way to the same builder
+    without = {k: v for k, v in point.items()
+               if not k.startswith(SECOND_PREFIX) or k == "second_quality_cut"}
+    with pytest.raises(ValueError, match="second-pass quality"):
+        builder_options({"walk_cut": None, "min_length": None}, without)
+    assert TrackBuilder(**builder_options({"walk_cut": None, "min_length": None},
+                                          {"walk_cut": 0.9, "min_length": 5})).second_cut is None
+    with pytest.raises(ValueError, match="second_cut"):
+        TrackBuilder(walk_cut=0.5, second_cut=0.6)
