@@ -28,13 +28,24 @@ from trkx.tracks.second_pass import (
 from trkx.tracks.second_tuning import tune_second_pass, tuned_builder
 
 
-def _half_sure_record(seed: int = 3):
+def _half_sure_record(seed: int = 3, mu: float = 6.0):
     """The truth graph of a noise-free event: the edges of every other particle scored 0.95,
     the rest's 0.6 (below a first pass at 0.9)."""
-    record = noise_free_simulated_record(seed=seed, mu=6.0)
+    record = noise_free_simulated_record(seed=seed, mu=mu)
     pid = record.particle_id[record.edge_index[0]]
     order = torch.unique(pid, return_inverse=True)[1]
     record.scores = torch.where(order % 2 == 0, 0.95, 0.6).to(torch.float32)
+    return record
+
+
+def _with_fake_edges(record, share: float = 0.3, score: float = 0.75, seed: int = 0):
+    """``record`` with random edges between hits (``share`` of its edges) scored ``score``:
+    a first pass below it builds junk, so the tuner walks above it."""
+    generator = torch.Generator().manual_seed(seed)
+    n, e = int(record.num_nodes), record.edge_index.shape[1]
+    fake = torch.randint(0, n, (2, int(share * e)), generator=generator)
+    record.edge_index = torch.cat([record.edge_index, fake], dim=1)
+    record.scores = torch.cat([record.scores, torch.full((fake.shape[1],), score)])
     return record
 
 
@@ -159,3 +170,26 @@ def test_a_working_point_carries_the_second_pass_to_the_builder():
                                           {"walk_cut": 0.9, "min_length": 5})).second_cut is None
     with pytest.raises(ValueError, match="second_cut"):
         TrackBuilder(walk_cut=0.5, second_cut=0.6)
+
+
+def test_the_gnn_tunes_the_second_pass_when_given_a_budget_and_resumes_under_another():
+    """``module.second_fake_budget`` reaches the GNN's working point (a second pass the
+    builder takes from it), a budget out of [0, 1) is refused, and a run resumes under
+    another budget (it only chooses the working point)."""
+    import json
+
+    from trkx.gnn.model import InteractionGNN
+    from trkx.gnn.module import GNNModule
+    from trkx.training.fit import _same_run
+
+    model = InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1, edge_features=8)
+    with pytest.raises(ValueError, match="second_fake_budget"):
+        GNNModule(model, second_fake_budget=1.5)
+    module = GNNModule(model, second_fake_budget=0.5, fake_rate_target=0.01)
+    module._val_events = [_with_fake_edges(_half_sure_record())]
+    point = module.working_point()
+    assert point["second_cut"] < point["walk_cut"] and point["val_second_signal"] > 0
+    assert tuned_builder(point).second_quality is not None
+    assert "second_cut" not in GNNModule(model).working_point()   # no events, no budget
+    config = {"model": {"hidden": 8}, "module": {"second_fake_budget": 0.002}}
+    assert _same_run(json.dumps(config), {**config, "module": {"second_fake_budget": 0.01}})
