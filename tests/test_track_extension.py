@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -224,3 +226,30 @@ def test_the_gnn_module_refuses_pixel_windows_without_the_extension():
         GNNModule(model, extend_pixel_xy=1.0)
     module = GNNModule(model, extend_window_xy=2.0, extend_pixel_xy=1.0)
     assert (module.extend_pixel_xy, module.extend_pixel_z) == (1.0, None)
+    with pytest.raises(ValueError, match="extend_rounds must be >= 1"):
+        GNNModule(model, extend_rounds=0)
+
+
+def test_a_second_round_extends_from_the_hits_the_first_one_found():
+    """A track found in its strips, whose z is tilted by the strips' error (0.01 x (r - 500
+    mm)), misses its inner pixel hits by more than the window along the beam; the first round
+    takes the outer pixel hits, whose z pins the refitted helix, and the second the rest."""
+    hits = central_track()
+    radii = hits[:, 0]
+    tilted = hits.copy()
+    tilted[4:, 2] += 0.01 * (radii[4:] - 500.0)
+    record = track_record(tilted, [(4, 5), (5, 6), (6, 7), (7, 8), (8, 9)])
+    builder = TrackBuilder(walk_cut=0.5, min_length=3, extend_window_xy=1.0,
+                           extend_window_z=4.0, stitch=False)
+    once = builder.build(record)
+    assert (once[2:4] == once[4]).all() and not np.isin(once[:2], once[4]).any()
+    twice = replace(builder, extend_rounds=2).build(record)
+    assert (twice == twice[4]).all()                           # the whole particle
+    assert (replace(builder, extend_rounds=3).build(record) == twice).all()
+    with pytest.raises(ValueError, match="extend_rounds"):
+        TrackBuilder(extend_rounds=0)
+    from trkx.tracks.builder_options import builder_options  # the working point carries it
+    options = builder_options({"walk_cut": None, "min_length": None},
+                              {"walk_cut": 0.5, "min_length": 3, "extend_window_xy": 1.0,
+                               "extend_window_z": 4.0, "extend_rounds": 2.0})
+    assert options["extend_rounds"] == 2 and isinstance(options["extend_rounds"], int)

@@ -82,6 +82,9 @@ class GNNModule(pl.LightningModule):
         extend_pixel_xy: the extension's windows for the pixel hits (mm, trkx.tracks.extension
         extend_pixel_z: ``pixel_windows``), tuned with and stored the same way; None: the
             windows above.
+        extend_rounds: the extensions the tuner builds with, each from the helices the last
+            one refitted (a found pixel hit pins the helix for the next), stored in the
+            working point with the windows.
         second_fake_budget: with a value, the second pass over the hits the tuned builder
             leaves alone is tuned too (trkx.tracks.second_pass: the most signal particles
             added for at most this many fakes per first-pass track); None: no second pass.
@@ -106,7 +109,7 @@ class GNNModule(pl.LightningModule):
                  extend_pixel_xy: float | None = None,
                  extend_pixel_z: float | None = None,
                  signal_pt_min: float | None = None, efficiency_count: str = "trkx",
-                 second_fake_budget: float | None = None) -> None:
+                 second_fake_budget: float | None = None, extend_rounds: int = 1) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -158,6 +161,9 @@ class GNNModule(pl.LightningModule):
         if second_fake_budget is not None and not 0.0 <= second_fake_budget < 1.0:
             raise ValueError(f"second_fake_budget must lie in [0, 1), got {second_fake_budget}")
         self.second_fake_budget = second_fake_budget
+        if extend_rounds < 1:
+            raise ValueError(f"extend_rounds must be >= 1, got {extend_rounds}")
+        self.extend_rounds = extend_rounds
         self.tune_tracks = tune_tracks
         if extend_window_xy is not None and min(extend_window_xy, extend_window_z) <= 0:
             raise ValueError("extend_window_xy and extend_window_z must be > 0, got "
@@ -287,14 +293,16 @@ class GNNModule(pl.LightningModule):
                                extend_overlap_xy=self.extend_overlap_xy,
                                extend_overlap_z=self.extend_overlap_z,
                                extend_pixel_xy=self.extend_pixel_xy,
-                               extend_pixel_z=self.extend_pixel_z)
+                               extend_pixel_z=self.extend_pixel_z,
+                               extend_rounds=self.extend_rounds)
         tuned = tune_cut(self._val_events, builder, fake_target=self.fake_rate_target,
                          quality_budget=self.quality_budget,
                          efficiency_count=self.efficiency_count)
         point = tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
         if self.extend_window_xy is not None:
             point.update(extend_window_xy=self.extend_window_xy,
-                         extend_window_z=self.extend_window_z)
+                         extend_window_z=self.extend_window_z,
+                         extend_rounds=float(self.extend_rounds))
         if self.extend_overlap_xy is not None:
             point.update(extend_overlap_xy=self.extend_overlap_xy,
                          extend_overlap_z=self.extend_overlap_z)

@@ -22,7 +22,7 @@ from trkx.tracks.second_pass import SECOND_PREFIX
 OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "quality_cut",
                                       "extend_window_xy", "extend_window_z",
                                       "extend_overlap_xy", "extend_overlap_z",
-                                      "extend_pixel_xy", "extend_pixel_z",
+                                      "extend_pixel_xy", "extend_pixel_z", "extend_rounds",
                                       "short_quality_cut", "second_cut",
                                       "second_quality_cut", "second_min_hits"})
 
@@ -46,7 +46,8 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     tuned with them; a working point without them leaves the extension off (and
     ``extend_window_z`` at the builder's default); so are the windows of a layer's second hit
     (``extend_overlap_xy``, ``extend_overlap_z``: off without them) and the pixel hits' windows
-    (``extend_pixel_xy``, ``extend_pixel_z``: the windows' without them), and the second pass
+    (``extend_pixel_xy``, ``extend_pixel_z``: the windows' without them) and the extension's
+    rounds (``extend_rounds``: one without them), and the second pass
     (``second_cut``, ``second_quality_cut`` with its model: off without them).
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}

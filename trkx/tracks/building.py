@@ -119,6 +119,7 @@ class TrackBuilder:
     extend_overlap_z: float = 1.0        # differs from the held hit's by less (None: never)
     extend_pixel_xy: float | None = None  # mm: the pixel hits' windows (None: the windows')
     extend_pixel_z: float | None = None
+    extend_rounds: int | None = None     # extensions, each from the last refit (None: 1)
     second_cut: float | None = None      # the second pass walks the lone hits' edges >= this
     second_quality_cut: float | None = None  # and keeps its candidates of q2_t >= this
     second_min_hits: int | None = None   # and of at least this many hits (None: 3)
@@ -155,6 +156,8 @@ class TrackBuilder:
         for name in ("extend_pixel_xy", "extend_pixel_z"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.extend_rounds is not None and self.extend_rounds < 1:
+            raise ValueError(f"extend_rounds must be >= 1, got {self.extend_rounds}")
         if self.extend_min_hits < 3:
             raise ValueError(f"extend_min_hits must be >= 3, got {self.extend_min_hits}")
         if self.extend_overlap_xy is not None and min(self.extend_overlap_xy,
@@ -298,23 +301,25 @@ class TrackBuilder:
     def _extend(self, labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
                 table: pd.DataFrame | None) -> tuple[np.ndarray, pd.DataFrame | None]:
         """Extension (module docstring) from the helices of ``table`` (fitted here when the
-        quality step made none); the grown tracks' rows of ``table`` are fitted again."""
+        quality step made none), ``extend_rounds`` times: the grown tracks' rows of ``table``
+        are fitted again, and the next round extends from them."""
         x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
-        volume = layer // 1000
-        if table is None:
-            size = np.bincount(labels)[labels]
-            helices = fit_helices(np.where(size >= self.extend_min_hits, labels, -1), x, y,
-                                  pos[:, 2], volume).frame()
-        else:
+        for _ in range(self.extend_rounds or 1):
             helices = table
-        labels, grown = extend_tracks(labels, pos, layer, helices, self.extend_window_xy,
-                                      self.extend_window_z, min_hits=self.extend_min_hits,
-                                      overlap=None if self.extend_overlap_xy is None else
-                                      (self.extend_overlap_xy, self.extend_overlap_z),
-                                      pixel_windows=self._pixel_windows())
-        if table is None or len(grown) == 0:
-            return labels, table
-        return labels, refit_rows(table, labels, x, y, pos[:, 2], layer, grown)
+            if table is None:
+                size = np.bincount(labels)[labels]
+                helices = fit_helices(np.where(size >= self.extend_min_hits, labels, -1), x, y,
+                                      pos[:, 2], layer // 1000).frame()
+            labels, grown = extend_tracks(labels, pos, layer, helices, self.extend_window_xy,
+                                          self.extend_window_z, min_hits=self.extend_min_hits,
+                                          overlap=None if self.extend_overlap_xy is None else
+                                          (self.extend_overlap_xy, self.extend_overlap_z),
+                                          pixel_windows=self._pixel_windows())
+            if len(grown) == 0:
+                break
+            if table is not None:
+                table = refit_rows(table, labels, x, y, pos[:, 2], layer, grown)
+        return labels, table
 
     def _pixel_windows(self) -> tuple[float, float] | None:
         """The pixel hits' extension windows (None: the same as every hit's)."""
