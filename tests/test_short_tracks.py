@@ -12,9 +12,10 @@ from torch_geometric.data import Data
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
 from trkx.tracks.builder_options import builder_options
-from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
+from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.track_labels import track_mean_score
 from trkx.tracks.tuning import (
     TunedCut,
     _mean_scores,

@@ -9,10 +9,11 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import noise_free_simulated_record
-from trkx.tracks.building import TrackBuilder, compact_labels, tracks_frame
+from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.graph import scored_graph
 from trkx.tracks.metrics import MetricCuts, evaluate_event, event_summary
+from trkx.tracks.track_labels import compact_labels
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,11 @@ from torch_geometric.data import Data
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
 from trkx.tracks.builder_options import builder_options
-from trkx.tracks.building import TrackBuilder, dissolve_short, tracks_frame
+from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.findable import findable_particles, findable_share
 from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.track_labels import dissolve_short
 from trkx.tracks.tuning import (
     TunedCut,
     _track_table,

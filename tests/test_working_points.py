@@ -12,7 +12,8 @@ import torch
 from trkx.edges.working_point import cut_for_edges_per_hit, cut_for_efficiency
 from trkx.stages.schedules import warmup_cosine
 from trkx.tracks.builder_options import builder_options
-from trkx.tracks.building import TrackBuilder, dissolve_short
+from trkx.tracks.building import TrackBuilder
+from trkx.tracks.track_labels import dissolve_short
 from trkx.tracks.tuning import tune_cut
 
 from .tracks_events import broken_after_third_hit, noise_free_simulated_record

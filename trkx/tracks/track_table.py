@@ -5,7 +5,7 @@ the builder followed (``s_ij >= cut``):
 
 - ``n_hits``, ``n_layers`` = distinct (volume, layer) of its hits, and
   ``layer_repeats = n_hits - n_layers`` (overlapping modules, or a second particle's hits);
-- ``mean_score`` ``s_t`` (trkx.tracks.building.track_mean_score) and ``min_score`` over the
+- ``mean_score`` ``s_t`` (trkx.tracks.track_labels.track_mean_score) and ``min_score`` over the
   edges of ``G`` inside ``t`` (1 when none);
 - ``leaving`` = edges of ``G`` with one end in ``t`` and the other in another track, per hit
   of ``t``: a junction where the walk chose between two particles;

@@ -61,12 +61,13 @@ import pandas as pd
 
 from trkx.arrays import as_numpy
 from trkx.tracks.anchors import anchor_evaluation
-from trkx.tracks.building import TrackBuilder, track_mean_score, tracks_frame
+from trkx.tracks.building import TrackBuilder, tracks_frame
 from trkx.tracks.event_truth import truth_from_record
 from trkx.tracks.graph import ScoredGraph, graph_from_record
 from trkx.tracks.metrics import EventEvaluation, MetricCuts, evaluate_event
 from trkx.tracks.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
 from trkx.tracks.shortlist import choose, exact_shortlist
+from trkx.tracks.track_labels import track_mean_score
 from trkx.tracks.track_table import track_table
 
 DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
