@@ -253,3 +253,58 @@ def test_a_second_round_extends_from_the_hits_the_first_one_found():
                               {"walk_cut": 0.5, "min_length": 3, "extend_window_xy": 1.0,
                                "extend_window_z": 4.0, "extend_rounds": 2.0})
     assert options["extend_rounds"] == 2 and isinstance(options["extend_rounds"], int)
+
+
+def test_a_pixel_hit_pins_the_weighted_line_of_a_strip_track():
+    """A track of one pixel hit and its strips, whose long strips' z lie 25 and 40 mm off
+    (within a strip's length): the line fitted to every hit alike misses the inner pixel
+    hits along the beam in any number of rounds; the line weighted by each hit's resolution
+    follows the pixel and short-strip hits and takes them all."""
+    hits = central_track()
+    off = hits.copy()
+    off[8:, 2] += np.array([25.0, 40.0])
+    record = track_record(off, [(3, 4), (4, 5), (5, 6), (6, 7), (7, 8), (8, 9)])
+    builder = TrackBuilder(walk_cut=0.5, min_length=3, extend_window_xy=1.0,
+                           extend_window_z=3.0, stitch=False)
+    for rounds in (1, 3):
+        alike = replace(builder, extend_rounds=rounds).build(record)
+        assert not np.isin(alike[:3], alike[3]).any() and (alike[3:] == alike[3]).all()
+    weighted = replace(builder, extend_weighted_z=True).build(record)
+    assert (weighted == weighted[0]).all()
+    from trkx.tracks.builder_options import builder_options  # the working point carries it
+    options = builder_options({"walk_cut": None, "min_length": None},
+                              {"walk_cut": 0.5, "min_length": 3, "extend_window_xy": 1.0,
+                               "extend_window_z": 3.0, "extend_weighted_z": 1.0})
+    assert options["extend_weighted_z"] is True
+    assert builder_options({"walk_cut": 0.5, "min_length": 3}, None)["extend_weighted_z"] is None
+
+
+def test_the_weighted_line_and_its_covariance():
+    """Exact hits on a line give back its z0 and cot; the covariance is that of weighted least
+    squares: two hits of equal weight at s = 0 and s = L give var(z0) = sigma^2 and var(cot) =
+    2 sigma^2 / L^2; a hit of pixel resolution pins the line through it."""
+    from trkx.tracks.extension import weighted_lines
+
+    hits = central_track()
+    fit = fit_helices(np.zeros(len(hits), np.int64), hits[:, 0] * np.cos(hits[:, 1]),
+                      hits[:, 0] * np.sin(hits[:, 1]), hits[:, 2]).frame()
+    geometry = helix_geometry(fit)
+    x, y = hits[:, 0] * np.cos(hits[:, 1]), hits[:, 0] * np.sin(hits[:, 1])
+    volume = np.array([v for v, _, _ in LAYERS])
+    line = weighted_lines(geometry, np.zeros(len(hits), np.int64), x, y, hits[:, 2], volume)
+    assert line["z0"][0] == pytest.approx(15.0, abs=1e-6)
+    assert line["cot"][0] == pytest.approx(0.7, abs=1e-8)
+    geometry = {**geometry, "cot": np.zeros(1)}     # two strip hits on the beam axis's side
+    s = helix_residuals(geometry, np.zeros(2, np.int64), x[[8, 9]], y[[8, 9]], hits[[8, 9], 2])[2]
+    two = weighted_lines(geometry, np.zeros(2, np.int64), x[[8, 9]], y[[8, 9]],
+                         hits[[8, 9], 2], np.array([17, 17]), floor=0.0)
+    sigma2 = (10.4 / np.sqrt(12.0)) ** 2
+    length = s[1] - s[0]
+    assert two["var_cot"][0] == pytest.approx(2 * sigma2 / length ** 2, rel=1e-9)
+    assert two["var_z0"][0] + 2 * s[0] * two["cov"][0] + s[0] ** 2 * two["var_cot"][0] == \
+        pytest.approx(sigma2, rel=1e-9)       # the variance of the line at the first hit
+    pinned = weighted_lines(geometry, np.zeros(3, np.int64), x[[3, 8, 9]], y[[3, 8, 9]],
+                            hits[[3, 8, 9], 2] + np.array([0.0, 30.0, -30.0]),
+                            np.array([8, 17, 17]))
+    s3 = helix_residuals(geometry, np.zeros(1, np.int64), x[[3]], y[[3]], hits[[3], 2])[2]
+    assert pinned["z0"][0] + pinned["cot"][0] * s3[0] == pytest.approx(hits[3, 2], abs=0.05)

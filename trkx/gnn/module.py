@@ -85,6 +85,9 @@ class GNNModule(pl.LightningModule):
         extend_rounds: the extensions the tuner builds with, each from the helices the last
             one refitted (a found pixel hit pins the helix for the next), stored in the
             working point with the windows.
+        extend_weighted_z: the tuner's extension judges along the beam against each track's
+            line fitted with its hits' resolutions (trkx.tracks.extension ``weighted_z``: one
+            pixel hit pins a line of strips), stored in the working point with the windows.
         second_fake_budget: with a value, the second pass over the hits the tuned builder
             leaves alone is tuned too (trkx.tracks.second_pass: the most signal particles
             added for at most this many fakes per first-pass track); None: no second pass.
@@ -109,7 +112,8 @@ class GNNModule(pl.LightningModule):
                  extend_pixel_xy: float | None = None,
                  extend_pixel_z: float | None = None,
                  signal_pt_min: float | None = None, efficiency_count: str = "trkx",
-                 second_fake_budget: float | None = None, extend_rounds: int = 1) -> None:
+                 second_fake_budget: float | None = None, extend_rounds: int = 1,
+                 extend_weighted_z: bool = False) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -164,6 +168,7 @@ class GNNModule(pl.LightningModule):
         if extend_rounds < 1:
             raise ValueError(f"extend_rounds must be >= 1, got {extend_rounds}")
         self.extend_rounds = extend_rounds
+        self.extend_weighted_z = bool(extend_weighted_z)
         self.tune_tracks = tune_tracks
         if extend_window_xy is not None and min(extend_window_xy, extend_window_z) <= 0:
             raise ValueError("extend_window_xy and extend_window_z must be > 0, got "
@@ -294,7 +299,8 @@ class GNNModule(pl.LightningModule):
                                extend_overlap_z=self.extend_overlap_z,
                                extend_pixel_xy=self.extend_pixel_xy,
                                extend_pixel_z=self.extend_pixel_z,
-                               extend_rounds=self.extend_rounds)
+                               extend_rounds=self.extend_rounds,
+                               extend_weighted_z=self.extend_weighted_z)
         tuned = tune_cut(self._val_events, builder, fake_target=self.fake_rate_target,
                          quality_budget=self.quality_budget,
                          efficiency_count=self.efficiency_count)
@@ -303,6 +309,8 @@ class GNNModule(pl.LightningModule):
             point.update(extend_window_xy=self.extend_window_xy,
                          extend_window_z=self.extend_window_z,
                          extend_rounds=float(self.extend_rounds))
+            if self.extend_weighted_z:
+                point.update(extend_weighted_z=1.0)
         if self.extend_overlap_xy is not None:
             point.update(extend_overlap_xy=self.extend_overlap_xy,
                          extend_overlap_z=self.extend_overlap_z)

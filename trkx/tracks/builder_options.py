@@ -23,6 +23,7 @@ OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "qual
                                       "extend_window_xy", "extend_window_z",
                                       "extend_overlap_xy", "extend_overlap_z",
                                       "extend_pixel_xy", "extend_pixel_z", "extend_rounds",
+                                      "extend_weighted_z",
                                       "short_quality_cut", "second_cut",
                                       "second_quality_cut", "second_min_hits"})
 
@@ -47,7 +48,8 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
     ``extend_window_z`` at the builder's default); so are the windows of a layer's second hit
     (``extend_overlap_xy``, ``extend_overlap_z``: off without them) and the pixel hits' windows
     (``extend_pixel_xy``, ``extend_pixel_z``: the windows' without them) and the extension's
-    rounds (``extend_rounds``: one without them), and the second pass
+    rounds (``extend_rounds``: one without them) and its weighted lines
+    (``extend_weighted_z``: off without them), and the second pass
     (``second_cut``, ``second_quality_cut`` with its model: off without them).
     """
     types = {f.name: f.type for f in fields(TrackBuilder)}
@@ -67,7 +69,9 @@ def builder_options(options: Mapping[str, Any], working_point: Mapping[str, floa
         raise ValueError(f"{label}: {exc}") from None
     for key in nulls:
         if out[key] is not None:
-            out[key] = round(out[key]) if "int" in str(types.get(key)) else float(out[key])
+            kind = str(types.get(key))
+            out[key] = (bool(out[key]) if "bool" in kind else
+                        round(out[key]) if "int" in kind else float(out[key]))
     for cut, name, prefix, features, words in (
             ("quality_cut", "quality", "quality_", None, "track quality"),
             ("short_quality_cut", "short_quality", SHORT_PREFIX, SHORT_FEATURES,

@@ -121,6 +121,7 @@ class TrackBuilder:
     extend_pixel_xy: float | None = None  # mm: the pixel hits' windows (None: the windows')
     extend_pixel_z: float | None = None
     extend_rounds: int | None = None     # extensions, each from the last refit (None: 1)
+    extend_weighted_z: bool | None = None  # the helices' lines weighted by hit resolution
     second_cut: float | None = None      # the second pass walks the lone hits' edges >= this
     second_quality_cut: float | None = None  # and keeps its candidates of q2_t >= this
     second_min_hits: int | None = None   # and of at least this many hits (None: 3)
@@ -315,7 +316,8 @@ class TrackBuilder:
                                           self.extend_window_z, min_hits=self.extend_min_hits,
                                           overlap=None if self.extend_overlap_xy is None else
                                           (self.extend_overlap_xy, self.extend_overlap_z),
-                                          pixel_windows=self._pixel_windows())
+                                          pixel_windows=self._pixel_windows(),
+                                          weighted_z=bool(self.extend_weighted_z))
             if len(grown) == 0:
                 break
             if table is not None:

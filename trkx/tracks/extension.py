@@ -36,6 +36,19 @@ hit of the pixel volumes (trkx.data.detector.PIXEL_VOLUMES) is judged, and coste
 windows in place of ``window_xy, window_z``: the pixels measure to ~0.015 mm, so a window the
 strips need holds other particles' pixel hits.
 
+With ``weighted_z``, each track's line along the beam is fitted again to its own hits
+``i`` (path length ``s_i`` on its circle) with weights ``w_i = 1 / sigma_i^2``,
+
+    sigma_i^2 = sigma_z,i^2 + (sigma_r,i cot)^2 + floor^2        (trkx.tracks.helix_fit's
+                                                                  resolutions; floor 0.1 mm)
+    (z0, cot) = argmin sum_i w_i (z_i - z0 - s_i cot)^2,
+    cov(z0, cot) = [[S_w, S_ws], [S_ws, S_wss]]^-1,   S_w = sum w_i, S_ws = sum w_i s_i, ...
+
+and ``dz_ti`` (and the layer crossings) use that line: the helix fit weighs every hit alike in
+z, so a track of strips, whose z is known only to the strip's length (a long strip: 3 mm),
+misses its inner pixel hits along the beam, while one pixel hit of it (0.016 mm) pins the
+weighted line.
+
 The search, per layer of the lone hits: each helix's first crossing ahead of its perigee of
 the layer's cylinder (barrel: the median ``r`` of its hits) or plane (endcap: their median
 ``z``), and the layer's hits within ``max(window_xy, window_z)`` of it plus the layer's depth
@@ -52,10 +65,12 @@ import pandas as pd
 from scipy.spatial import cKDTree
 
 from trkx.data.detector import PIXEL_VOLUMES
-from trkx.tracks.helix_fit import BARREL_VOLUMES, FIELD_TESLA, PT_PER_TESLA_MM
+from trkx.tracks.helix_fit import BARREL_VOLUMES, FIELD_TESLA, PT_PER_TESLA_MM, hit_resolutions
 
 #: The helix columns :func:`extend_tracks` reads (a track table or HelixFit.frame()).
 HELIX_COLUMNS = ("track_id", "pt", "eta", "phi", "d0", "z0", "charge")
+#: mm: the z scatter the weighted line adds to every hit's resolution (multiple scattering).
+Z_SCATTER_FLOOR = 0.1
 
 
 def helix_geometry(helices: pd.DataFrame, field: float = FIELD_TESLA) -> dict[str, np.ndarray]:
@@ -121,6 +136,43 @@ def _layer_crossings(geometry: dict[str, np.ndarray], barrel: bool, level: float
     return points, rows
 
 
+def weighted_lines(geometry: dict[str, np.ndarray], rows: np.ndarray, x: np.ndarray,
+                   y: np.ndarray, z: np.ndarray, volume: np.ndarray,
+                   floor: float = Z_SCATTER_FLOOR) -> dict[str, np.ndarray]:
+    """Per helix row, the line ``z = z0 + s cot`` fitted to its hits ``(x, y, z)`` (row
+    ``rows[i]`` holds hit ``i``) weighted by ``1 / sigma_i^2``, ``sigma_i^2 = sigma_z,i^2 +
+    (sigma_r,i cot)^2 + floor^2`` (trkx.tracks.helix_fit.hit_resolutions; ``floor``: the
+    scattering the resolutions leave out), and its covariance: ``z0, cot, var_z0, cov,
+    var_cot`` (NaN where fewer than 2 hits). A line of strips, whose z is known only to the
+    strip's length, is loose; one pixel hit pins it (module docstring)."""
+    s = helix_residuals(geometry, rows, x, y, z)[2]
+    _, sigma_z, sigma_r = hit_resolutions(volume)
+    w = 1.0 / (sigma_z ** 2 + (sigma_r * geometry["cot"][rows]) ** 2 + floor ** 2)
+    n = len(geometry["z0"])
+    sw, sws, swss, swz, swsz = (np.bincount(rows, weights=v, minlength=n)
+                                for v in (w, w * s, w * s * s, w * z, w * s * z))
+    det = sw * swss - sws * sws
+    ok = (np.bincount(rows, minlength=n) >= 2) & (det > 1e-12 * np.maximum(sw * swss, 1e-300))
+    det = np.where(ok, det, np.nan)
+    return {"z0": (swss * swz - sws * swsz) / det, "cot": (sw * swsz - sws * swz) / det,
+            "var_z0": swss / det, "cov": -sws / det, "var_cot": sw / det}
+
+
+def _weighted_geometry(geometry: dict[str, np.ndarray], labels: np.ndarray, pos: np.ndarray,
+                       layer: np.ndarray, track_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """``geometry`` with each helix's line replaced by :func:`weighted_lines`' fit to the
+    hits of its track (``track_ids[row]`` in ``labels``) where that fit exists."""
+    row_of = np.full(int(labels.max()) + 1, -1, dtype=np.int64)
+    row_of[track_ids] = np.arange(len(track_ids))
+    held = np.flatnonzero(row_of[labels] >= 0)
+    r, phi = pos[held, 0], pos[held, 1]
+    line = weighted_lines(geometry, row_of[labels[held]], r * np.cos(phi), r * np.sin(phi),
+                          pos[held, 2], layer[held] // 1000)
+    fitted = np.isfinite(line["z0"]) & np.isfinite(line["cot"])
+    return {**geometry, "z0": np.where(fitted, line["z0"], geometry["z0"]),
+            "cot": np.where(fitted, line["cot"], geometry["cot"])}
+
+
 def _candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray,
                      z: np.ndarray, layer: np.ndarray, reach: float,
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -171,6 +223,7 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
                   volumes: tuple[int, ...] | None = None, min_hits: int = 4,
                   overlap: tuple[float, float] | None = None,
                   pixel_windows: tuple[float, float] | None = None,
+                  weighted_z: bool = False,
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Track id of every hit after extension (module docstring), and the ids of the tracks
     that gained hits. ``pos = (r, phi, z)``, ``layer = volume_id * 1000 + layer_id``,
@@ -200,6 +253,8 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
     track_ids = fitted["track_id"].to_numpy(np.int64)
     geometry = helix_geometry(fitted)
     pos = np.asarray(pos, dtype=np.float64)
+    if weighted_z:
+        geometry = _weighted_geometry(geometry, labels, pos, layer, track_ids)
     r, phi, z = pos[lone, 0], pos[lone, 1], pos[lone, 2]
     x, y = r * np.cos(phi), r * np.sin(phi)
     reach = max(window_xy, window_z, *(pixel_windows or ()))
