@@ -13,8 +13,10 @@ Generator (distributions fitted to real TrackML tables, :mod:`.fitted_spectra`),
   charge +-1 with the real share;
 * displaced (secondary) particles, ``displaced_per_prompt`` times as many: production point
   ``(log10 r, z)`` from the real 2-D histogram at uniform azimuth, momentum direction relative
-  to it (``phi_p - phi_x``, and ``eta_p - eta_x`` from the real table of the point's
-  ``|eta_x|`` bin, :mod:`.spectra`) and ``log10 pT`` from their real tables; each is attached
+  to it (``phi_p - phi_x`` from the real table of its pT bin, and ``eta_p - eta_x`` from the
+  real table of the point's ``|eta_x|`` bin and its pT bin: a secondary above 0.5 GeV flies on
+  from where it is made) and ``log10 pT`` from the real table of the point's ``(r, |z|)`` cell
+  (near the beam the real secondaries are harder; :mod:`.spectra`); each is attached
   to a random prompt particle as its descendant;
 * the challenge's acceptance, ``|eta| <= ETA_MAX = 4`` for every particle: the real tables hold
   none beyond it, displaced ones included. The prompt table ends there, and the direction
@@ -45,7 +47,9 @@ from trkx.data.simulate.spectra import (
     LOG_R_BINS,
     QUANTILE_LEVELS,
     Z_BINS,
-    eta_x_bin,
+    direction_cell,
+    displaced_cell,
+    pt_bin,
     sample_binned_quantiles,
     sample_histogram2d,
     sample_quantiles,
@@ -89,14 +93,10 @@ def generate_particles(mu: float, rng: np.random.Generator,
         "px": pt * np.cos(phi), "py": pt * np.sin(phi), "pz": pt * np.sinh(eta), "q": charge})
 
     n_displaced = int(rng.poisson(n_prompt * FIT["displaced_per_prompt"]))
-    log_r, z = sample_histogram2d(np.asarray(FIT["displaced_position_hist"]), LOG_R_BINS, Z_BINS,
-                                  n_displaced, rng)
-    r = 10 ** log_r
+    r, z, pt_d, eta_p = _displaced_points(n_displaced, rng)
+    r, z, pt_d, eta_p = _inside_acceptance(r, z, pt_d, eta_p, rng)
     phi_x = rng.uniform(-np.pi, np.pi, n_displaced)
-    eta_p = _displaced_eta(r, z, rng)
-    r, z, eta_p = _inside_acceptance(r, z, eta_p, rng)
-    phi_p = phi_x + sample_quantiles(FIT["displaced_dphi"], n_displaced, rng)
-    pt_d = 10 ** sample_quantiles(FIT["displaced_log_pt"], n_displaced, rng)
+    phi_p = phi_x + sample_binned_quantiles(FIT["displaced_dphi_by_pt"], pt_bin(pt_d), rng)
     parent = rng.integers(0, n_prompt, n_displaced)
     order = np.argsort(parent, kind="stable")
     rank = np.empty(n_displaced, dtype=np.int64)
@@ -115,35 +115,41 @@ def generate_particles(mu: float, rng: np.random.Generator,
     return table.drop_duplicates("particle_id").reset_index(drop=True)
 
 
-def _displaced_eta(r: np.ndarray, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``eta_p = eta_x + s d`` with ``eta_x = asinh(z / r)``, ``s = sign(eta_x)`` and ``d`` from
-    the real table of the ``|eta_x|`` bin."""
+def _displaced_points(n: int, rng: np.random.Generator,
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` displaced production points ``(r, z)`` from the real 2-D histogram, their pT from
+    the real table of the point's ``(r, |z|)`` cell, and ``eta_p = eta_x + s d`` with ``eta_x
+    = asinh(z / r)``, ``s = sign(eta_x)`` and ``d`` from the real table of the ``|eta_x|`` bin
+    and the pT bin (:mod:`.spectra`)."""
+    log_r, z = sample_histogram2d(np.asarray(FIT["displaced_position_hist"]), LOG_R_BINS, Z_BINS,
+                                  n, rng)
+    r = 10 ** log_r
+    pt = 10 ** sample_binned_quantiles(FIT["displaced_log_pt_by_position"],
+                                       displaced_cell(r, z), rng)
     eta_x = np.arcsinh(z / r)
     side = np.where(eta_x < 0, -1.0, 1.0)
-    return eta_x + side * sample_binned_quantiles(FIT["displaced_deta_by_eta_x"],
-                                                  eta_x_bin(eta_x), rng)
+    eta_p = eta_x + side * sample_binned_quantiles(FIT["displaced_deta_by_eta_x_pt"],
+                                                   direction_cell(eta_x, pt), rng)
+    return r, z, pt, eta_p
 
 
-def _inside_acceptance(r: np.ndarray, z: np.ndarray, eta_p: np.ndarray,
+def _inside_acceptance(r: np.ndarray, z: np.ndarray, pt: np.ndarray, eta_p: np.ndarray,
                        rng: np.random.Generator, max_rounds: int = 1000,
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Displaced production points ``(r, z)`` and pseudorapidities with every ``|eta_p| >
-    ETA_MAX`` drawn again (point and direction together) until inside; ``rng`` only
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Displaced production points ``(r, z)``, pT and pseudorapidities with every ``|eta_p| >
+    ETA_MAX`` drawn again (point, pT and direction together) until inside; ``rng`` only
     spawns the generator of the redraws, so its own stream is untouched."""
     outside = np.flatnonzero(np.abs(eta_p) > ETA_MAX)
     if len(outside) == 0:
-        return r, z, eta_p
+        return r, z, pt, eta_p
     redraw = rng.spawn(1)[0]
-    r, z, eta_p = r.copy(), z.copy(), eta_p.copy()
+    r, z, pt, eta_p = r.copy(), z.copy(), pt.copy(), eta_p.copy()
     for _ in range(max_rounds):
-        log_r, z_new = sample_histogram2d(np.asarray(FIT["displaced_position_hist"]),
-                                          LOG_R_BINS, Z_BINS, len(outside), redraw)
-        r_new = 10 ** log_r
-        eta_new = _displaced_eta(r_new, z_new, redraw)
-        r[outside], z[outside], eta_p[outside] = r_new, z_new, eta_new
+        r_new, z_new, pt_new, eta_new = _displaced_points(len(outside), redraw)
+        r[outside], z[outside], pt[outside], eta_p[outside] = r_new, z_new, pt_new, eta_new
         outside = outside[np.abs(eta_new) > ETA_MAX]
         if len(outside) == 0:
-            return r, z, eta_p
+            return r, z, pt, eta_p
     raise RuntimeError(f"{len(outside)} displaced particles still beyond |eta| = {ETA_MAX} "
                        f"after {max_rounds} redraws: the fitted spectra cannot reach it")
 
