@@ -111,4 +111,4 @@ def test_events_with_truth_are_evaluated_with_the_checkpoints_working_point(
     out = tmp_path / "out"
     assert infer(tiny_run, workdir / "data" / "test", out, "--threads", "1") == 0
     metrics = json.loads((out / "evaluate" / "metrics.json").read_text())
-    assert (metrics["overall"]["n_events"], metrics["overall"]["n_hits"]) == (1, 740)
+    assert (metrics["overall"]["n_events"], metrics["overall"]["n_hits"]) == (1, 654)
