@@ -1,12 +1,14 @@
-"""The model card names the commit its recipe came from (trkx.packaging.card.recipe_commit): a
-recipe edited after its models shipped (a new long stretch) no longer reproduces them."""
+"""The model card names the commit its recipe came from (trkx.packaging.card.recipe_commit) and
+the tree the run was made with (tree_commit): a recipe edited after its models shipped (a new
+long stretch), or a later simulator (other events from the same seed), no longer reproduces
+them."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from trkx.packaging.card import _reproduce_note, recipe_commit
+from trkx.packaging.card import _reproduce_note, recipe_commit, tree_commit
 
 
 def git(repo: Path, *args: str) -> str:
@@ -25,8 +27,11 @@ def test_the_card_names_the_recipes_last_commit_and_an_edit_since(tmp_path: Path
     (tmp_path / "other.txt").write_text("later work\n")          # a later commit elsewhere
     git(tmp_path, "add", ".")
     git(tmp_path, "commit", "-qm", "other")
+    later = git(tmp_path, "log", "-1", "--format=%h")
     assert recipe_commit(recipe) == (first, False)
-    assert f"commit {first}" in _reproduce_note(recipe)[0]
+    assert tree_commit(recipe) == later
+    note = _reproduce_note(recipe)[0]
+    assert f"git checkout {later}`" in note and f"last changed in commit {first}" in note
 
     recipe.write_text("stages: {gnn: {}}\n")
     assert recipe_commit(recipe) == (first, True)

@@ -98,24 +98,39 @@ def training_seconds(workdir: Path, stage: str,
     return float(json.loads(marker.read_text())["seconds"]) if marker.is_file() else None
 
 
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True,
+                          check=False)
+
+
 def recipe_commit(recipe: Path) -> tuple[str | None, bool]:
     """``(commit, changed)``: the last commit that wrote ``recipe`` (abbreviated hash; None
     outside a git checkout or for a file git does not track) and whether the file differs from
     that commit now. A recipe edited after its models shipped reproduces other models; the
     card names the commit to take the recipe from."""
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], cwd=recipe.resolve().parent, capture_output=True,
-                              text=True, check=False)
-
+    folder = recipe.resolve().parent
     try:
-        found = git("log", "-1", "--format=%h", "--", recipe.resolve().name)
+        found = _git(folder, "log", "-1", "--format=%h", "--", recipe.resolve().name)
     except OSError:                    # no git on this machine
         return None, False
     commit = found.stdout.strip()
     if found.returncode != 0 or not commit:
         return None, False
-    changed = git("diff", "--quiet", "HEAD", "--", recipe.resolve().name).returncode != 0
+    changed = _git(folder, "diff", "--quiet", "HEAD", "--", recipe.resolve().name).returncode != 0
     return commit, changed
+
+
+def tree_commit(path: Path) -> str | None:
+    """The abbreviated commit of the checkout that holds ``path`` (None outside git): the code
+    the run was made with. The simulator is code, so the same recipe and seed make other events
+    under a later tree."""
+    try:
+        found = _git(path.resolve().parent, "rev-parse", "--short", "HEAD")
+    except OSError:
+        return None
+    if found.returncode != 0:
+        return None
+    return found.stdout.strip() or None
 
 
 def _reproduce_note(recipe: Path) -> list[str]:
@@ -125,8 +140,10 @@ def _reproduce_note(recipe: Path) -> list[str]:
     if changed:
         return [f"The recipe had uncommitted changes when these models were packaged (last "
                 f"commit of `{recipe}`: {commit}).", ""]
-    return [f"With the recipe as of commit {commit} (`git checkout {commit} -- {recipe}` when it "
-            "has changed since).", ""]
+    tree = tree_commit(recipe) or commit
+    return [f"With trkx as of commit {tree} (`git checkout {tree}`: the whole tree, since the "
+            f"events come from its simulator and a later one makes other events from the same "
+            f"seed; the recipe was last changed in commit {commit}).", ""]
 
 
 def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
