@@ -7,7 +7,9 @@ into WORKDIR/checkpoints/, or graphs made by the recipe's own commands run by ha
 Each STEP (a name `trkx run RECIPE --workdir WORKDIR --dry-run` lists, e.g. train-embedding)
 must have its output in place; its marker records the step's current command fingerprint (so a
 later change of the recipe still reruns it) and SECONDS, the time it took where it was made
-(the model card adds them up). Example, the wide recipe's GPU-trained stages:
+(the model card adds them up). `trkx run` keeps an adopted step when its inputs are made again
+(trkx.pipeline.runner.adopt), so a recipe whose records are gone is adopted and run in one
+go. Example, the wide recipe's GPU-trained stages:
 
     cp state/pu200_cells_wide/models/{embedding,filter}.pt runs/pu200_cells_wide/checkpoints/
     python scripts/adopt_steps.py configs/pu200_cells_wide.yaml runs/pu200_cells_wide \\
@@ -16,13 +18,11 @@ later change of the recipe still reruns it) and SECONDS, the time it took where 
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from pathlib import Path
 
 from trkx.pipeline.config import load_pipeline_config
-from trkx.pipeline.runner import fingerprints
+from trkx.pipeline.runner import adopt, fingerprints
 from trkx.pipeline.steps import plan_steps
 
 
@@ -40,16 +40,11 @@ def main(argv: list[str]) -> int:
             print(f"adopt_steps: no step {name!r} in {recipe} (steps: {', '.join(steps)})",
                   file=sys.stderr)
             return 2
-        step = steps[name]
-        if not step.output.exists():
-            print(f"adopt_steps: {name}: its output {step.output} is missing", file=sys.stderr)
+        try:
+            marker = adopt(steps[name], work, prints[name], float(seconds or 0.0))
+        except FileNotFoundError as error:
+            print(f"adopt_steps: {error}", file=sys.stderr)
             return 2
-        marker = step.marker(work)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"argv": list(step.argv), "fingerprint": prints[name],
-                                      "seconds": float(seconds or 0.0),
-                                      "finished": time.time(),
-                                      "made": "made elsewhere, adopted"}, indent=2))
         print(f"adopted {name} ({marker})")
     return 0
 

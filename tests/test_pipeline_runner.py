@@ -141,3 +141,48 @@ def test_a_training_step_rerun_for_new_inputs_starts_afresh(tmp_path: Path) -> N
     run_steps(plan(8, budget="4000"), tmp_path, train, log=lambda _: None)
     assert seen == [False, False, False, True, True, True]
     assert not run.with_name("filter.run.previous").exists()
+
+
+def test_an_adopted_step_is_kept_when_its_inputs_are_made_again(tmp_path: Path) -> None:
+    """A model made elsewhere and adopted (scripts/adopt_steps.py) is used as it is when the
+    records it was trained on are deleted and remade with the same fingerprint; a step this
+    runner made itself trains again; a changed recipe reruns even an adopted step."""
+    from trkx.pipeline.runner import adopt, fingerprints, plan_states
+
+    model = tmp_path / "checkpoints" / "filter.pt"
+    trained: list[str] = []
+
+    def execute(argv):
+        if argv[0] == "simulate":
+            return trkx_main(argv)
+        trained.append(argv[1])
+        model.write_text("trained here")
+        return 0
+
+    def plan(budget: str = "2000") -> list[Step]:
+        events = simulate_step(tmp_path, "events", 1)
+        return [events, Step("train-filter", "filter", ("train", "filter", "--checkpoint",
+                                                        str(model), "--set",
+                                                        f"trainer.max_steps={budget}"),
+                             model, inputs=("events",))]
+
+    run_steps(plan(), tmp_path, execute, log=lambda _: None)
+    shutil.rmtree(tmp_path / "events")                 # records deleted: the filter retrains
+    run_steps(plan(), tmp_path, execute, log=lambda _: None)
+    assert trained == ["filter", "filter"]
+
+    model.write_text("shipped")                        # a model made elsewhere, adopted
+    adopt(plan()[1], tmp_path, fingerprints(plan())["train-filter"], seconds=130.0)
+    shutil.rmtree(tmp_path / "events")
+    states = plan_states(plan(), tmp_path)
+    assert states["events"] is None and states["train-filter"]["seconds"] == 130.0
+    results = run_steps(plan(), tmp_path, execute, log=lambda _: None)
+    assert [r.skipped for r in results] == [False, True]
+    assert trained == ["filter", "filter"] and model.read_text() == "shipped"
+
+    run_steps(plan("3000"), tmp_path, execute, log=lambda _: None)  # the recipe changed
+    assert trained == ["filter", "filter", "filter"]
+
+    model.unlink()
+    with pytest.raises(FileNotFoundError, match="its output"):
+        adopt(plan()[1], tmp_path, fingerprints(plan())["train-filter"])

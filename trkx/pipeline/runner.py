@@ -6,9 +6,11 @@ it produces. When a step succeeds the runner writes a marker
 fingerprint is a SHA-256 over the step's command line, the contents of the YAML configs it names
 and the fingerprints of the steps it reads from (``Step.inputs``), so an edit anywhere upstream
 changes the fingerprint of every step downstream. A later run skips a step when its marker holds
-the same fingerprint, its output is still present and none of its inputs ran again in this run;
-anything else (an interrupted step, an edited config, a deleted output, a rerun upstream) runs
-again, so an interrupted ``trkx run`` resumes where it stopped and never reports stale results.
+the same fingerprint, its output is still present and none of its inputs ran again in this run
+(an adopted step, :func:`adopt`, is kept even then: its output was made elsewhere, from inputs
+with the same fingerprints, and is used as it is); anything else (an interrupted step, an
+edited config, a deleted output, a rerun upstream) runs again, so an interrupted ``trkx run``
+resumes where it stopped and never reports stale results.
 
 A training step resumes its run folder (``MODEL.run``, trkx.training.fit.run_folder) when the
 same stage config wrote it; the config names its data folders, not what is in them. So the
@@ -121,14 +123,43 @@ def is_done(step: Step, workdir: Path, fingerprint: str | None = None) -> dict |
     return payload
 
 
+def is_adopted(marker: dict) -> bool:
+    """Whether a step's marker says its output was made elsewhere and adopted (:func:`adopt`)."""
+    return bool(marker.get("made"))
+
+
+def adopt(step: Step, workdir: Path, fingerprint: str, seconds: float = 0.0,
+          made: str = "made elsewhere, adopted") -> Path:
+    """Mark ``step``, whose output is already in place (a model trained on another machine,
+    a shipped model used as it is), as done under ``fingerprint`` (:func:`fingerprints` over the
+    whole plan, so a later change of the recipe still reruns it); ``seconds``: the time it took
+    where it was made (the model card adds them up). The runner keeps an adopted step when its
+    inputs run again (their records were deleted and are remade): it never retrains it."""
+    if not step.output.exists():
+        raise FileNotFoundError(f"{step.name}: its output {step.output} is missing")
+    marker = step.marker(workdir)
+    _write_json_atomic(marker, {"argv": list(step.argv), "fingerprint": fingerprint,
+                                "seconds": float(seconds), "finished": time.time(),
+                                "made": made})
+    return marker
+
+
+def _still_done(step: Step, workdir: Path, fingerprint: str, upstream_reruns: bool
+                ) -> dict | None:
+    """The step's valid marker, unless an input runs again in this run and it is not adopted."""
+    done = is_done(step, workdir, fingerprint)
+    if done is not None and upstream_reruns and not is_adopted(done):
+        return None
+    return done
+
+
 def plan_states(steps: Sequence[Step], workdir: Path) -> dict[str, dict | None]:
     """The valid marker of every step (None: to run), a rerun propagating downstream."""
     prints = fingerprints(steps)
     states: dict[str, dict | None] = {}
     for step in steps:
         upstream_reruns = any(states.get(name) is None for name in step.inputs)
-        states[step.name] = None if upstream_reruns else is_done(step, workdir,
-                                                                 prints[step.name])
+        states[step.name] = _still_done(step, workdir, prints[step.name], upstream_reruns)
     return states
 
 
@@ -191,8 +222,8 @@ def run_steps(steps: Sequence[Step], workdir: Path,
     ran: set[str] = set()
     for index, step in enumerate(steps, start=1):
         header = f"[{index}/{len(steps)}] {step.name}"
-        done = None if ran.intersection(step.inputs) else is_done(step, workdir,
-                                                                   prints[step.name])
+        done = _still_done(step, workdir, prints[step.name],
+                           bool(ran.intersection(step.inputs)))
         if done is not None:
             log(f"{header}: done before ({done['seconds']:.1f} s), skipped")
             results.append(StepResult(step, float(done["seconds"]), skipped=True))
