@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from trkx.packaging.card import _reproduce_note, recipe_commit, tree_commit
+from trkx.packaging.card import _reproduce_note, recipe_commit, tree_changes, tree_commit
 
 
 def git(repo: Path, *args: str) -> str:
@@ -44,3 +44,27 @@ def test_an_untracked_recipe_names_no_commit(tmp_path: Path) -> None:
     recipe.write_text("stages: {}\n")
     assert recipe_commit(recipe) == (None, False)
     assert _reproduce_note(recipe) == []
+
+
+def test_uncommitted_code_is_named_and_the_shipped_folder_is_not(tmp_path: Path) -> None:
+    """Code changed since the commit (the simulator, a stage) is in no commit the card can
+    name: the note says so and names the files; the models being written are not code."""
+    git(tmp_path, "init", "-q")
+    recipe = tmp_path / "configs" / "recipe.yaml"
+    code = tmp_path / "trkx" / "simulate.py"
+    shipped = tmp_path / "trkx" / "models" / "set"
+    for path, text in ((recipe, "stages: {}\n"), (code, "SCATTER = 1.0\n"),
+                       (shipped / "gnn.pt", "old")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "all")
+    (shipped / "gnn.pt").write_text("new")                       # the re-ship being packaged
+    assert tree_changes(recipe, shipped) == []
+    assert "uncommitted" not in _reproduce_note(recipe, shipped)[0]
+    assert tree_changes(recipe) == ["trkx/models/set/gnn.pt"]
+
+    code.write_text("SCATTER = 5.0\n")
+    assert tree_changes(recipe, shipped) == ["trkx/simulate.py"]
+    note = _reproduce_note(recipe, shipped)[0]
+    assert "uncommitted changes" in note and "`trkx/simulate.py`" in note

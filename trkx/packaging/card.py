@@ -133,7 +133,25 @@ def tree_commit(path: Path) -> str | None:
     return found.stdout.strip() or None
 
 
-def _reproduce_note(recipe: Path) -> list[str]:
+def tree_changes(path: Path, shipped: Path | None = None) -> list[str]:
+    """The tracked files of the checkout that holds ``path`` that differ from its commit
+    (paths from the checkout's root; ``shipped``, the folder being packaged, left out): code
+    the commit does not hold, so ``git checkout`` of it would not reproduce the run."""
+    try:
+        root = _git(path.resolve().parent, "rev-parse", "--show-toplevel")
+    except OSError:
+        return []
+    if root.returncode != 0:
+        return []
+    top = Path(root.stdout.strip())
+    exclude = []
+    if shipped is not None and shipped.resolve().is_relative_to(top):
+        exclude = [f":(exclude){shipped.resolve().relative_to(top).as_posix()}"]
+    found = _git(top, "diff", "--name-only", "HEAD", "--", ".", *exclude)
+    return found.stdout.splitlines() if found.returncode == 0 else []
+
+
+def _reproduce_note(recipe: Path, shipped: Path | None = None) -> list[str]:
     commit, changed = recipe_commit(recipe)
     if commit is None:
         return []
@@ -141,9 +159,16 @@ def _reproduce_note(recipe: Path) -> list[str]:
         return [f"The recipe had uncommitted changes when these models were packaged (last "
                 f"commit of `{recipe}`: {commit}).", ""]
     tree = tree_commit(recipe) or commit
-    return [f"With trkx as of commit {tree} (`git checkout {tree}`: the whole tree, since the "
+    note = (f"With trkx as of commit {tree} (`git checkout {tree}`: the whole tree, since the "
             f"events come from its simulator and a later one makes other events from the same "
-            f"seed; the recipe was last changed in commit {commit}).", ""]
+            f"seed; the recipe was last changed in commit {commit}).")
+    dirty = tree_changes(recipe, shipped)
+    if dirty:
+        named = ", ".join(f"`{name}`" for name in dirty[:5])
+        more = f" and {len(dirty) - 5} more" if len(dirty) > 5 else ""
+        note += (f" The tree had uncommitted changes when these models were packaged "
+                 f"({named}{more}): that commit alone may not reproduce them.")
+    return [note, ""]
 
 
 def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
@@ -171,7 +196,7 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         f"# Model card: `{name}` (trkx {__version__})", "",
         f"Written {datetime.date.today().isoformat()} by `trkx package` from "
         f"the run in `{workdir}`; the checksums of every file are in `SHA256SUMS`.", "",
-        "## Reproduce", "", *_reproduce_note(recipe),
+        "## Reproduce", "", *_reproduce_note(recipe, folder),
         "```bash",
         f"trkx run {recipe} --workdir {workdir}",
         f"trkx package --recipe {recipe} --workdir {workdir} --out {folder}",
