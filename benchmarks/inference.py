@@ -121,9 +121,9 @@ def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
     from trkx.embedding.graph import build_edges
     from trkx.embedding.inference import embed
     from trkx.pipeline.inference import reconstruct_event
-    from trkx.tracks.event_truth import truth_from_record
+    from trkx.tracks.evaluate.event_truth import truth_from_record
+    from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
     from trkx.tracks.files import atomic_write
-    from trkx.tracks.metrics import MetricCuts, evaluate_event
 
     detector = load_detector()
     rows, evaluations, recalls = [], [], []
@@ -160,9 +160,9 @@ def stage_efficiencies(pipeline, prefixes: list[str]) -> dict[str, float]:
     track efficiency of ``pipeline`` on events with truth."""
     from trkx.data.detector import load_detector
     from trkx.pipeline.inference import reconstruct_event
-    from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
-    from trkx.tracks.event_truth import truth_from_record
-    from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
+    from trkx.tracks.evaluate.edge_metrics import edge_metrics, pool_edge_metrics
+    from trkx.tracks.evaluate.event_truth import truth_from_record
+    from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
 
     detector = load_detector()
     gnn_cut = pipeline.builder.edge_cut
@@ -184,7 +184,7 @@ def stage_efficiencies(pipeline, prefixes: list[str]) -> dict[str, float]:
 
 def summarize_pass(pipeline, result: dict, rates: dict) -> dict:
     """Medians per stage, FLOP rates, graph sizes, physics."""
-    from trkx.tracks.metrics import overall_summary
+    from trkx.tracks.evaluate.metrics import overall_summary
 
     rows = result["rows"]
     seconds = {s: median([r[s] for r in rows]) for s in (*STAGES, "total")}

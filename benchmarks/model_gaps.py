@@ -2,7 +2,8 @@
 ``--checkpoints DIR --config PIPELINE.yaml``): :func:`model_gaps` gives the per-stage
 signal-edge efficiency, track efficiency and fake rate on the real events (``REAL_EVENT``,
 ``SAMPLE_EVENT``) and on their twins (ids from ``FIRST_SIM_ID``, simulated by ``sim_vs_real``),
-and the gaps real - simulated. The stage analysis itself is :mod:`trkx.tracks.stage_losses`.
+and the gaps real - simulated. The stage analysis itself is
+:mod:`trkx.tracks.evaluate.stage_losses`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import pandas as pd
 
 from trkx.data.detector import PIXEL_VOLUMES
 from trkx.realism.distributions import EventView
-from trkx.tracks.metrics import overall_summary
-from trkx.tracks.projection import PIXEL_TRUTH, read_tables
-from trkx.tracks.stage_losses import pipeline_stages, stage_edges
+from trkx.tracks.evaluate.metrics import overall_summary
+from trkx.tracks.evaluate.projection import PIXEL_TRUTH, read_tables
+from trkx.tracks.evaluate.stage_losses import pipeline_stages, stage_edges
 
 REAL_EVENT = "real_pixel_truth/event000021001"
 SAMPLE_EVENT = "sample_event/event000000001"
@@ -27,7 +28,7 @@ def run_events(pipeline, events: list[tuple[dict[str, pd.DataFrame], int]],
                volumes: tuple[int, ...] | None) -> dict:
     """Cumulative signal-edge efficiency per stage and track efficiency of the models, pooled
     over ``events`` (``(tables, event_id)``; truth projected onto ``volumes`` when given)."""
-    from trkx.tracks.projection import projected_evaluation, projected_record
+    from trkx.tracks.evaluate.projection import projected_evaluation, projected_record
 
     graphs: dict[str, list] = {s: [] for s in STAGES}
     evaluations = []

@@ -54,7 +54,7 @@ import harness
 import numpy as np
 
 from trkx.data.record import load_record
-from trkx.tracks.stage_losses import (
+from trkx.tracks.evaluate.stage_losses import (
     ETA_BINS,
     PT_BINS,
     edge_losses,
@@ -145,9 +145,9 @@ def real_events(pipeline, data: Path, n_kaggle: int | None) -> dict:
     """The models on event 21001, the sample event and the Kaggle hit files."""
     from trkx.data.detector import load_detector
     from trkx.pipeline.inference import reconstruct_event
-    from trkx.tracks.event_truth import truth_from_record
-    from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
-    from trkx.tracks.projection import pixel_truth_report
+    from trkx.tracks.evaluate.event_truth import truth_from_record
+    from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
+    from trkx.tracks.evaluate.projection import pixel_truth_report
 
     detector = load_detector()
     folder, name, event_id = PIXEL_EVENT

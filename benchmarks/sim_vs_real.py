@@ -22,7 +22,7 @@ largest ``|N_sim - N_real| / N_real`` over the (volume, layer) hit counts of eve
 With ``--checkpoints DIR --config PIPELINE.yaml`` the trained models run whole on event 21001,
 the sample event and their twins (truth projected the same way on both;
 :func:`model_gaps.model_gaps`): per-stage signal-edge efficiency
-(:func:`trkx.tracks.stage_losses.stage_edges`), track efficiency and their gaps real -
+(:func:`trkx.tracks.evaluate.stage_losses.stage_edges`), track efficiency and their gaps real -
 simulated. ``--quick``: two simulated events, under a minute on 2 cores.
 
 ``cell_shape_tvd``: ``{comparison: {volume: {feature: TVD}}}`` of the cluster-shape features
@@ -81,7 +81,7 @@ from trkx.realism.distributions import (
     tvd_floor,
 )
 from trkx.realism.material import material_facts
-from trkx.tracks.projection import PIXEL_TRUTH, read_tables
+from trkx.tracks.evaluate.projection import PIXEL_TRUTH, read_tables
 
 PILEUP = 200.0
 

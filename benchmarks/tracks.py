@@ -37,11 +37,11 @@ from torch_geometric.data import Data
 from trkx.data.io import load_event
 from trkx.data.record import build_event_record
 from trkx.data.truth import layer_key
-from trkx.tracks.binned import standard_rates
-from trkx.tracks.building import TrackBuilder, tracks_frame
-from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.graph import graph_from_record
-from trkx.tracks.metrics import evaluate_event, event_summary
+from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.evaluate.binned import standard_rates
+from trkx.tracks.evaluate.event_truth import truth_from_record
+from trkx.tracks.evaluate.metrics import evaluate_event, event_summary
 
 BUILDERS = [TrackBuilder("components", cc_cut=c) for c in (0.3, 0.5, 0.7, 0.8, 0.9)] + [
     TrackBuilder("walkthrough", walk_cut=c, max_layer_hits=m)

@@ -14,7 +14,7 @@ from trkx.cli import main
 from trkx.data.record import build_event_record, save_record
 from trkx.files.checkpoint import save_checkpoint
 from trkx.gnn.model import InteractionGNN
-from trkx.tracks.building import TrackBuilder
+from trkx.tracks.builder.building import TrackBuilder
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ import pytest
 from trkx.data.simulate import generate_particles, simulate_event
 from trkx.data.simulate.helix import helix_radius, position_at, turn_sense
 from trkx.data.truth import hit_truth
-from trkx.tracks.helix_fit import fit_helices
+from trkx.tracks.fit.helix_fit import fit_helices
 
 FIELD = 2.0
 
@@ -111,11 +111,11 @@ def test_built_tracks_parameters_resolve_their_particles():
     import torch
 
     from trkx.data.record import build_event_record
-    from trkx.tracks.building import TrackBuilder, tracks_frame
-    from trkx.tracks.event_truth import truth_from_record
-    from trkx.tracks.metrics import MetricCuts, evaluate_event
-    from trkx.tracks.parameters import COLUMNS, track_parameters
-    from trkx.tracks.resolution import matched_parameters, resolution_summary
+    from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+    from trkx.tracks.evaluate.event_truth import truth_from_record
+    from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
+    from trkx.tracks.evaluate.resolution import matched_parameters, resolution_summary
+    from trkx.tracks.fit.parameters import COLUMNS, track_parameters
 
     rng = np.random.default_rng(4)
     tables = simulate_event(generate_particles(30.0, rng), rng)

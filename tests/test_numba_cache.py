@@ -28,8 +28,8 @@ import json
 import numpy as np
 from trkx.embedding import bucket_kernels
 from trkx.embedding.bucket_search import bucket_neighbours, unique_directed_pairs
-from trkx.tracks import components, walkthrough
-from trkx.tracks.graph import ScoredGraph
+from trkx.tracks.builder import components, walkthrough
+from trkx.tracks.builder.graph import ScoredGraph
 
 points = np.random.default_rng(0).random((300, 4)).astype(np.float32)
 table = bucket_neighbours(points, 0.3, 6, bucket=16)

@@ -1,4 +1,4 @@
-"""trkx/tracks/stage_losses.py: track efficiency by the particles' production radius."""
+"""trkx/tracks/evaluate/stage_losses.py: track efficiency by the particles' production radius."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from trkx.tracks.stage_losses import efficiency_by_origin
+from trkx.tracks.evaluate.stage_losses import efficiency_by_origin
 
 
 def test_signal_particles_are_binned_by_production_radius() -> None:

@@ -1,5 +1,5 @@
 """Events with truth for part of their hits (``-truth-pixel``): tracks are scored on their
-projection onto the hits that carry truth (trkx.tracks.projection)."""
+projection onto the hits that carry truth (trkx.tracks.evaluate.projection)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from trkx.cli import main as trkx_main
-from trkx.tracks.metrics import MetricCuts, overall_summary
-from trkx.tracks.projection import evaluate_pixel_truth, pixel_truth_file
+from trkx.tracks.evaluate.metrics import MetricCuts, overall_summary
+from trkx.tracks.evaluate.projection import evaluate_pixel_truth, pixel_truth_file
 
 from .test_sim_vs_real import hand_made_event_with_strips
 

@@ -10,7 +10,7 @@ import pytest
 
 from trkx.data.io import load_event
 from trkx.pipeline.inference import TrainedPipeline
-from trkx.tracks.score import score_event
+from trkx.tracks.evaluate.score import score_event
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from trkx.data.io import load_event
 from trkx.files.errors import TrackMLFormatError
-from trkx.tracks.score import match_tracks, score_event
+from trkx.tracks.evaluate.score import match_tracks, score_event
 
 
 def make_truth(particle_of_hit: list[int], weights: list[float] | None = None) -> pd.DataFrame:

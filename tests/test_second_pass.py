@@ -1,4 +1,4 @@
-"""The second pass over the hits the first pass left alone (trkx.tracks.second_pass)."""
+"""The second pass over the hits the first pass left alone (trkx.tracks.builder.second_pass)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ import torch
 from tests.test_short_track_model import _pieces_record
 from tests.tracks_events import noise_free_simulated_record
 from trkx.arrays import as_numpy
-from trkx.tracks.builder_options import builder_options
-from trkx.tracks.building import TrackBuilder, tracks_frame
-from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.graph import graph_from_record
-from trkx.tracks.metrics import MetricCuts, evaluate_event, event_summary
-from trkx.tracks.quality import SHORT_FEATURES, QualityModel
-from trkx.tracks.second_pass import (
+from trkx.tracks.builder.builder_options import builder_options
+from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.builder.second_pass import (
     SECOND_PREFIX,
     LabelledCandidates,
     choose_second,
     second_candidates,
     with_second_pass,
 )
-from trkx.tracks.second_tuning import tune_second_pass, tuned_builder
+from trkx.tracks.evaluate.event_truth import truth_from_record
+from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, event_summary
+from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel
+from trkx.tracks.tune.second_tuning import tune_second_pass, tuned_builder
 
 
 def _half_sure_record(seed: int = 3, mu: float = 6.0):

@@ -1,6 +1,7 @@
 """The shipped cells set along the beam: on a simulated pile-up-200 event with a wide luminous
 region (sigma_z 120 mm, vertices out to ~300 mm), the efficiency in each bin of the vertex |z|
-(trkx.tracks.metrics) stays above a floor that a broken model, or one that has learnt absolute
+(trkx.tracks.evaluate.metrics) stays above a floor that a broken model, or one that has learnt
+absolute
 z as a prior, misses. The floors are the shipped set's measured figures on this event, less a
 margin for other machines' rounding (issue 58: the efficiency falls along the beam)."""
 
@@ -13,8 +14,8 @@ import pytest
 from trkx.cli import main as trkx_main
 from trkx.models import CELLS, shipped_models
 from trkx.pipeline.inference import TrainedPipeline
-from trkx.tracks.event_truth import truth_from_frames
-from trkx.tracks.metrics import evaluate_event, event_summary
+from trkx.tracks.evaluate.event_truth import truth_from_frames
+from trkx.tracks.evaluate.metrics import evaluate_event, event_summary
 
 pytestmark = pytest.mark.slow
 

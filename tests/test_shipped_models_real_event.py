@@ -15,9 +15,9 @@ from trkx.cli import main as trkx_main
 from trkx.models import CELLS, DEFAULT, shipped_models
 from trkx.pipeline.inference import TrainedPipeline
 from trkx.pipeline.reconstruct import Reconstructor
-from trkx.tracks.anchors import ANCHOR_CUTS
-from trkx.tracks.metrics import overall_summary
-from trkx.tracks.projection import evaluate_pixel_truth
+from trkx.tracks.evaluate.anchors import ANCHOR_CUTS
+from trkx.tracks.evaluate.metrics import overall_summary
+from trkx.tracks.evaluate.projection import evaluate_pixel_truth
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,8 @@ EFFICIENCY_FLOORS = {
 #: The fake rates measured with them: 0.038 hits only (0.044 before the extension), 0.008 cells
 #: (card.md; 0.018 before the wide retrain, 0.031 before the quality cut), plus a margin.
 FAKE_CEILINGS = {DEFAULT: 0.055, CELLS: 0.015}
-#: The cells set on the anchors' own count (HEPTv2's definitions, trkx.tracks.anchors): measured
+#: The cells set on the anchors' own count (HEPTv2's definitions,
+#: trkx.tracks.evaluate.anchors): measured
 #: 0.983 / fake 0.001 (the extension's weighted line; 0.980 / 0.003 before it, the extension
 #: in two rounds; 0.978 / 0.005 before it, the short
 #: tracks' beam-line pT and continuation; 0.9747 / 0.005 before

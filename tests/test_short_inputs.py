@@ -1,4 +1,4 @@
-"""The short-track model's inputs beyond the track's own fit (trkx.tracks.short_inputs): the pT
+"""The short-track model's inputs beyond the track's own fit (trkx.tracks.fit.short_inputs): the pT
 of the circle through the beam line, and the layers where a track's helix goes on into hits
 that are not its own (a piece's particle goes on; a whole short particle's does not)."""
 
@@ -10,19 +10,19 @@ import pytest
 
 from tests.test_short_track_model import _pieces_record
 from trkx.arrays import as_numpy
-from trkx.tracks.building import TrackBuilder, tracks_frame
-from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.graph import graph_from_record
-from trkx.tracks.metrics import MetricCuts, evaluate_event
-from trkx.tracks.quality import (
+from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.evaluate.event_truth import truth_from_record
+from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
+from trkx.tracks.fit.quality import (
     LEGACY_SHORT_FEATURES,
     SHORT_FEATURES,
     SHORT_PREFIX,
     QualityModel,
     fit_quality,
 )
-from trkx.tracks.short_inputs import beamline_pt
-from trkx.tracks.track_table import track_table
+from trkx.tracks.fit.short_inputs import beamline_pt
+from trkx.tracks.fit.track_table import track_table
 
 
 def test_the_beamline_pt_is_the_circle_through_the_origin():

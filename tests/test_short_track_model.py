@@ -14,13 +14,19 @@ import torch
 
 from tests.test_track_quality import _figures
 from tests.tracks_events import noise_free_simulated_record
-from trkx.tracks.builder_options import builder_options
-from trkx.tracks.building import TrackBuilder, tracks_frame
-from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.graph import graph_from_record
-from trkx.tracks.metrics import MetricCuts, evaluate_event
-from trkx.tracks.quality import FEATURES, SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
-from trkx.tracks.tuning import (
+from trkx.tracks.builder.builder_options import builder_options
+from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.evaluate.event_truth import truth_from_record
+from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
+from trkx.tracks.fit.quality import (
+    FEATURES,
+    SHORT_FEATURES,
+    SHORT_PREFIX,
+    QualityModel,
+    fit_quality,
+)
+from trkx.tracks.tune.tuning import (
     _features,
     _mean_scores,
     _short_model,

@@ -198,8 +198,12 @@ def test_benchmark_bad_option_is_one_line(capsys) -> None:
 
 
 def test_tracks_are_scored_on_their_pixel_projection() -> None:
-    from trkx.tracks.metrics import overall_summary
-    from trkx.tracks.projection import projected_evaluation, projected_record, projected_truth
+    from trkx.tracks.evaluate.metrics import overall_summary
+    from trkx.tracks.evaluate.projection import (
+        projected_evaluation,
+        projected_record,
+        projected_truth,
+    )
 
     hits, particles, truth = hand_made_event_with_strips()
     a = int(particles["particle_id"][0])

@@ -9,11 +9,11 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import noise_free_simulated_record
-from trkx.tracks.building import TrackBuilder, tracks_frame
-from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.graph import scored_graph
-from trkx.tracks.metrics import MetricCuts, evaluate_event, event_summary
-from trkx.tracks.track_labels import compact_labels
+from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.graph import scored_graph
+from trkx.tracks.builder.track_labels import compact_labels
+from trkx.tracks.evaluate.event_truth import truth_from_record
+from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, event_summary
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_early_cut_equals_cut_after_deduplication(simulated_record):
     record = simulated_record.clone()
     record.edge_index, record.scores = torch.from_numpy(both), torch.from_numpy(scores)
     builder = TrackBuilder(walk_cut=0.5, min_length=3)
-    from trkx.tracks.graph import graph_from_record
+    from trkx.tracks.builder.graph import graph_from_record
 
     np.testing.assert_array_equal(builder.build(record),
                                   builder.build_graph(graph_from_record(record), record.pos))
@@ -245,7 +245,7 @@ def _random_layered_graph(seed: int, n: int = 400, with_layers: bool = True):
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_compiled_walk_matches_the_python_reference(seed):
-    from trkx.tracks.walkthrough import walkthrough_tracks
+    from trkx.tracks.builder.walkthrough import walkthrough_tracks
 
     for with_layers in (True, False):
         graph = _random_layered_graph(seed, with_layers=with_layers)
@@ -259,7 +259,7 @@ def test_compiled_walk_matches_the_python_reference(seed):
 
 def test_uncompiled_walk_matches_the_python_reference(monkeypatch):
     """Without numba the kernels run as plain Python: the same labels."""
-    from trkx.tracks import components, walkthrough
+    from trkx.tracks.builder import components, walkthrough
 
     monkeypatch.setattr(components, "_KERNEL", components._union_find_labels)
     monkeypatch.setattr(walkthrough, "_KERNELS", (walkthrough._sorted_out_edges,
@@ -277,7 +277,7 @@ def test_component_labels_number_components_as_scipy_does(compiled, monkeypatch)
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from trkx.tracks import components
+    from trkx.tracks.builder import components
 
     if not compiled:
         monkeypatch.setattr(components, "_KERNEL", components._union_find_labels)

@@ -1,4 +1,4 @@
-"""Extension: a track takes the lone pixel hits on its helix (trkx.tracks.extension)."""
+"""Extension: a track takes the lone pixel hits on its helix (trkx.tracks.builder.extension)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from trkx.tracks.building import TrackBuilder
-from trkx.tracks.extension import extend_tracks, helix_geometry, helix_residuals
-from trkx.tracks.helix_fit import fit_helices
-from trkx.tracks.quality import FEATURES, QualityModel
+from trkx.tracks.builder.building import TrackBuilder
+from trkx.tracks.builder.extension import extend_tracks, helix_geometry, helix_residuals
+from trkx.tracks.fit.helix_fit import fit_helices
+from trkx.tracks.fit.quality import FEATURES, QualityModel
 
 #: (volume, layer, radius mm) of the barrel layers a central track crosses
 LAYERS = [(8, 2, 32.0), (8, 4, 72.0), (8, 6, 116.0), (8, 8, 172.0), (13, 2, 260.0),
@@ -248,7 +248,7 @@ def test_a_second_round_extends_from_the_hits_the_first_one_found():
     assert (replace(builder, extend_rounds=3).build(record) == twice).all()
     with pytest.raises(ValueError, match="extend_rounds"):
         TrackBuilder(extend_rounds=0)
-    from trkx.tracks.builder_options import builder_options  # the working point carries it
+    from trkx.tracks.builder.builder_options import builder_options  # the working point carries it
     options = builder_options({"walk_cut": None, "min_length": None},
                               {"walk_cut": 0.5, "min_length": 3, "extend_window_xy": 1.0,
                                "extend_window_z": 4.0, "extend_rounds": 2.0})
@@ -271,7 +271,7 @@ def test_a_pixel_hit_pins_the_weighted_line_of_a_strip_track():
         assert not np.isin(alike[:3], alike[3]).any() and (alike[3:] == alike[3]).all()
     weighted = replace(builder, extend_weighted_z=True).build(record)
     assert (weighted == weighted[0]).all()
-    from trkx.tracks.builder_options import builder_options  # the working point carries it
+    from trkx.tracks.builder.builder_options import builder_options  # the working point carries it
     options = builder_options({"walk_cut": None, "min_length": None},
                               {"walk_cut": 0.5, "min_length": 3, "extend_window_xy": 1.0,
                                "extend_window_z": 3.0, "extend_weighted_z": 1.0})
@@ -283,7 +283,7 @@ def test_the_weighted_line_and_its_covariance():
     """Exact hits on a line give back its z0 and cot; the covariance is that of weighted least
     squares: two hits of equal weight at s = 0 and s = L give var(z0) = sigma^2 and var(cot) =
     2 sigma^2 / L^2; a hit of pixel resolution pins the line through it."""
-    from trkx.tracks.extension import weighted_lines
+    from trkx.tracks.builder.extension import weighted_lines
 
     hits = central_track()
     fit = fit_helices(np.zeros(len(hits), np.int64), hits[:, 0] * np.cos(hits[:, 1]),

@@ -11,16 +11,16 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import hand_truth
-from trkx.tracks.binned import binned_rate, standard_rates
-from trkx.tracks.edge_metrics import edge_metrics, pool_edge_metrics
-from trkx.tracks.metrics import (
+from trkx.tracks.evaluate.binned import binned_rate, standard_rates
+from trkx.tracks.evaluate.edge_metrics import edge_metrics, pool_edge_metrics
+from trkx.tracks.evaluate.metrics import (
     FAKE_KINDS,
     MetricCuts,
     evaluate_event,
     event_summary,
     overall_summary,
 )
-from trkx.tracks.summary_text import FAKE_KIND_NAMES, format_table
+from trkx.tracks.evaluate.summary_text import FAKE_KIND_NAMES, format_table
 
 
 def submission(track_of_hit) -> pd.DataFrame:

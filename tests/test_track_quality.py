@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
-from trkx.tracks.builder_options import builder_options
-from trkx.tracks.building import TrackBuilder, tracks_frame
-from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
-from trkx.tracks.parameters import track_parameters
-from trkx.tracks.quality import FEATURES, QualityModel, fit_quality
-from trkx.tracks.track_table import track_table
-from trkx.tracks.tuning import tune_cut
+from trkx.tracks.builder.builder_options import builder_options
+from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.evaluate.event_truth import truth_from_record
+from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.fit.parameters import track_parameters
+from trkx.tracks.fit.quality import FEATURES, QualityModel, fit_quality
+from trkx.tracks.fit.track_table import track_table
+from trkx.tracks.tune.tuning import tune_cut
 
 
 def _synthetic_tables(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:

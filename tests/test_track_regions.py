@@ -10,13 +10,13 @@ import torch
 from torch_geometric.data import Data
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
-from trkx.tracks.builder_options import builder_options
-from trkx.tracks.building import TrackBuilder, tracks_frame
-from trkx.tracks.event_truth import truth_from_record
-from trkx.tracks.findable import findable_particles, findable_share
-from trkx.tracks.metrics import MetricCuts, evaluate_event, overall_summary
-from trkx.tracks.track_labels import dissolve_short
-from trkx.tracks.tuning import (
+from trkx.tracks.builder.builder_options import builder_options
+from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.track_labels import dissolve_short
+from trkx.tracks.evaluate.event_truth import truth_from_record
+from trkx.tracks.evaluate.findable import findable_particles, findable_share
+from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.tune.tuning import (
     TunedCut,
     _track_table,
     length_figures,

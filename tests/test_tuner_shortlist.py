@@ -5,8 +5,8 @@ among all of them."""
 
 from __future__ import annotations
 
-from trkx.tracks.shortlist import choose as _choose
-from trkx.tracks.shortlist import exact_shortlist as _exact_choice
+from trkx.tracks.tune.shortlist import choose as _choose
+from trkx.tracks.tune.shortlist import exact_shortlist as _exact_choice
 
 
 def _points() -> list[tuple]:

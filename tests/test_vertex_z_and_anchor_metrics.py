@@ -1,5 +1,5 @@
 """The efficiency by vertex |z|, the short particles' figures and the anchors' own count
-(trkx.tracks.metrics, trkx.tracks.anchors) on hand-made events."""
+(trkx.tracks.evaluate.metrics, trkx.tracks.evaluate.anchors) on hand-made events."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import numpy as np
 import pandas as pd
 
 from tests.tracks_events import hand_truth
-from trkx.tracks.anchors import ANCHOR_CUTS, anchor_evaluation, pixel_hits
-from trkx.tracks.metrics import (
+from trkx.tracks.evaluate.anchors import ANCHOR_CUTS, anchor_evaluation, pixel_hits
+from trkx.tracks.evaluate.metrics import (
     MetricCuts,
     distinct_layers,
     evaluate_event,
     event_summary,
     overall_summary,
 )
-from trkx.tracks.summary_text import anchor_line, short_particles_line, vertex_z_line
+from trkx.tracks.evaluate.summary_text import anchor_line, short_particles_line, vertex_z_line
 
 PIXEL, STRIP = 8000, 13000      # layer keys (volume * 1000 + layer): pixel barrel, strips
 

@@ -11,10 +11,10 @@ import torch
 
 from trkx.edges.working_point import cut_for_edges_per_hit, cut_for_efficiency
 from trkx.stages.schedules import warmup_cosine
-from trkx.tracks.builder_options import builder_options
-from trkx.tracks.building import TrackBuilder
-from trkx.tracks.track_labels import dissolve_short
-from trkx.tracks.tuning import tune_cut
+from trkx.tracks.builder.builder_options import builder_options
+from trkx.tracks.builder.building import TrackBuilder
+from trkx.tracks.builder.track_labels import dissolve_short
+from trkx.tracks.tune.tuning import tune_cut
 
 from .tracks_events import broken_after_third_hit, noise_free_simulated_record
 
@@ -159,10 +159,10 @@ def test_the_tuner_counts_the_efficiency_it_is_told_to():
     >= 3 pixel layers), and the two counts differ on this event; the fake rate stays trkx's."""
     from dataclasses import replace
 
-    from trkx.tracks.anchors import anchor_evaluation
-    from trkx.tracks.building import tracks_frame
-    from trkx.tracks.event_truth import truth_from_record
-    from trkx.tracks.metrics import evaluate_event
+    from trkx.tracks.builder.building import tracks_frame
+    from trkx.tracks.evaluate.anchors import anchor_evaluation
+    from trkx.tracks.evaluate.event_truth import truth_from_record
+    from trkx.tracks.evaluate.metrics import evaluate_event
 
     record = broken_after_third_hit(noise_free_simulated_record(seed=5, mu=4.0))
     builder = TrackBuilder(method="components", stitch=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from trkx.tracks.event_truth import EventTruth
+from trkx.tracks.evaluate.event_truth import EventTruth
 
 
 def noise_free_simulated_record(seed: int = 1, mu: float = 2.0):

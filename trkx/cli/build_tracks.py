@@ -6,7 +6,7 @@ Reads every event record (``*.pt``, written by the edge-classifier stage, with `
 working point of the GNN ``--checkpoint``), and writes one TrackML
 submission file ``eventNNNNNNNNN-tracks.csv`` (``event_id,hit_id,track_id``) per event, each
 atomically, and beside it ``eventNNNNNNNNN-parameters.csv`` (each track's helix fit and quality:
-trkx.tracks.parameters) when the record has hit positions and layers.
+trkx.tracks.fit.parameters) when the record has hit positions and layers.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ def run(args: argparse.Namespace) -> int:
     from trkx.data.listing import record_event_id, record_paths, remove_stale
     from trkx.data.record import load_record
     from trkx.files.errors import TrackMLFormatError
-    from trkx.tracks.building import tracks_frame
+    from trkx.tracks.builder.building import tracks_frame
     from trkx.tracks.files import (
         TRACKS_FILE,
         atomic_write,
         track_builder,
         tracks_file_name,
     )
-    from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name, track_parameters
+    from trkx.tracks.fit.parameters import PARAMETERS_FILE, parameters_file_name, track_parameters
 
     with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
         builder = track_builder(args.config, args.overrides, args.checkpoint)

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from trkx.data.record import build_event_record
     from trkx.data.summary import event_summary, format_summary
     from trkx.data.truth import SignalCuts
-    from trkx.tracks.score import score_event
+    from trkx.tracks.evaluate.score import score_event
 
     cuts = SignalCuts()
     prefix = args.event or default_event()

@@ -6,14 +6,14 @@ event record ``eventNNNNNNNNN*.pt`` (with per-hit truth), else the TrackML files
 
 - ``metrics.json``: ``cuts``, ``overall`` (efficiency, fake_rate, duplicate_rate,
   trackml_score, counts, binomial errors; the fake rate split by kind, ``fake_rate_<kind>``:
-  pieces of one signal or other particle, mixed, noise, trkx.tracks.metrics), ``events``
+  pieces of one signal or other particle, mixed, noise, trkx.tracks.evaluate.metrics), ``events``
   (the same per event), ``binned`` (the plotted rates with Clopper-Pearson 68% intervals)
   and ``edges`` (edge efficiency/purity per stage, when records with edges are given);
 - ``particles.csv`` and ``tracks.csv``: the per-particle and per-track tables behind them;
 - when the tracks folder holds ``eventNNNNNNNNN-parameters.csv`` (``trkx infer`` writes them):
   ``resolution`` in ``metrics.json`` (fitted pT and eta against the matched signal particles;
   phi, d0, z0 and charge of the prompt ones when ``--events`` are TrackML files with their
-  particle table: trkx.tracks.resolution), ``parameters.csv`` (fitted and true values per
+  particle table: trkx.tracks.evaluate.resolution), ``parameters.csv`` (fitted and true values per
   matched signal track) and the ``pt_resolution`` plot;
 - PNG plots: efficiency vs pT, vs eta, vs the particle's hit count and vs production radius,
   fake rate vs eta, duplicate rate vs eta, track length.
@@ -24,7 +24,8 @@ truth holds production vertices (TrackML particle files, records with ``producti
 and by the vertex |z| along the beam (0-50, 50-100, 100-150, > 150 mm: ``efficiency_vz_*``, and
 per origin; plot ``efficiency_vs_vertex_z``); the prompt particles from |z| < 100 mm by their
 hit count (3, 4, 5+: ``efficiency_prompt_near_hits_*``). ``anchors`` in ``metrics.json`` (and a
-printed line) counts as the published pipelines do (HEPTv2's evaluation, trkx.tracks.anchors):
+printed line) counts as the published pipelines do (HEPTv2's evaluation,
+trkx.tracks.evaluate.anchors):
 the pixel part of the event, signal pT > 0.9 GeV, |eta| < 4, >= 3 pixel layers, the fake rate
 over the candidates whose majority particle is signal.
 
@@ -97,10 +98,10 @@ def check_folders(args: argparse.Namespace) -> list[tuple[str, Path]]:
 
 def run(args: argparse.Namespace) -> int:
     stages = check_folders(args)
-    from trkx.tracks.evaluation import evaluate_tracks
+    from trkx.tracks.evaluate.evaluation import evaluate_tracks
+    from trkx.tracks.evaluate.report import write_evaluation
+    from trkx.tracks.evaluate.summary_text import evaluation_text
     from trkx.tracks.files import evaluation_settings
-    from trkx.tracks.report import write_evaluation
-    from trkx.tracks.summary_text import evaluation_text
 
     cuts, builder_cut = evaluation_settings(args.config, args.overrides, args.checkpoint)
     start = time.perf_counter()

@@ -8,7 +8,7 @@ summary line and ``timing.json`` (``models``, ``models_per_event``) say which ra
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional) and writes to ``--out``: one
 ``eventNNNNNNNNN-tracks.csv`` per event (``event_id,hit_id,track_id``), beside it
-``eventNNNNNNNNN-parameters.csv`` (each track's helix and quality: trkx.tracks.parameters) and
+``eventNNNNNNNNN-parameters.csv`` (each track's helix and quality: trkx.tracks.fit.parameters) and
 ``timing.json`` (seconds per stage, throughput, device, precision, kernel, allocator, CPU
 seconds, peak memory: trkx.pipeline.timing). With truth (or ``--evaluate``) the tracks are
 evaluated as ``trkx evaluate`` does, in this process, into ``--out/evaluate``; events with
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     text = json.dumps(report, indent=2)
     atomic_write(args.out / "timing.json", lambda tmp: tmp.write_text(text))
     print(summary_line(report, args.out, settings))
-    from trkx.tracks.projection import pixel_truth_file
+    from trkx.tracks.evaluate.projection import pixel_truth_file
 
     pixel = [(p, r) for p, r in zip(prefixes, results)
              if not r.has_truth and pixel_truth_file(p) is not None]
@@ -118,12 +118,12 @@ def run(args: argparse.Namespace) -> int:
 def _evaluate_pixel_events(pixel: list, out: Path, cuts) -> None:
     """Events with truth for their pixel hits only (``-truth-pixel``, e.g. the real event
     21001), ``(prefix, result)``: their tracks scored on the projection onto those hits
-    (trkx.tracks.projection), printed and written to ``out/pixel_truth.json``."""
+    (trkx.tracks.evaluate.projection), printed and written to ``out/pixel_truth.json``."""
     import pandas as pd
 
+    from trkx.tracks.evaluate.projection import pixel_truth_report
+    from trkx.tracks.evaluate.summary_text import pixel_truth_text
     from trkx.tracks.files import atomic_write
-    from trkx.tracks.projection import pixel_truth_report
-    from trkx.tracks.summary_text import pixel_truth_text
 
     report = pixel_truth_report([(p, pd.read_csv(r.path), r.event_id) for p, r in pixel], cuts)
     text = json.dumps(report, indent=1, default=float)
@@ -136,9 +136,9 @@ def _evaluate(args: argparse.Namespace, cuts, edge_cut: dict[int, float],
     """The tracks evaluated in this process as ``trkx evaluate`` does, into OUT/evaluate, each
     event's edges at the cut of the set that made it (``sets``: each set's own figures too);
     the truth from the stage graphs when they were written (edge figures per stage too)."""
-    from trkx.tracks.evaluation import evaluate_tracks
-    from trkx.tracks.report import write_evaluation
-    from trkx.tracks.summary_text import evaluation_text
+    from trkx.tracks.evaluate.evaluation import evaluate_tracks
+    from trkx.tracks.evaluate.report import write_evaluation
+    from trkx.tracks.evaluate.summary_text import evaluation_text
 
     graphs = args.graphs
     stages = [] if graphs is None else [(s, graphs / s) for s in ("embedding", "filter")]

@@ -63,9 +63,9 @@ def validate_steps(steps, config) -> None:
     from trkx.cli.stages import stage_module
     from trkx.config import apply_overrides, instantiate, load_config, section
     from trkx.stages import tools as stage_tools
-    from trkx.tracks.building import TrackBuilder
+    from trkx.tracks.builder.building import TrackBuilder
+    from trkx.tracks.evaluate.metrics import MetricCuts
     from trkx.tracks.files import config_section
-    from trkx.tracks.metrics import MetricCuts
 
     parser = build_parser()
     for step in steps:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from trkx.data.io import event_id_from_prefix, load_event
-    from trkx.tracks.score import match_tracks
+    from trkx.tracks.evaluate.score import match_tracks
 
     (truth,) = load_event(args.prefix, ["truth"], detector=None)
     event_id = event_id_from_prefix(args.prefix)

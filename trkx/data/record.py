@@ -68,7 +68,7 @@ FIELDS: tuple[Field, ...] = (
           "prompt particles have <= 1 mm (trkx.data.truth.PROMPT_RADIUS)"),
     Field(VERTEX_Z, ("N",), torch.float32, "data",
           "truth: the z of the particle's production vertex [mm] (noise: 0); the efficiency "
-          "by vertex |z| (trkx.tracks.metrics)"),
+          "by vertex |z| (trkx.tracks.evaluate.metrics)"),
     Field(SIGNAL_HIT, ("N",), torch.bool, "data",
           "truth: hit of a signal particle (trkx.data.truth.SignalCuts)"),
     Field(TRACK_EDGES, (2, "T"), torch.int64, "data",

@@ -11,7 +11,7 @@ of the step budget (trkx.stages.schedules; ``lr_step_size > 0`` keeps the older 
 
 Working point (``working_point()``, stored in the checkpoint): the track builder's cut chosen
 on the validation events for the best track efficiency at fake rate <= ``fake_rate_target``
-(trkx.tracks.tuning); the same cut is the GNN's edge cut.
+(trkx.tracks.tune.tuning); the same cut is the GNN's edge cut.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES, KernelChooser, build_graph_ops
 from trkx.stages.schedules import adamw_warmup_cosine, check_horizon, total_steps
-from trkx.tracks.event_truth import has_truth
+from trkx.tracks.evaluate.event_truth import has_truth
 
 
 class GNNModule(pl.LightningModule):
@@ -59,7 +59,7 @@ class GNNModule(pl.LightningModule):
         signal_pt_min: the loss's signal threshold (GeV): with a value, the edges the loss
             weighs as signal are the true edges (``y``) of particles of pT >= this and at
             least trkx.data.truth.SignalCuts.min_hits hits (the records' ``signal`` flag is
-            pT >= 1 GeV; the anchors count pT > 0.9, trkx.tracks.anchors); the validation's
+            pT >= 1 GeV; the anchors count pT > 0.9, trkx.tracks.evaluate.anchors); the validation's
             efficiency and purity still count the records' flag. None: the records' flag.
         edge_cut: score above which an edge is kept, for the metrics (until a working
             point is chosen).
@@ -67,29 +67,31 @@ class GNNModule(pl.LightningModule):
         fake_rate_target: track fake rate the builder's cut must respect on validation.
         quality_budget: with a value, the track quality cut is the one of lowest fake rate
             among the points that lose at most this much efficiency on validation against
-            the best point without one (trkx.tracks.tuning); None: tuned under
+            the best point without one (trkx.tracks.tune.tuning); None: tuned under
             ``fake_rate_target`` like the other keys.
         efficiency_count: the efficiency the tuner maximises: ``trkx`` (trkx's signal) or
             ``anchors`` (each track's pixel projection, the published pipelines' signal,
-            trkx.tracks.anchors); the fake rate is trkx's own either way.
+            trkx.tracks.evaluate.anchors); the fake rate is trkx's own either way.
         tune_tracks: choose the track builder's cut on validation events (working_point).
-        extend_window_xy: the track builder's extension windows (mm, trkx.tracks.extension)
+        extend_window_xy: the track builder's extension windows (mm, trkx.tracks.builder.extension)
         extend_window_z: the tuner builds the working points with, stored in the working
             point (a tracks config's null keys take them); None: tuned without extension.
         extend_overlap_xy: the extension's windows for a layer's second hit (mm,
-        extend_overlap_z: trkx.tracks.extension ``overlap``), tuned with and stored the same
+        extend_overlap_z: trkx.tracks.builder.extension ``overlap``), tuned with and stored the same
             way; None: a track takes no second hit on a layer.
-        extend_pixel_xy: the extension's windows for the pixel hits (mm, trkx.tracks.extension
+        extend_pixel_xy: the extension's windows for the pixel hits (mm,
+        trkx.tracks.builder.extension
         extend_pixel_z: ``pixel_windows``), tuned with and stored the same way; None: the
             windows above.
         extend_rounds: the extensions the tuner builds with, each from the helices the last
             one refitted (a found pixel hit pins the helix for the next), stored in the
             working point with the windows.
         extend_weighted_z: the tuner's extension judges along the beam against each track's
-            line fitted with its hits' resolutions (trkx.tracks.extension ``weighted_z``: one
+            line fitted with its hits' resolutions (trkx.tracks.builder.extension ``weighted_z``:
+            one
             pixel hit pins a line of strips), stored in the working point with the windows.
         second_fake_budget: with a value, the second pass over the hits the tuned builder
-            leaves alone is tuned too (trkx.tracks.second_pass: the most signal particles
+            leaves alone is tuned too (trkx.tracks.builder.second_pass: the most signal particles
             added for at most this many fakes per first-pass track); None: no second pass.
         z_shift_sigma: width (mm) of the normal distribution from which each training step
             draws a shift of the whole graph along the beam (trkx.edges.augment); 0: off.
@@ -157,7 +159,7 @@ class GNNModule(pl.LightningModule):
         if quality_budget is not None and not 0.0 <= quality_budget < 1.0:
             raise ValueError(f"quality_budget must lie in [0, 1), got {quality_budget}")
         self.quality_budget = quality_budget
-        from trkx.tracks.tuning import EFFICIENCY_COUNTS
+        from trkx.tracks.tune.tuning import EFFICIENCY_COUNTS
         if efficiency_count not in EFFICIENCY_COUNTS:
             raise ValueError(f"efficiency_count {efficiency_count!r}: expected one of "
                              f"{', '.join(EFFICIENCY_COUNTS)}")
@@ -288,8 +290,8 @@ class GNNModule(pl.LightningModule):
 
     def working_point(self) -> dict[str, float]:
         """The track builder's cut tuned on the last validation epoch (and the edge cut)."""
-        from trkx.tracks.building import TrackBuilder
-        from trkx.tracks.tuning import tune_cut
+        from trkx.tracks.builder.building import TrackBuilder
+        from trkx.tracks.tune.tuning import tune_cut
 
         if not self._val_events:
             return {"edge_cut": float(self.edge_cut)}
@@ -318,7 +320,7 @@ class GNNModule(pl.LightningModule):
                                                       ("extend_pixel_z", self.extend_pixel_z))
                       if value is not None})
         if self.second_fake_budget is not None:
-            from trkx.tracks.second_tuning import tune_second_pass, tuned_builder
+            from trkx.tracks.tune.second_tuning import tune_second_pass, tuned_builder
 
             second = tune_second_pass(self._val_events, tuned_builder(point),
                                       self.second_fake_budget,

@@ -94,7 +94,7 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     from trkx.files.errors import EventFileNotFoundError
     from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.files import atomic_write, tracks_file_name
-    from trkx.tracks.parameters import parameters_file_name
+    from trkx.tracks.fit.parameters import parameters_file_name
 
     try:
         find_part_file(prefix, "truth")
@@ -203,7 +203,7 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
     from trkx.pipeline.preflight import check_checkpoints
     from trkx.runtime.threads import choose_threads
     from trkx.tracks.files import TRACKS_FILE
-    from trkx.tracks.parameters import PARAMETERS_FILE, parameters_file_name
+    from trkx.tracks.fit.parameters import PARAMETERS_FILE, parameters_file_name
 
     plans = []
     for group in groups:

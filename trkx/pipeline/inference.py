@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from trkx.filter.model import FilterMLP
     from trkx.gnn.model import InteractionGNN
     from trkx.gnn.ops_factory import KernelChooser
-    from trkx.tracks.building import TrackBuilder
+    from trkx.tracks.builder.building import TrackBuilder
 
 CHECKPOINT_FILES = {"embedding": "embedding.pt", "filter": "filter.pt", "gnn": "gnn.pt"}
 #: ``stage -> (stage YAML, overrides)`` for embedding, filter, gnn and tracks.
@@ -138,8 +138,8 @@ class TrainedPipeline:
         from trkx.gnn.checkpoint import GNNInference
         from trkx.gnn.checkpoint import load_model as load_gnn
         from trkx.gnn.ops_factory import KernelChooser
-        from trkx.tracks.builder_options import builder_options
-        from trkx.tracks.building import TrackBuilder
+        from trkx.tracks.builder.builder_options import builder_options
+        from trkx.tracks.builder.building import TrackBuilder
         from trkx.training.data import EmbeddingData
 
         target = resolve_device(device)
@@ -289,9 +289,9 @@ class TrainedPipeline:
     def track_parameters(self, graph: Data, labels: np.ndarray,
                          table: pd.DataFrame | None = None) -> pd.DataFrame:
         """Each track's helix parameters, chi2 / ndf and quality score
-        (trkx.tracks.parameters), from the GNN graph and the track ids :meth:`run` returned
+        (trkx.tracks.fit.parameters), from the GNN graph and the track ids :meth:`run` returned
         (``table``: :meth:`run_with_table`'s, when it gave one: no second fit)."""
-        from trkx.tracks.parameters import track_parameters
+        from trkx.tracks.fit.parameters import track_parameters
 
         return track_parameters(graph, labels, self.builder, table)
 
@@ -326,7 +326,7 @@ def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os
     never read it); without it, the GNN's graph alone, unless ``stage_graphs`` asks for every
     stage's graph without truth (what a benchmark counts the edges of)."""
     from trkx.data.events import event_record
-    from trkx.tracks.building import tracks_frame
+    from trkx.tracks.builder.building import tracks_frame
 
     start = time.perf_counter()
     record = event_record(str(prefix), detector, pipeline.use_cells, pipeline.signal_pt_min,

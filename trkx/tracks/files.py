@@ -37,8 +37,8 @@ def track_builder(config_path: str | None, overrides: list[str], checkpoint: Pat
     """The TrackBuilder of the config's ``builder`` section; its null keys come from the GNN
     checkpoint's working point (the cut and track length tuned on validation events)."""
     from trkx.files.checkpoint import load_checkpoint
-    from trkx.tracks.builder_options import builder_options
-    from trkx.tracks.building import TrackBuilder
+    from trkx.tracks.builder.builder_options import builder_options
+    from trkx.tracks.builder.building import TrackBuilder
 
     label = config_path or "--set"
     config = apply_overrides(load_config(config_path) if config_path else {}, overrides or [])
@@ -61,7 +61,7 @@ def evaluation_settings(config_path: str | None, overrides: list[str],
     made the tracks) when given, else of the config's builder (null keys from the GNN
     checkpoint's working point)."""
     from trkx.config import naming_overrides
-    from trkx.tracks.metrics import MetricCuts
+    from trkx.tracks.evaluate.metrics import MetricCuts
 
     label = config_path or "--set"
     with naming_overrides(overrides, label):   # a bad --set names it
@@ -106,8 +106,8 @@ def read_tracks(path: Path, event_id: int) -> pd.DataFrame:
 
 
 def read_parameters(path: Path) -> pd.DataFrame:
-    """A track-parameters file (trkx.tracks.parameters), its columns checked."""
-    from trkx.tracks.parameters import COLUMNS
+    """A track-parameters file (trkx.tracks.fit.parameters), its columns checked."""
+    from trkx.tracks.fit.parameters import COLUMNS
 
     try:
         table = pd.read_csv(path)

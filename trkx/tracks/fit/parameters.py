@@ -1,0 +1,49 @@
+"""Each built track's parameters: the table written beside ``eventNNNNNNNNN-tracks.csv``.
+
+One row per track of >= 3 hits (the fewest a track is evaluated with) of the final track ids
+``labels`` of a scored event graph record: ``track_id, n_hits, pt, eta, phi, d0, z0, charge,
+chi2_ndf`` from the helix fit of its hits (trkx.tracks.fit.helix_fit: GeV, rad, mm; ``phi`` and
+``d0`` at the closest approach to the beam line, ``z0`` the z there), and ``quality`` ``q_t``
+(trkx.tracks.fit.quality) when the builder has a quality model, else empty. The ``track_id`` is
+the one of the tracks file.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from trkx.arrays import as_numpy
+from trkx.tracks.builder.building import TrackBuilder
+from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.fit.track_table import track_table
+
+COLUMNS: tuple[str, ...] = ("track_id", "n_hits", "pt", "eta", "phi", "d0", "z0", "charge",
+                            "chi2_ndf", "quality")
+PARAMETERS_SUFFIX = "-parameters.csv"
+PARAMETERS_FILE = re.compile(r"^event(\d{9})-parameters\.csv$")
+
+
+def track_parameters(record, labels: np.ndarray, builder: TrackBuilder,
+                     table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The module docstring's table for ``labels`` (one track id per hit of ``record``, which
+    carries ``pos``, ``volume_id``, ``layer_id``, ``edge_index`` and ``scores``); ``table``,
+    the builder's own track table of these tracks when it made one
+    (:meth:`TrackBuilder.build_with_table`), is taken as it is instead of fitting again."""
+    if table is not None:
+        return table[list(COLUMNS)].reset_index(drop=True)
+    cut = builder.edge_cut
+    graph = graph_from_record(record, builder.orientation, min_score=cut)
+    table = track_table(labels, as_numpy(record.pos), as_numpy(record.volume_id),
+                        as_numpy(record.layer_id), graph.src, graph.dst, graph.score)
+    table = table[table["n_hits"].to_numpy() >= 3].reset_index(drop=True)
+    table["quality"] = (builder.quality.score(table) if builder.quality is not None
+                        else np.nan)
+    return table[list(COLUMNS)]
+
+
+def parameters_file_name(event_id: int) -> str:
+    """``eventNNNNNNNNN-parameters.csv``."""
+    return f"event{event_id:09d}{PARAMETERS_SUFFIX}"

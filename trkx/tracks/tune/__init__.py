@@ -1,0 +1,1 @@
+"""Choosing the track builder's working point on validation events."""

@@ -1,0 +1,342 @@
+"""Choosing the track builder's cut and minimum lengths on validation events.
+
+For scored validation records, candidate cuts ``c_1 < ... < c_m`` and candidate minimum track
+lengths ``l_1 < ... < l_k``, one length for the central and one for the forward region
+(TrackBuilder.min_length, min_length_forward: tracks with ``|eta_t| >= forward_eta``), build
+the tracks at each cut once, evaluate them once (double majority by default), and score every
+pair of lengths from that one evaluation; the chosen point is
+
+    (c*, l_c*, l_f*) = argmax_(c, l_c, l_f) { efficiency : fake_rate <= fake_target }
+
+(ties: the higher cut, then the shorter central, then the shorter forward length); when no
+point meets the fake-rate target, the point of the lowest fake rate (ties: best efficiency).
+
+Dissolving a track touches no other track's match, so the figures at lengths ``L`` follow from
+the unshortened evaluation: with ``keep_t = (n_t >= L(region_t))`` over the candidate tracks,
+
+    efficiency(L) = #{signal p : some matched t of p has keep_t} / #signal,
+    fake_rate(L)  = #{t : keep_t, t unmatched} / #{t : keep_t}
+
+(exactly what building at ``L`` and evaluating gives). The same holds for the short tracks the
+GNN is sure of (TrackBuilder.short_score ``sigma``): ``keep_t = (n_t >= L(region_t)) or
+(s_t >= sigma)``, with ``s_t`` the mean score of the track's edges, so the candidates
+``sigma`` in ``short_scores`` (None: off) are scored from the same evaluation.
+
+The same holds for the track quality cut (TrackBuilder.quality_cut ``kappa``): at each cut
+``c`` the quality model (trkx.tracks.fit.quality) is fitted to the candidate tracks of the
+validation events built at ``c`` (label: matched), and ``keep_t`` above also needs
+``q_t >= kappa`` for the candidates ``kappa`` in ``quality_cuts`` (None: no quality cut).
+Records without hit positions or layers, or events without a fake (or a matched) track, leave
+the quality out.
+
+The short tracks may answer to a model of their own instead of ``s_t`` (TrackBuilder.
+short_quality_cut ``lambda``): at each cut the short-track model (trkx.tracks.fit.quality,
+SHORT_FEATURES) is fitted to the candidates of 3 hits up to the longest candidate length that
+find a signal particle (label 1) or are fakes (label 0; the matched tracks of other particles,
+which move neither figure, are left out), and
+for the candidates ``lambda`` in ``short_quality_cuts`` (None: not used; such points have no
+``sigma``) ``keep_t = (n_t >= L(region_t) and q_t >= kappa) or (3 <= n_t < L(region_t) and
+q'_t >= lambda)``: a short track the model keeps is not judged by ``kappa``.
+
+With the extension (TrackBuilder.extend_window_xy set on ``builder``) a track takes the lone
+hits on its helix after the lengths and the quality cut, so the dissolved hits of one track can
+join another and the formulas above no longer give the final figures. The tuner then builds the
+points of a shortlist exactly (each from the same candidates: TrackBuilder.finish) and chooses
+among them by the same rule (trkx.tracks.tune.shortlist: which points, and why).
+
+The GNN calls this at the end of training so its checkpoint carries the builder's working
+point (:meth:`TunedCut.working_point`; trkx.edges.working_point has the edge-level rule); a
+checkpoint from before the forward length (no ``min_length_forward``) applies its
+``min_length`` everywhere, and one from before the short-track score builds without it
+(trkx.tracks.builder.builder_options).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from trkx.arrays import as_numpy
+from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.graph import ScoredGraph, graph_from_record
+from trkx.tracks.builder.track_labels import track_mean_score
+from trkx.tracks.evaluate.anchors import anchor_evaluation
+from trkx.tracks.evaluate.event_truth import truth_from_record
+from trkx.tracks.evaluate.metrics import EventEvaluation, MetricCuts, evaluate_event
+from trkx.tracks.fit.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
+from trkx.tracks.fit.track_table import track_table
+from trkx.tracks.tune.shortlist import choose, exact_shortlist
+
+DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+DEFAULT_LENGTHS: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
+DEFAULT_SHORT_SCORES: tuple[float | None, ...] = (None, 0.9, 0.95, 0.97, 0.98, 0.99)
+DEFAULT_QUALITY_CUTS: tuple[float | None, ...] = (None, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
+                                                  0.7, 0.8)
+DEFAULT_SHORT_QUALITY_CUTS: tuple[float | None, ...] = (None, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+#: How the tuner counts the efficiency it maximises: trkx's own signal, or the anchors'.
+EFFICIENCY_COUNTS: tuple[str, ...] = ("trkx", "anchors")
+
+
+@dataclass(frozen=True)
+class TunedCut:
+    """The chosen cut and lengths, and the validation figures of every candidate."""
+
+    cut: float
+    min_length: int
+    efficiency: float
+    fake_rate: float
+    # (cut, central length, efficiency, fake rate) at equal lengths in both regions
+    scan: tuple[tuple[float, int, float, float], ...]
+    min_length_forward: int | None = None
+    short_score: float | None = None
+    quality_cut: float | None = None
+    quality: QualityModel | None = None
+    short_quality_cut: float | None = None
+    short_quality: QualityModel | None = None
+
+    def working_point(self) -> dict[str, float]:
+        """The GNN checkpoint's working-point entries of the track builder."""
+        point = {"edge_cut": self.cut, "walk_cut": self.cut, "min_length": self.min_length,
+                 "val_track_efficiency": self.efficiency, "val_fake_rate": self.fake_rate}
+        if self.min_length_forward is not None:
+            point["min_length_forward"] = self.min_length_forward
+        if self.short_score is not None:
+            point["short_score"] = self.short_score
+        if self.quality_cut is not None and self.quality is not None:
+            point["quality_cut"] = self.quality_cut
+            point.update(self.quality.working_point())
+        if self.short_quality_cut is not None and self.short_quality is not None:
+            point["short_quality_cut"] = self.short_quality_cut
+            point.update(self.short_quality.working_point(SHORT_PREFIX))
+        point["stitch"] = 1.0       # tuned on stitched tracks (TrackBuilder's default)
+        return point
+
+
+def _found_signal(evaluation) -> pd.Series:
+    """Per track id of ``evaluation``'s candidates, the signal particle it matches (0: none)."""
+    particles = evaluation.particles
+    signal_ids = particles["particle_id"].to_numpy()[particles["signal"].to_numpy(bool)]
+    tracks = evaluation.tracks
+    pid = tracks["particle_id"].to_numpy()
+    found = tracks["matched"].to_numpy(bool) & np.isin(pid, signal_ids)
+    return pd.Series(np.where(found, pid, 0), index=tracks["track_id"].to_numpy(np.int64))
+
+
+def _evaluated(truth, frame: pd.DataFrame, metric_cuts: MetricCuts,
+               count: str) -> tuple[EventEvaluation, pd.Series, int]:
+    """The evaluation of ``frame``, each track's found signal particle and the number of
+    signal particles, counted as ``count`` says (:func:`tune_cut`)."""
+    evaluation = evaluate_event(truth, frame, metric_cuts)
+    counted = evaluation if count == "trkx" else anchor_evaluation(truth, frame)
+    return (evaluation, _found_signal(counted),
+            int(counted.particles["signal"].sum()))
+
+
+def _track_table(evaluation, mean_score: np.ndarray | None = None,
+                 found: pd.Series | None = None) -> pd.DataFrame:
+    """Candidate tracks of one evaluation: length, |eta|, matched, the signal particle found
+    (``found``: per track id, 0 or absent: none; None: the evaluation's own), the mean score
+    of their edges (``mean_score``: per track id; absent: 0) and their quality (1 until a
+    quality model scores them)."""
+    found = _found_signal(evaluation) if found is None else found
+    tracks = evaluation.tracks
+    track_id = tracks["track_id"].to_numpy(np.int64)
+    return pd.DataFrame({"track_id": track_id,
+                         "n_hits": tracks["n_hits"].to_numpy(),
+                         "abs_eta": np.abs(tracks["eta"].to_numpy()),
+                         "matched": tracks["matched"].to_numpy(bool),
+                         "signal_pid": found.reindex(track_id, fill_value=0).to_numpy(),
+                         "mean_score": (np.zeros(len(tracks)) if mean_score is None else
+                                        mean_score[track_id]),
+                         "quality": 1.0,
+                         "event": evaluation.event_id})
+
+
+def length_figures(table: pd.DataFrame, n_signal: int, central: int, forward: int,
+                   forward_eta: float, short_score: float | None = None,
+                   quality_cut: float | None = None,
+                   short_quality_cut: float | None = None) -> tuple[float, float]:
+    """Efficiency and fake rate of the tracks of ``table`` kept at lengths (central, forward),
+    ``short_score``, ``quality_cut`` and ``short_quality_cut`` (the module docstring's
+    formulas; the last reads the table's ``short_quality``)."""
+    need = np.where(table["abs_eta"].to_numpy() >= forward_eta, forward, central)
+    n_hits = table["n_hits"].to_numpy()
+    keep = n_hits >= need
+    spared = np.zeros(len(keep), dtype=bool)
+    if short_quality_cut is not None:
+        spared = ~keep & (n_hits >= 3) & (table["short_quality"].to_numpy() >= short_quality_cut)
+    elif short_score is not None:
+        keep |= table["mean_score"].to_numpy() >= short_score
+    if quality_cut is not None:
+        keep &= table["quality"].to_numpy() >= quality_cut
+    keep |= spared
+    found = table.loc[keep & (table["signal_pid"].to_numpy() != 0), ["event", "signal_pid"]]
+    n_found = len(found.drop_duplicates())
+    n_kept = int(keep.sum())
+    fakes = int((keep & ~table["matched"].to_numpy(bool)).sum())
+    efficiency = n_found / n_signal if n_signal else float("nan")
+    return efficiency, (fakes / n_kept if n_kept else float("nan"))
+
+
+def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
+             metric_cuts: MetricCuts | None = None, fake_target: float = 0.05,
+             cuts: Sequence[float] = DEFAULT_CUTS,
+             lengths: Sequence[int] = DEFAULT_LENGTHS,
+             forward_lengths: Sequence[int] | None = None,
+             short_scores: Sequence[float | None] = DEFAULT_SHORT_SCORES,
+             quality_cuts: Sequence[float | None] = DEFAULT_QUALITY_CUTS,
+             quality_budget: float | None = None,
+             extension_points: int = 8,
+             short_quality_cuts: Sequence[float | None] = DEFAULT_SHORT_QUALITY_CUTS,
+             efficiency_count: str = "trkx") -> TunedCut:
+    """The builder cut (``walk_cut`` or ``cc_cut``), lengths, ``short_score`` and
+    ``quality_cut`` (with its model), or ``short_quality_cut`` in place of ``short_score``
+    (with the short-track model), of best efficiency at the fake target.
+
+    ``records`` carry ``edge_index``, ``scores``, ``hit_id`` and truth; ``builder`` and
+    ``metric_cuts`` default to ``TrackBuilder()`` and ``MetricCuts()``. ``forward_lengths``
+    (default: ``lengths``; ``()``: one length everywhere) are the forward region's candidates
+    (tracks with ``|eta_t| >= builder.forward_eta``). With ``quality_budget`` the points
+    without a quality cut are chosen among first; then, among all points whose efficiency is
+    at least that point's less ``quality_budget``, the one of lowest fake rate (ties: best
+    efficiency) is taken. ``efficiency_count`` ``"anchors"`` counts the efficiency on the
+    published pipelines' definitions (trkx.tracks.evaluate.anchors: each track's pixel projection,
+    signal
+    pT > 0.9 GeV on >= 3 pixel layers) in place of ``metric_cuts``; the fake rate stays
+    trkx's own (every candidate of the whole track counted).
+    """
+    if efficiency_count not in EFFICIENCY_COUNTS:
+        raise ValueError(f"efficiency_count {efficiency_count!r}: expected one of "
+                         f"{', '.join(EFFICIENCY_COUNTS)}")
+    builder = builder if builder is not None else TrackBuilder()
+    metric_cuts = metric_cuts if metric_cuts is not None else MetricCuts()
+    if not records:
+        raise ValueError("tuning the track builder needs at least one validation event")
+    field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
+    forward_lengths = tuple(lengths) if forward_lengths is None else tuple(forward_lengths)
+    truths = [truth_from_record(r) for r in records]
+    extending = builder.extend_window_xy is not None
+    scan, points, models, candidates = [], [], {}, {}   # candidates[cut, i]: (labels, graph)
+    longest = max((*lengths, *forward_lengths))
+    for cut in cuts:
+        unshortened = replace(builder, **{field: float(cut)}, min_length=1,
+                              min_length_forward=None, short_score=None, quality_cut=None,
+                              extend_window_xy=None)
+        tables, features, n_signal = [], [], 0
+        for i, (record, truth) in enumerate(zip(records, truths)):
+            graph = graph_from_record(record, builder.orientation, min_score=cut)
+            labels = unshortened.build_graph(graph, getattr(record, "pos", None))
+            if extending:
+                candidates[float(cut), i] = (labels, graph)
+            evaluation, found, signal = _evaluated(
+                truth, tracks_frame(record.hit_id, labels, int(getattr(record, "event_id", -1))),
+                metric_cuts, efficiency_count)
+            tables.append(_track_table(evaluation, _mean_scores(record, labels, cut), found)
+                          .assign(event=i))
+            features.append(_features(record, labels, graph,
+                                      tables[-1]["track_id"].to_numpy()))
+            n_signal += signal
+        table = pd.concat(tables, ignore_index=True)
+        model = short_model = None
+        if all(f is not None for f in features) and 0 < table["matched"].mean() < 1:
+            pooled = pd.concat(features, ignore_index=True)
+            model = fit_quality(pooled, table["matched"].to_numpy(bool))
+            table["quality"] = model.score(pooled)
+            short_model = _short_model(pooled, table, longest)
+            if short_model is not None:
+                table["short_quality"] = short_model.score(pooled)
+        models[float(cut)] = (model, short_model)
+        gates = [(sure, None) for sure in short_scores]
+        if short_model is not None:
+            gates += [(None, lam) for lam in short_quality_cuts if lam is not None]
+        for central in lengths:
+            efficiency, fake = length_figures(table, n_signal, central, central, 0.0)
+            scan.append((float(cut), int(central), efficiency, fake))
+            for forward in forward_lengths or (None,):
+                for sure, lam in gates:
+                    for kappa in quality_cuts if model is not None else (None,):
+                        eff, fk = (efficiency, fake) if (forward, sure, kappa, lam) == (
+                            None, None, None, None) else length_figures(
+                                table, n_signal, central,
+                                central if forward is None else forward,
+                                builder.forward_eta, sure, kappa, lam)
+                        points.append((float(cut), int(central), forward, eff, fk, sure, kappa,
+                                       lam))
+    if extending:
+        points = exact_shortlist(points, extension_points, fake_target, quality_budget,
+                               lambda chosen: _extended_points(records, truths, builder,
+                                                               metric_cuts, efficiency_count,
+                                                               models, candidates, chosen))
+    best = choose(points, fake_target, quality_budget)
+    model, short_model = models[best[0]]
+    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
+                    model if best[6] is not None else None, best[7],
+                    short_model if best[7] is not None else None)
+
+
+def _short_model(pooled: pd.DataFrame, table: pd.DataFrame, longest: int) -> QualityModel | None:
+    """The short-track model fitted to the candidates of 3 to ``longest - 1`` hits: those that
+    find a signal particle against the fakes (None when either is missing). A matched
+    candidate of a particle outside the signal neither finds nor fakes, so it is left out: as a
+    positive it taught the model that short pieces of low-pT particles are wanted (twenty-first
+    session: at the same fakes, 372 -> 408 of 440 signal short tracks kept, two-fold by event)."""
+    n_hits = pooled["n_hits"].to_numpy()
+    matched = table["matched"].to_numpy(bool)
+    finds = table["signal_pid"].to_numpy() != 0
+    used = (n_hits >= 3) & (n_hits < longest) & (finds | ~matched)
+    if finds[used].all() or not finds[used].any():
+        return None
+    return fit_quality(pooled[used], finds[used], features=SHORT_FEATURES)
+
+
+def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
+                     metric_cuts: MetricCuts, efficiency_count: str, models: dict,
+                     candidates: dict, points: list[tuple]) -> list[tuple]:
+    """``points`` with the efficiency and fake rate of their tracks built exactly, extension
+    included, from the candidates (and graph) of their cut."""
+    field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
+    out = []
+    for cut, central, forward, _, _, sure, kappa, lam in points:
+        model, short_model = models[cut]
+        point = replace(builder, **{field: cut}, min_length=central, min_length_forward=forward,
+                        short_score=sure, quality_cut=kappa,
+                        quality=model if kappa is not None else None,
+                        short_quality_cut=lam,
+                        short_quality=short_model if lam is not None else None)
+        tables, n_signal = [], 0
+        for i, (record, truth) in enumerate(zip(records, truths)):
+            labels, _ = point.finish(*candidates[cut, i], getattr(record, "pos", None))
+            evaluation, found, signal = _evaluated(truth, tracks_frame(record.hit_id, labels, i),
+                                                   metric_cuts, efficiency_count)
+            tables.append(_track_table(evaluation, found=found).assign(event=i))
+            n_signal += signal
+        efficiency, fake = length_figures(pd.concat(tables, ignore_index=True), n_signal,
+                                          0, 0, 0.0)
+        out.append((cut, central, forward, efficiency, fake, sure, kappa, lam))
+    return out
+
+
+def _features(record, labels: np.ndarray, graph: ScoredGraph,
+              track_ids: np.ndarray) -> pd.DataFrame | None:
+    """The track-table rows (trkx.tracks.fit.track_table) of ``track_ids`` on ``graph`` (the
+    record's edges at or above the cut); None when the record has no hit positions or layers."""
+    if getattr(record, "pos", None) is None or getattr(record, "volume_id", None) is None or \
+            getattr(record, "layer_id", None) is None:
+        return None
+    table = track_table(labels, as_numpy(record.pos), graph.layer // 1000, graph.layer % 1000,
+                        graph.src, graph.dst, graph.score).set_index("track_id")
+    return table.loc[track_ids].reset_index()
+
+
+def _mean_scores(record, labels: np.ndarray, cut: float) -> np.ndarray:
+    """Per track id of ``labels`` (compact), the mean score of its edges with score >= cut."""
+    src, dst = (np.asarray(a, dtype=np.int64) for a in as_numpy(record.edge_index))
+    score = as_numpy(record.scores).astype(np.float64)
+    above = score >= cut
+    per_hit = track_mean_score(labels, src[above], dst[above], score[above])
+    out = np.zeros(int(labels.max()) + 1 if len(labels) else 0)
+    out[labels] = per_hit
+    return out
