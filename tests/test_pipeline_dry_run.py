@@ -191,3 +191,36 @@ def test_the_cells_recipe_checks_its_init_from_before_any_step(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "trainer.init_from" in err[0] and "nowhere.pt: no such" in err[0]
     assert not (tmp_path / "w").exists()
+
+
+def test_until_plans_and_runs_the_steps_up_to_the_named_one(tmp_path: Path, capsys) -> None:
+    """`--until STEP`: the dry run lists the steps through STEP only; a run makes those
+    outputs and none after (here the training and validation events, not the test events),
+    says where it stopped and evaluates nothing."""
+    pipeline = tiny_config(tmp_path)
+    workdir = tmp_path / "work"
+    capsys.readouterr()
+    assert trkx_main(["run", str(pipeline), "--workdir", str(workdir), "--dry-run",
+                      "--until", "infer-filter-val"]) == 0
+    listed = [line.split()[2] for line in capsys.readouterr().out.splitlines()]
+    assert listed == [*SIMULATE, *EMBEDDING, *FILTER]
+    assert trkx_main(["run", str(pipeline), "--workdir", str(workdir),
+                      "--until", "simulate-val"]) == 0
+    assert "stopped after simulate-val" in capsys.readouterr().out
+    assert any((workdir / "data" / "train").glob("*-hits.csv*"))
+    assert any((workdir / "data" / "val").glob("*-hits.csv*"))
+    assert not (workdir / "data" / "test").exists()
+    assert not (workdir / "evaluate").exists()
+    assert to_do(pipeline, workdir)[0] == "simulate-test"
+
+
+def test_until_an_unknown_step_is_one_line_before_any_work(tmp_path: Path, capsys) -> None:
+    pipeline = tiny_config(tmp_path)
+    workdir = tmp_path / "work"
+    capsys.readouterr()
+    assert trkx_main(["run", str(pipeline), "--workdir", str(workdir),
+                      "--until", "train-gnnn"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "--until train-gnnn: no such step" in err[0] and "train-gnn," in err[0]
+    assert not workdir.exists()

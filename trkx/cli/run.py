@@ -13,7 +13,10 @@ events too, as every run ends by evaluating them; this is checked first, --dry-r
 A recipe with a ``state.folder`` (configs/pu200.yaml) resumes its training from the state
 stored there when the work folder has none of its own; ``--save-state`` stores the work
 folder's training state there (trkx.pipeline.state), so a long training continues on a
-fresh clone.
+fresh clone. ``--until STEP`` stops after the named step (``--dry-run`` lists the names), e.g.
+``--until train-gnn`` for a training stretch that another follows at once: no test events are
+run and nothing is evaluated (with the GNN's ``module.tune_tracks=false`` the stretch skips
+the tuner's ~12 minutes too).
 """
 
 from __future__ import annotations
@@ -41,7 +44,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="copy the work folder's resumable training state (checkpoints, "
                              "optimiser, step, learning curves) into the recipe's state.folder "
                              "and exit, running nothing")
+    parser.add_argument("--until", metavar="STEP",
+                        help="stop after this step (the names --dry-run prints), e.g. train-gnn")
     parser.set_defaults(func=run)
+
+
+def steps_until(steps: list, name: str | None, config: str) -> list:
+    """The steps up to and including the one called ``name`` (all of them for None)."""
+    from trkx.config import ConfigError
+
+    if name is None:
+        return steps
+    names = [step.name for step in steps]
+    if name not in names:
+        raise ConfigError(f"{config}: --until {name}: no such step (the steps: "
+                          f"{', '.join(names)})")
+    return steps[:names.index(name) + 1]
 
 
 def check_init_from(config: str, overrides: list[str]) -> None:
@@ -109,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_pipeline_config(args.config, args.overrides)
     steps = plan_steps(config, workdir)
     validate_steps(steps, config)
+    until = getattr(args, "until", None)
+    steps = steps_until(steps, until, args.config)
     if args.dry_run:
         states = plan_states(steps, workdir)
         for step in steps:
@@ -122,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{stage}: training state restored from {state_folder(config) / stage}")
     debug = bool(getattr(args, "debug", False))     # each step runs in a process of its own
     results = run_steps(steps, workdir, lambda argv: step_process(argv, debug))
+    if until is not None and steps[-1].name != "evaluate":
+        print(f"stopped after {until} (--until): nothing evaluated")
+        return 0
     seconds = seconds_per_stage(results)
     metrics = load_metrics(workdir / "evaluate")
     print(format_run_summary(metrics, seconds))
