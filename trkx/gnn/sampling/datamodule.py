@@ -5,8 +5,10 @@ Config (``configs/gnn_sampled.yaml``), mapped one-to-one onto :class:`SamplingCo
     sampling: {method: shadow, targets_per_batch: 512, hops: 9, fanout: [...], bulk: 8}
 
 Every epoch (seeded by ``seed`` and the epoch number) visits the events in a random order; the
-target hits of an event (its hits with at least one edge, in random order) are cut into
-minibatches of ``targets_per_batch``, so each such hit is a target once per epoch. Minibatches
+target hits of an event (its hits with at least one edge) are cut into minibatches of
+``targets_per_batch``, so each such hit is a target once per epoch: in random order
+(``method: shadow``), or in contiguous (eta, phi) patches (``method: patches``,
+trkx.gnn.sampling.patches: most of a minibatch's edges then count in the loss). Minibatches
 are sampled ``bulk`` at a time by one set of sparse products
 (:func:`trkx.gnn.sampling.sampler.sample_subgraphs`) and yielded one by one as ``Data`` records
 with a ``target_edge_mask`` (GNNModule then counts only those edges in the loss).
@@ -37,13 +39,15 @@ from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 from torch_geometric.data import Data
 
+from trkx.data.record import POS
+from trkx.gnn.sampling.patches import patch_targets
 from trkx.gnn.sampling.sampler import (
     sample_subgraphs,
     source_incidence_transposed,
     symmetric_adjacency,
 )
 
-METHODS: tuple[str, ...] = ("shadow",)
+METHODS: tuple[str, ...] = ("shadow", "patches")
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,8 @@ class SamplingConfig:
     """How training minibatches are sampled.
 
     Args:
-        method: ``shadow``: each minibatch is the ``hops``-hop neighbourhood of its targets.
+        method: each minibatch is the ``hops``-hop neighbourhood of its targets, drawn at random
+            (``shadow``) or as one (eta, phi) patch of the event (``patches``).
         targets_per_batch: target hits per minibatch.
         hops: L, hops of frontier expansion (``n_graph_iters + 1`` makes the target-edge
             scores exact when ``fanout`` is empty: see trkx.gnn.sampling.sampler).
@@ -63,6 +68,7 @@ class SamplingConfig:
             dropped uniformly from the outermost hops); None: no cap.
         interleave: W, events whose minibatches are shuffled together (module docstring);
             1: one event after the other.
+        patch_eta_width: with ``method: patches``, the width in eta of a patch's band.
     """
 
     method: str = "shadow"
@@ -72,12 +78,15 @@ class SamplingConfig:
     bulk: int = 8
     max_nodes: int | None = None
     interleave: int = 1
+    patch_eta_width: float = 0.5
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method {self.method!r} is not one of {', '.join(METHODS)}")
         if self.targets_per_batch < 1 or self.bulk < 1 or self.interleave < 1:
             raise ValueError("targets_per_batch, bulk and interleave must be >= 1")
+        if self.patch_eta_width <= 0:
+            raise ValueError(f"patch_eta_width must be > 0, got {self.patch_eta_width}")
         if self.hops < 1:
             raise ValueError(f"hops must be >= 1, got {self.hops}")
         fanout = tuple(int(f) for f in (self.fanout or ()))
@@ -124,6 +133,12 @@ class SampledMinibatches(IterableDataset):
         num_nodes = int(data.num_nodes)
         degree = torch.bincount(data.edge_index.reshape(-1).long().cpu(), minlength=num_nodes)
         candidates = torch.nonzero(degree > 0).flatten()
+        if self.config.method == "patches":
+            if POS not in data:
+                raise ValueError("sampling method patches needs the records' hit positions "
+                                 f"({POS!r}), which these records lack")
+            return patch_targets(candidates, data[POS].cpu(), self.config.targets_per_batch,
+                                 self.config.patch_eta_width, generator)
         order = candidates[torch.randperm(candidates.numel(), generator=generator)]
         return list(torch.split(order, self.config.targets_per_batch))
 
