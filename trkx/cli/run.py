@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_pipeline_config(args.config, args.overrides)
     steps = plan_steps(config, workdir)
     validate_steps(steps, config)
-    until = getattr(args, "until", None)
+    until = args.until
     steps = steps_until(steps, until, args.config)
     if args.dry_run:
         states = plan_states(steps, workdir)

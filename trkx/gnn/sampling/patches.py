@@ -43,7 +43,7 @@ def patch_targets(hits: Tensor, pos: Tensor, targets_per_batch: int, eta_width: 
     band = torch.floor((eta + offset * eta_width) / eta_width).long()
     psi = torch.remainder(phi + rotation * 2 * math.pi, 2 * math.pi)
     band_rank = torch.unique(band, return_inverse=True)[1]     # 0 .. bands-1, eta order
-    order = torch.argsort(band_rank.double() * 8.0 + psi)      # psi < 2 pi < 8: band first
+    order = torch.argsort(band_rank.double() * 8.0 + psi, stable=True)  # psi < 2 pi < 8
     counts = torch.bincount(band_rank)
     patches: list[Tensor] = []
     for members in torch.split(hits[order], counts.tolist()):
