@@ -27,7 +27,7 @@ from trkx.tracks.fit.quality import (
     fit_quality,
 )
 from trkx.tracks.tune.tuning import (
-    _features,
+    _candidates_table,
     _mean_scores,
     _short_model,
     _track_table,
@@ -100,8 +100,9 @@ def test_every_short_track_point_builds_its_figures_and_the_working_point_carrie
     labels = builder.build(record)
     evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels, 7), MetricCuts())
     table = _track_table(evaluation, _mean_scores(record, labels, 0.5))
-    rows = _features(record, labels, graph_from_record(record, "given", min_score=0.5),
-                     table["track_id"].to_numpy())
+    rows = _candidates_table(record, labels, graph_from_record(record, "given", min_score=0.5)
+                             ).set_index("track_id").loc[table["track_id"].to_numpy()
+                                                         ].reset_index()
     matched = table["matched"].to_numpy(bool)
     quality = fit_quality(rows, matched)
     short = (rows["n_hits"].to_numpy() >= 3) & (rows["n_hits"].to_numpy() < 8)
@@ -137,6 +138,37 @@ def test_every_short_track_point_builds_its_figures_and_the_working_point_carrie
     del point["short_quality_bias"]
     with pytest.raises(ValueError, match="no short-track quality model"):
         builder_options({"method": "components", "min_length": None, "stitch": False}, point)
+
+
+def test_finishing_from_the_candidates_table_builds_what_fitting_each_point_builds():
+    """The tuner hands TrackBuilder.finish the candidates' track table, made once per cut:
+    at every point (lengths, quality cut, short-track cut, extension) the tracks and their
+    table are those finish makes when it fits the tracks itself."""
+    record = _pieces_record(seed=6, mu=8.0)
+    builder = TrackBuilder(method="components", stitch=False, extend_window_xy=2.0,
+                           extend_window_z=5.0, extend_rounds=2)
+    graph = graph_from_record(record, "given", min_score=0.5)
+    pos = record.pos.numpy()
+    labels = replace(builder, extend_window_xy=None).build_graph(graph, pos)
+    candidates = _candidates_table(record, labels, graph)
+    assert len(candidates) == len(np.unique(labels))           # every candidate listed
+    quality = fit_quality(candidates, candidates["n_hits"].to_numpy() >= 9)
+    short_model = fit_quality(candidates, candidates["n_hits"].to_numpy() >= 4,
+                              features=SHORT_FEATURES)
+    changed = set()
+    for length, kappa, lam in ((3, None, None), (8, 0.5, None), (8, 0.9, 0.5),
+                               (6, None, 0.3), (5, 0.7, 0.8)):
+        point = replace(builder, min_length=length, quality_cut=kappa, quality=quality,
+                        short_quality_cut=lam, short_quality=short_model)
+        fitted, fitted_table = point.finish(labels, graph, pos)
+        given, given_table = point.finish(labels, graph, pos, candidates)
+        np.testing.assert_array_equal(given, fitted)
+        if fitted_table is None:
+            assert given_table is None
+        else:
+            pd.testing.assert_frame_equal(given_table, fitted_table)
+        changed.add(len(np.unique(fitted)))
+    assert len(changed) >= 3                                  # the points differ
 
 
 def test_the_short_track_model_learns_what_finds_signal_against_the_fakes():

@@ -8,9 +8,9 @@ import pandas as pd
 
 from tests.tracks_events import hand_truth
 from trkx.tracks.evaluate.anchors import ANCHOR_CUTS, anchor_evaluation, pixel_hits
+from trkx.tracks.evaluate.event_truth import distinct_layers
 from trkx.tracks.evaluate.metrics import (
     MetricCuts,
-    distinct_layers,
     evaluate_event,
     event_summary,
     overall_summary,

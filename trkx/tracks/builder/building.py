@@ -230,18 +230,25 @@ class TrackBuilder:
         return labels
 
     def finish(self, labels: np.ndarray, graph: ScoredGraph, pos: np.ndarray | None = None,
+               candidates_table: pd.DataFrame | None = None,
                ) -> tuple[np.ndarray, pd.DataFrame | None]:
         """From :meth:`candidates`' ``labels``: the short tracks dissolved (but the sure
         ones), the doubted ones dissolved, the rest extended; the compact track ids and the
         track table (:meth:`build_graph_with_table`). The tuner (trkx.tracks.tune.tuning) finishes
-        one set of candidates at many working points."""
+        one set of candidates at many working points, so it may pass ``candidates_table``, the
+        track table (trkx.tracks.fit.track_table) of ``labels`` on the edges at or above
+        :attr:`edge_cut`, made once: dissolving a track leaves the rows of the others as they
+        were (a row reads its own hits, the edges that touch them and the hits around its
+        helix), so the quality step reads those rows instead of fitting every track again."""
         hit_eta = None
         if pos is not None:
             pos = np.asarray(as_numpy(pos), dtype=np.float64)
             hit_eta = np.arcsinh(pos[:, 2] / np.maximum(pos[:, 0], 1e-9))
         sure, table, judged = None, None, pos is not None and graph.layer is not None
+        candidates = candidates_table
         if self.short_quality_cut is not None and self.short_quality is not None and judged:
-            table = scored_track_table(labels, pos, graph, self.edge_cut, self.quality)
+            table = (scored_track_table(labels, pos, graph, self.edge_cut, self.quality)
+                     if candidates is None else _scored(candidates, self.quality))
             sure = self._sure_by_model(labels, table)
         elif self.short_score is not None:
             above = graph.score >= self.edge_cut
@@ -256,6 +263,8 @@ class TrackBuilder:
             spared = np.unique(labels[short & (kept == labels)])
         labels = kept
         if self.quality_cut is not None and self.quality is not None and judged:
+            if table is None and candidates is not None:
+                table = _scored(candidates, self.quality)
             labels, table = self._drop_doubted(labels, pos, graph, table, spared)
         elif table is not None:
             table = table[np.isin(table["track_id"].to_numpy(), labels)
@@ -348,10 +357,13 @@ def scored_track_table(labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph, 
     """The track table of ``labels`` on the edges of ``graph`` at or above ``cut``, with each
     track's quality ``q_t`` (module docstring; 1 without a model)."""
     above = graph.score >= cut
-    table = track_table(labels, pos, graph.layer // 1000, graph.layer % 1000, graph.src[above],
-                        graph.dst[above], graph.score[above])
-    table["quality"] = quality.score(table) if quality is not None else 1.0
-    return table
+    return _scored(track_table(labels, pos, graph.layer // 1000, graph.layer % 1000,
+                               graph.src[above], graph.dst[above], graph.score[above]), quality)
+
+
+def _scored(table: pd.DataFrame, quality: QualityModel | None) -> pd.DataFrame:
+    """A copy of the track table with each track's quality ``q_t`` (1 without a model)."""
+    return table.assign(quality=quality.score(table) if quality is not None else 1.0)
 
 
 def tracks_frame(hit_id, track_id: np.ndarray, event_id: int) -> pd.DataFrame:

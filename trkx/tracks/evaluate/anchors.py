@@ -22,6 +22,8 @@ its ``fake_rate_signal_majority``.
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 import numpy as np
 import pandas as pd
 
@@ -42,9 +44,22 @@ def pixel_hits(truth: EventTruth) -> np.ndarray:
     return np.isin(truth.layer // 1000, PIXEL_VOLUMES)
 
 
+#: Each truth's pixel part, made once while the truth lives (a tuner counts the same events
+#: at many working points; the part keeps its own per-particle table, EventTruth.particles).
+_PIXEL_PARTS: WeakKeyDictionary[EventTruth, EventTruth] = WeakKeyDictionary()
+
+
+def pixel_part(truth: EventTruth) -> EventTruth:
+    """The truth of the hits of ``truth`` in the pixel volumes (:func:`pixel_hits`)."""
+    part = _PIXEL_PARTS.get(truth)
+    if part is None:
+        part = _PIXEL_PARTS[truth] = truth.subset(pixel_hits(truth))
+    return part
+
+
 def anchor_evaluation(truth: EventTruth, submission: pd.DataFrame) -> EventEvaluation:
     """The evaluation of ``submission`` (``hit_id, track_id``) on the pixel part of the event
     with :data:`ANCHOR_CUTS`."""
-    pixel = truth.subset(pixel_hits(truth))
+    pixel = pixel_part(truth)
     tracks = submission[submission["hit_id"].isin(pixel.hit_id)]
     return evaluate_event(pixel, tracks, ANCHOR_CUTS)

@@ -10,6 +10,7 @@ pseudorapidity per hit to place tracks that match no particle (fakes):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -48,6 +49,17 @@ class EventTruth:
         if self.layer is None:
             object.__setattr__(self, "layer", np.full(len(self.hit_id), -1, dtype=np.int64))
 
+    @cached_property
+    def particles(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per particle with hits (noise left out): its id (ascending), the row of its first
+        hit and its distinct layers (:func:`distinct_layers`). Made once per truth: a tuner
+        evaluates the same event at many working points."""
+        particle_hits = self.particle_id != 0
+        pids, first = np.unique(self.particle_id[particle_hits], return_index=True)
+        rows = np.flatnonzero(particle_hits)[first]
+        return pids, rows, distinct_layers(self.particle_id[particle_hits],
+                                           self.layer[particle_hits], pids)
+
     def subset(self, mask: np.ndarray) -> EventTruth:
         """The truth of the hits ``mask`` selects."""
         return EventTruth(self.event_id, self.hit_id[mask], self.particle_id[mask],
@@ -63,6 +75,19 @@ class EventTruth:
 
     def __len__(self) -> int:
         return len(self.hit_id)
+
+
+def distinct_layers(particle_id: np.ndarray, layer: np.ndarray, pids: np.ndarray,
+                    ) -> np.ndarray:
+    """Per particle of ``pids`` (sorted), the distinct layers among its hits (``particle_id``,
+    ``layer`` per hit; a layer of -1, unknown, counts as none)."""
+    known = layer >= 0
+    pairs = np.unique(np.stack([particle_id[known], layer[known]]), axis=1)
+    counts = np.zeros(len(pids), dtype=np.int64)
+    if pairs.shape[1]:
+        owners, n = np.unique(pairs[0], return_counts=True)
+        counts[np.searchsorted(pids, owners)] = n
+    return counts
 
 
 def has_truth(record) -> bool:

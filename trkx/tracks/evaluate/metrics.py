@@ -136,11 +136,7 @@ def evaluate_event(truth: EventTruth, submission: pd.DataFrame,
     candidate = match.n_hits >= cuts.min_track_hits
     matched = track_is_matched(match, cuts.matching) & candidate
     duplicate = duplicate_flags(match.major_particle_id, match.major_n_hits, matched)
-    particle_hits = truth.particle_id != 0
-    pids, first = np.unique(truth.particle_id[particle_hits], return_index=True)
-    rows = np.flatnonzero(particle_hits)[first]
-    n_layers = distinct_layers(truth.particle_id[particle_hits], truth.layer[particle_hits],
-                               pids)
+    pids, rows, n_layers = truth.particles
     signal = cuts.signal(truth.pt[rows], truth.eta[rows], truth.nhits[rows], n_layers)
     kind = fake_kinds(match.major_particle_id, match.major_n_hits, match.n_hits, matched,
                       pids[signal])
@@ -171,19 +167,6 @@ def evaluate_event(truth: EventTruth, submission: pd.DataFrame,
         "n_matched_tracks": n_matched,
     })
     return EventEvaluation(truth.event_id, particles, tracks, score, len(truth))
-
-
-def distinct_layers(particle_id: np.ndarray, layer: np.ndarray, pids: np.ndarray,
-                    ) -> np.ndarray:
-    """Per particle of ``pids`` (sorted), the distinct layers among its hits (``particle_id``,
-    ``layer`` per hit; a layer of -1, unknown, counts as none)."""
-    known = layer >= 0
-    pairs = np.unique(np.stack([particle_id[known], layer[known]]), axis=1)
-    counts = np.zeros(len(pids), dtype=np.int64)
-    if pairs.shape[1]:
-        owners, n = np.unique(pairs[0], return_counts=True)
-        counts[np.searchsorted(pids, owners)] = n
-    return counts
 
 
 def fake_kinds(major_particle_id: np.ndarray, major_n_hits: np.ndarray, n_hits: np.ndarray,

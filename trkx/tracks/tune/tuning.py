@@ -219,7 +219,7 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     forward_lengths = tuple(lengths) if forward_lengths is None else tuple(forward_lengths)
     truths = [truth_from_record(r) for r in records]
     extending = builder.extend_window_xy is not None
-    scan, points, models, candidates = [], [], {}, {}   # candidates[cut, i]: (labels, graph)
+    scan, points, models, candidates = [], [], {}, {}   # candidates[cut, i]: (labels, graph, table)
     longest = max((*lengths, *forward_lengths))
     for cut in cuts:
         unshortened = replace(builder, **{field: float(cut)}, min_length=1,
@@ -229,15 +229,16 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
         for i, (record, truth) in enumerate(zip(records, truths)):
             graph = graph_from_record(record, builder.orientation, min_score=cut)
             labels = unshortened.build_graph(graph, getattr(record, "pos", None))
+            fitted = _candidates_table(record, labels, graph)
             if extending:
-                candidates[float(cut), i] = (labels, graph)
+                candidates[float(cut), i] = (labels, graph, fitted)
             evaluation, found, signal = _evaluated(
                 truth, tracks_frame(record.hit_id, labels, int(getattr(record, "event_id", -1))),
                 metric_cuts, efficiency_count)
             tables.append(_track_table(evaluation, _mean_scores(record, labels, cut), found)
                           .assign(event=i))
-            features.append(_features(record, labels, graph,
-                                      tables[-1]["track_id"].to_numpy()))
+            features.append(None if fitted is None else fitted.set_index("track_id").loc[
+                tables[-1]["track_id"].to_numpy()].reset_index())
             n_signal += signal
         table = pd.concat(tables, ignore_index=True)
         model = short_model = None
@@ -308,7 +309,8 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
                         short_quality=short_model if lam is not None else None)
         tables, n_signal = [], 0
         for i, (record, truth) in enumerate(zip(records, truths)):
-            labels, _ = point.finish(*candidates[cut, i], getattr(record, "pos", None))
+            labels, graph, fitted = candidates[cut, i]
+            labels, _ = point.finish(labels, graph, getattr(record, "pos", None), fitted)
             evaluation, found, signal = _evaluated(truth, tracks_frame(record.hit_id, labels, i),
                                                    metric_cuts, efficiency_count)
             tables.append(_track_table(evaluation, found=found).assign(event=i))
@@ -319,16 +321,16 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
     return out
 
 
-def _features(record, labels: np.ndarray, graph: ScoredGraph,
-              track_ids: np.ndarray) -> pd.DataFrame | None:
-    """The track-table rows (trkx.tracks.fit.track_table) of ``track_ids`` on ``graph`` (the
-    record's edges at or above the cut); None when the record has no hit positions or layers."""
+def _candidates_table(record, labels: np.ndarray, graph: ScoredGraph) -> pd.DataFrame | None:
+    """The track table (trkx.tracks.fit.track_table) of the candidates ``labels`` on ``graph``
+    (the record's edges at or above the cut): the quality models' inputs, and what
+    TrackBuilder.finish reads at every working point of the cut; None when the record has no
+    hit positions or layers."""
     if getattr(record, "pos", None) is None or getattr(record, "volume_id", None) is None or \
             getattr(record, "layer_id", None) is None:
         return None
-    table = track_table(labels, as_numpy(record.pos), graph.layer // 1000, graph.layer % 1000,
-                        graph.src, graph.dst, graph.score).set_index("track_id")
-    return table.loc[track_ids].reset_index()
+    return track_table(labels, as_numpy(record.pos), graph.layer // 1000, graph.layer % 1000,
+                       graph.src, graph.dst, graph.score)
 
 
 def _mean_scores(record, labels: np.ndarray, cut: float) -> np.ndarray:
