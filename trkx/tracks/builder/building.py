@@ -245,10 +245,9 @@ class TrackBuilder:
             pos = np.asarray(as_numpy(pos), dtype=np.float64)
             hit_eta = np.arcsinh(pos[:, 2] / np.maximum(pos[:, 0], 1e-9))
         sure, table, judged = None, None, pos is not None and graph.layer is not None
-        candidates = candidates_table
         if self.short_quality_cut is not None and self.short_quality is not None and judged:
             table = (scored_track_table(labels, pos, graph, self.edge_cut, self.quality)
-                     if candidates is None else _scored(candidates, self.quality))
+                     if candidates_table is None else _scored(candidates_table, self.quality))
             sure = self._sure_by_model(labels, table)
         elif self.short_score is not None:
             above = graph.score >= self.edge_cut
@@ -263,8 +262,8 @@ class TrackBuilder:
             spared = np.unique(labels[short & (kept == labels)])
         labels = kept
         if self.quality_cut is not None and self.quality is not None and judged:
-            if table is None and candidates is not None:
-                table = _scored(candidates, self.quality)
+            if table is None and candidates_table is not None:
+                table = _scored(candidates_table, self.quality)
             labels, table = self._drop_doubted(labels, pos, graph, table, spared)
         elif table is not None:
             table = table[np.isin(table["track_id"].to_numpy(), labels)
