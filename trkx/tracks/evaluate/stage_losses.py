@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from torch_geometric.data import Data
@@ -64,11 +64,33 @@ def kept_keys(record: Data, cut: float | None) -> np.ndarray:
 
 @dataclass(frozen=True)
 class StageGraphs:
-    """The test-event records of one stage and the cut that stage applies to its scores."""
+    """The test-event records of one stage and the cut that stage applies to its scores.
+
+    :meth:`kept` and :meth:`signal` are made once per event and kept: every analysis below
+    reads them, and an embedding graph's key set (millions of edges) costs a sort."""
 
     name: str
     records: list[Data]
     cut: float | None
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def kept(self, event: int) -> np.ndarray:
+        """:func:`kept_keys` of event ``event``'s record at the stage's cut."""
+        key = ("kept", event)
+        if key not in self._cache:
+            self._cache[key] = kept_keys(self.records[event], self.cut)
+        return self._cache[key]
+
+    def signal(self, event: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(pairs, keys, kept)`` of event ``event``: its :func:`signal_truth_pairs`, their
+        :func:`pair_keys` and whether the stage keeps each."""
+        key = ("signal", event)
+        if key not in self._cache:
+            record = self.records[event]
+            pairs = signal_truth_pairs(record)
+            keys = pair_keys(pairs, int(record.num_nodes))
+            self._cache[key] = (pairs, keys, np.isin(keys, self.kept(event)))
+        return self._cache[key]
 
 
 def pipeline_stages(graphs: dict[str, list[Data]], builder: TrackBuilder) -> list[StageGraphs]:
@@ -88,9 +110,9 @@ def stage_edges(stages: list[StageGraphs]) -> dict[str, dict]:
         pooled = pool_edge_metrics([edge_metrics(_with_cut_scores(r, stage.cut),
                                                  stage.cut if stage.cut is not None else 0.5)
                                     for r in stage.records])
-        truth = [signal_truth_pairs(r) for r in stage.records]
-        kept = [np.intersect1d(kept_keys(r, stage.cut), pair_keys(t, int(r.num_nodes)))
-                for r, t in zip(stage.records, truth)]
+        signal = [stage.signal(event) for event in range(len(stage.records))]
+        truth = [pairs for pairs, _, _ in signal]
+        kept = [np.unique(keys[here]) for _, keys, here in signal]
         barrel_kept, barrel_all = _pixel_barrel_pairs(stage.records, truth, kept)
         received = pooled["n_signal_kept"]
         if previous is not None:
@@ -180,13 +202,9 @@ def edge_losses(stages: list[StageGraphs], top: int = 8) -> dict[str, dict]:
                                     "position": Counter(), "overlap": Counter()}
         totals: dict[str, Counter] = {k: Counter() for k in lost}
         for event, record in enumerate(stage.records):
-            n = int(record.num_nodes)
-            truth = signal_truth_pairs(record)
-            keys = pair_keys(truth, n)
-            here = np.isin(keys, kept_keys(record, stage.cut))
+            truth, keys, here = stage.signal(event)
             if index > 0:
-                before = stages[index - 1]
-                received = np.isin(keys, kept_keys(before.records[event], before.cut))
+                received = np.isin(keys, stages[index - 1].kept(event))
             else:
                 received = np.ones(len(keys), bool)
             categories = _edge_categories(record, truth)
@@ -232,10 +250,8 @@ def efficiency_by(stages: list[StageGraphs], variable: str, bins: np.ndarray) ->
     for stage in stages:
         kept_total = np.zeros(len(bins) - 1)
         all_total = np.zeros(len(bins) - 1)
-        for record in stage.records:
-            truth = signal_truth_pairs(record)
-            keys = pair_keys(truth, int(record.num_nodes))
-            kept = np.isin(keys, kept_keys(record, stage.cut))
+        for event, record in enumerate(stage.records):
+            truth, _, kept = stage.signal(event)
             value = as_numpy(getattr(record, variable)).astype(np.float64)[truth[0]]
             which = np.clip(np.digitize(value, bins) - 1, 0, len(bins) - 2)
             all_total += np.bincount(which, minlength=len(bins) - 1)
