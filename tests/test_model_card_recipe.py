@@ -8,7 +8,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from trkx.packaging.card import _reproduce_note, recipe_commit, tree_changes, tree_commit
+from trkx.packaging.card import (
+    _reproduce_note,
+    recipe_commit,
+    reproduce_commands,
+    tree_changes,
+    tree_commit,
+)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -68,3 +74,16 @@ def test_uncommitted_code_is_named_and_the_shipped_folder_is_not(tmp_path: Path)
     assert tree_changes(recipe, shipped) == ["trkx/simulate.py"]
     note = _reproduce_note(recipe, shipped)[0]
     assert "uncommitted changes" in note and "`trkx/simulate.py`" in note
+
+
+def test_adopted_models_are_marked_done_before_the_run() -> None:
+    """A run that adopted the shipped embedding and filter reproduces only when they are
+    adopted again first: without the line, `trkx run` would train them from nothing."""
+    recipe, work, out = Path("configs/r.yaml"), Path("runs/r"), Path("trkx/models/r")
+    lines = reproduce_commands(recipe, work, out, ["train-embedding", "train-filter"])
+    code = lines[lines.index("```bash") + 1:]
+    assert code[0] == ("python scripts/adopt_steps.py configs/r.yaml runs/r "
+                       "train-embedding train-filter")
+    assert code[1] == "trkx run configs/r.yaml --workdir runs/r"
+    plain = reproduce_commands(recipe, work, out, [])
+    assert plain[0] == "```bash" and not any("adopt_steps" in line for line in plain)

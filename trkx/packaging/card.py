@@ -171,6 +171,24 @@ def _reproduce_note(recipe: Path, shipped: Path | None = None) -> list[str]:
     return [note, ""]
 
 
+def reproduce_commands(recipe: Path, workdir: Path, folder: Path,
+                       adopted: list[str]) -> list[str]:
+    """The card's commands that remake ``folder``: the run and the packaging, and first, when
+    the run adopted trained models made elsewhere (``adopted``: their steps, e.g.
+    ``train-embedding``; the recipe's header says where the models come from), the line that
+    marks them done once they are in ``WORKDIR/checkpoints/`` (scripts/adopt_steps.py)."""
+    lines = []
+    if adopted:
+        lines += [f"The run adopted trained models made elsewhere ({', '.join(adopted)}): put "
+                  f"them in `{workdir}/checkpoints/` (the recipe's header says which) and mark "
+                  "them done before the run.", "", "```bash",
+                  f"python scripts/adopt_steps.py {recipe} {workdir} {' '.join(adopted)}"]
+    else:
+        lines.append("```bash")
+    return lines + [f"trkx run {recipe} --workdir {workdir}",
+                    f"trkx package --recipe {recipe} --workdir {workdir} --out {folder}", "```"]
+
+
 def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
               benchmarks: dict[str, Path],
               curves: dict[str, list[dict[str, float]]] | None = None) -> str:
@@ -185,6 +203,7 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
     events = load_config(recipe)["events"]
     total = 0.0      # each step's last time; a training's summed over its stretches
     elsewhere = []   # steps made on another machine and adopted (their markers say where)
+    adopted = []     # the trained models among them
     for marker in sorted((workdir / ".trkx" / "steps").glob("*.json")):
         stage = marker.stem.removeprefix("train-")
         trained = training_seconds(workdir, stage, curves) if stage in STAGES else None
@@ -192,15 +211,14 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         total += trained if trained is not None else record["seconds"]
         if record.get("made"):
             elsewhere.append(f"`{marker.stem}` ({record['made']})")
+            if stage in STAGES:
+                adopted.append(marker.stem)
     lines = [
         f"# Model card: `{name}` (trkx {__version__})", "",
         f"Written {datetime.date.today().isoformat()} by `trkx package` from "
         f"the run in `{workdir}`; the checksums of every file are in `SHA256SUMS`.", "",
         "## Reproduce", "", *_reproduce_note(recipe, folder),
-        "```bash",
-        f"trkx run {recipe} --workdir {workdir}",
-        f"trkx package --recipe {recipe} --workdir {workdir} --out {folder}",
-        "```", "",
+        *reproduce_commands(recipe, workdir, folder, adopted), "",
         "## Training events", "",
         f"Simulated by `trkx simulate` (the run's first steps): {events.get('train_events')} "
         f"training, {events.get('val_events')} validation and {events.get('test_events')} test "
