@@ -16,6 +16,8 @@ Runs (or resumes) ``trkx run CONFIG`` and then, on the held-apart simulated test
 - where signal edges are lost, per stage (layer pairs, pT, first/last edge, overlap hits);
 - track efficiency by the production radius of the particle (prompt, r_v <= 1 mm, and
   secondaries in bins of r_v), from the test events' particle tables;
+- the signal pairs each stage keeps by the particle's vertex |z| (``efficiency_vs_vertex_z``:
+  where along the beam the far vertices are lost, stage by stage);
 - plots: signal-edge efficiency per stage vs pT and eta.
 
 Then the same models on the real events (``--data``; ``--no-real`` skips them), each through
@@ -43,6 +45,7 @@ if __name__ == "__main__":
     harness.start()
 
 import glob
+import itertools
 import json
 import statistics
 import subprocess
@@ -57,6 +60,7 @@ from trkx.data.record import load_record
 from trkx.tracks.evaluate.stage_losses import (
     ETA_BINS,
     PT_BINS,
+    VERTEX_Z_BINS,
     edge_losses,
     efficiency_by,
     efficiency_by_origin,
@@ -225,6 +229,8 @@ def analyse(config: Path, workdir: Path, plots: Path | None) -> tuple[dict, obje
         "losses": edge_losses(stages),
         "efficiency_vs_pt": efficiency_by(stages, "pt", PT_BINS),
         "efficiency_vs_eta": efficiency_by(stages, "eta", ETA_BINS),
+        "efficiency_vs_vertex_z": efficiency_by(stages, "vertex_z", VERTEX_Z_BINS,
+                                                absolute=True),
         "efficiency_by_origin": efficiency_by_origin(
             evaluations, production_radius(workdir / "data" / "test")),
         "builder": {"method": builder.method, "walk_cut": builder.walk_cut,
@@ -259,6 +265,12 @@ def print_report(name: str, result: dict) -> None:
           f"{origin['displaced']['efficiency']:.4f} ({origin['displaced']['signal_particles']}); "
           + ", ".join(f"{lo:g}-{hi:g} mm {b['efficiency']:.3f} ({b['signal_particles']})"
                       for lo, hi, b in zip(bins[:-1], bins[1:], origin["per_bin"])))
+    by_z = result["efficiency_vs_vertex_z"]
+    edges = by_z["bins"]
+    print("  signal pairs kept by vertex |z| [mm]: " + "; ".join(
+        f"{lo:g}-{hi:g} " + " / ".join(f"{by_z[s][i]:.3f}" for s in result["stages"])
+        for i, (lo, hi) in enumerate(itertools.pairwise(edges)))
+          + f"  ({' / '.join(result['stages'])})")
     for stage, categories in result["losses"].items():
         worst = categories["layer_pair"][:4]
         print(f"  lost at {stage}: " + ", ".join(

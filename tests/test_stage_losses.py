@@ -11,6 +11,7 @@ from torch_geometric.data import Data
 
 from trkx.tracks.evaluate.stage_losses import (
     PT_BINS,
+    VERTEX_Z_BINS,
     StageGraphs,
     edge_losses,
     efficiency_by,
@@ -19,8 +20,9 @@ from trkx.tracks.evaluate.stage_losses import (
 
 
 def _record(edges: list[tuple[int, int]], scores: list[float] | None) -> Data:
-    """Six hits: a signal particle on hits 0-1-2-3 (pT 2 GeV, pixel barrel layers 2-8), a
-    particle below the signal cut on hits 4-5; ``edges`` with their ``scores``."""
+    """Six hits: a signal particle on hits 0-1-2-3 (pT 2 GeV, pixel barrel layers 2-8, from a
+    vertex at z = -120 mm), a particle below the signal cut on hits 4-5; ``edges`` with their
+    ``scores``."""
     track_edges = torch.tensor([[0, 1, 2, 4], [1, 2, 3, 5]])
     pid = torch.tensor([7, 7, 7, 7, 9, 9])
     index = torch.tensor(edges, dtype=torch.long).T
@@ -28,6 +30,7 @@ def _record(edges: list[tuple[int, int]], scores: list[float] | None) -> Data:
                   signal_hit=torch.tensor([True] * 4 + [False] * 2),
                   y=(pid[index[0]] == pid[index[1]]).float(),
                   pt=torch.tensor([2.0] * 4 + [0.5] * 2), eta=torch.tensor([0.1] * 6),
+                  vertex_z=torch.tensor([-120.0] * 4 + [10.0] * 2),
                   volume_id=torch.full((6,), 8), layer_id=torch.tensor([2, 4, 6, 8, 2, 4]),
                   num_nodes=6, event_id=1)
     if scores is not None:
@@ -61,6 +64,16 @@ def test_efficiency_by_bins_the_kept_signal_pairs_by_their_particle(stages) -> N
     assert result["embedding"][two_gev] == pytest.approx(1.0)
     assert result["gnn"][two_gev] == pytest.approx(5 / 6)
     assert np.isnan(result["gnn"][0])    # no signal pair below 0.3 GeV
+
+
+def test_efficiency_by_vertex_z_bins_the_pairs_by_their_vertex_distance(stages) -> None:
+    result = efficiency_by(stages, "vertex_z", VERTEX_Z_BINS, absolute=True)
+    far = int(np.digitize(120.0, VERTEX_Z_BINS)) - 1          # the 100-150 mm bin
+    assert result["variable"] == "|vertex_z|"
+    assert result["embedding"][far] == pytest.approx(1.0)
+    assert result["gnn"][far] == pytest.approx(5 / 6)
+    others = [i for i in range(len(VERTEX_Z_BINS) - 1) if i != far]
+    assert all(np.isnan(result["gnn"][i]) for i in others)   # the vertex at -120 mm, not 0-50
 
 
 def test_edge_losses_name_the_lost_pair(stages) -> None:

@@ -12,7 +12,8 @@ a trained pipeline's stage graphs (the records ``trkx infer --graphs`` writes pe
   stage would reach on a given graph;
 - :func:`edge_losses`: where signal truth edges are lost (layer pairs, pT, first/last edge of
   a particle, overlap double hits) and by which stage;
-- :func:`efficiency_by`: signal-edge efficiency per stage in bins of pT or eta;
+- :func:`efficiency_by`: signal-edge efficiency per stage in bins of pT, eta or the particle's
+  vertex |z| (``VERTEX_Z_BINS``, mm: where along the beam each stage loses the far vertices);
 - :func:`efficiency_by_origin`: track efficiency of the signal particles by the radius of their
   production point, ``r_v = sqrt(vx^2 + vy^2)`` (prompt: ``r_v <= 1 mm``; the rest are
   secondaries, made in the material or by decays).
@@ -37,6 +38,7 @@ from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_sum
 PT_BINS = np.array([0.0, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, math.inf])
 ETA_BINS = np.linspace(-4.0, 4.0, 17)
 ORIGIN_BINS = np.array([0.0, 1.0, 10.0, 30.0, 100.0, 300.0, math.inf])   # r_v, mm
+VERTEX_Z_BINS = np.array([0.0, 50.0, 100.0, 150.0, 200.0, 250.0, 300.0, math.inf])   # |v_z|, mm
 
 
 def pair_keys(edges: np.ndarray, n: int) -> np.ndarray:
@@ -244,15 +246,21 @@ def _edge_categories(record: Data, truth: np.ndarray) -> dict[str, np.ndarray]:
             "overlap": overlap.astype(object)}
 
 
-def efficiency_by(stages: list[StageGraphs], variable: str, bins: np.ndarray) -> dict:
-    """Signal-edge efficiency per stage in bins of the particle's ``pt`` or ``eta``."""
-    result = {"bins": bins.tolist()}
+def efficiency_by(stages: list[StageGraphs], variable: str, bins: np.ndarray,
+                  absolute: bool = False) -> dict:
+    """Signal-edge efficiency per stage in bins of a per-hit record field of the particle
+    (``pt``, ``eta``, ``vertex_z``; of its magnitude with ``absolute``):
+    ``kept signal pairs / signal pairs`` per bin, each pair binned by its first hit's value
+    (both hits belong to one particle)."""
+    result = {"bins": bins.tolist(), "variable": f"|{variable}|" if absolute else variable}
     for stage in stages:
         kept_total = np.zeros(len(bins) - 1)
         all_total = np.zeros(len(bins) - 1)
         for event, record in enumerate(stage.records):
             truth, _, kept = stage.signal(event)
             value = as_numpy(getattr(record, variable)).astype(np.float64)[truth[0]]
+            if absolute:
+                value = np.abs(value)
             which = np.clip(np.digitize(value, bins) - 1, 0, len(bins) - 2)
             all_total += np.bincount(which, minlength=len(bins) - 1)
             kept_total += np.bincount(which, weights=kept, minlength=len(bins) - 1)
