@@ -203,3 +203,22 @@ def test_the_gnn_takes_the_tuners_count_and_resumes_under_another() -> None:
     other = {**config, "module": {**config["module"], "efficiency_count": "anchors"}}
     assert _same_run(json.dumps(config), other)
     assert not _same_run(json.dumps(config), {**config, "module": {"fake_weight": 0.1}})
+
+
+def test_the_tuners_shortlist_size_reaches_it_and_a_run_resumes_under_another() -> None:
+    """``module.tune_points`` is checked, kept, and only chooses the working point (a run
+    resumes under another value)."""
+    import json
+
+    from trkx.gnn.model import InteractionGNN
+    from trkx.gnn.module import GNNModule
+    from trkx.training.fit import _same_run
+
+    model = InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1, edge_features=8)
+    assert GNNModule(model).tune_points == 8
+    assert GNNModule(model, tune_points=24).tune_points == 24
+    with pytest.raises(ValueError, match="tune_points must be >= 2, got 1"):
+        GNNModule(model, tune_points=1)
+    config = {"model": {"hidden": 8}, "module": {"tune_points": 8, "fake_weight": 0.2}}
+    assert _same_run(json.dumps(config), {**config, "module": {"tune_points": 24,
+                                                                "fake_weight": 0.2}})

@@ -97,6 +97,10 @@ class GNNModule(pl.LightningModule):
             draws a shift of the whole graph along the beam (trkx.edges.augment); 0: off.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
             step budget; fix it for a run that resumes under growing budgets).
+        tune_points: with the extension, how many points the tuner builds exactly along each
+            frontier (trkx.tracks.tune.tuning ``extension_points``): more find a point whose
+            formula figures the extension moves past its neighbours', each costing one build
+            of the validation events.
     """
 
     def __init__(self, model: InteractionGNN, graph_ops: str = "auto",
@@ -115,7 +119,7 @@ class GNNModule(pl.LightningModule):
                  extend_pixel_z: float | None = None,
                  signal_pt_min: float | None = None, efficiency_count: str = "trkx",
                  second_fake_budget: float | None = None, extend_rounds: int = 1,
-                 extend_weighted_z: bool = False) -> None:
+                 extend_weighted_z: bool = False, tune_points: int = 8) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -159,6 +163,9 @@ class GNNModule(pl.LightningModule):
         if quality_budget is not None and not 0.0 <= quality_budget < 1.0:
             raise ValueError(f"quality_budget must lie in [0, 1), got {quality_budget}")
         self.quality_budget = quality_budget
+        if tune_points < 2:
+            raise ValueError(f"tune_points must be >= 2, got {tune_points}")
+        self.tune_points = tune_points
         from trkx.tracks.tune.tuning import EFFICIENCY_COUNTS
         if efficiency_count not in EFFICIENCY_COUNTS:
             raise ValueError(f"efficiency_count {efficiency_count!r}: expected one of "
@@ -305,7 +312,8 @@ class GNNModule(pl.LightningModule):
                                extend_weighted_z=self.extend_weighted_z)
         tuned = tune_cut(self._val_events, builder, fake_target=self.fake_rate_target,
                          quality_budget=self.quality_budget,
-                         efficiency_count=self.efficiency_count)
+                         efficiency_count=self.efficiency_count,
+                         extension_points=self.tune_points)
         point = tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
         if self.extend_window_xy is not None:
             point.update(extend_window_xy=self.extend_window_xy,

@@ -32,7 +32,8 @@ WORKING_POINT_KEYS: frozenset[str] = frozenset({"target_efficiency", "max_edges_
                                                 "extend_window_z", "extend_overlap_xy",
                                                 "extend_overlap_z", "extend_pixel_xy",
                                                 "extend_pixel_z", "second_fake_budget",
-                                                "extend_rounds", "extend_weighted_z"})
+                                                "extend_rounds", "extend_weighted_z",
+                                                "tune_points"})
 #: ``module`` keys that choose the kernel of a sum (the GNN's CSR or scatter ``graph_ops``), not
 #: the sum: a run may resume under another kernel (the last bits of its sums change, nothing
 #: else), e.g. the one ``trkx run`` passes (trkx.pipeline.steps).
