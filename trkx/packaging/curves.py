@@ -81,6 +81,7 @@ def plot_curves(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
         axis.set_xlabel("optimiser steps")
         axis.set_ylabel(metric)
         axis.grid(alpha=0.3)
+        axis.ticklabel_format(axis="y", useOffset=False)   # a flat curve's ticks, not an offset
         if all("train_seconds" in r for r in rows) and rows[-1]["step"] > 0:
             per_step = rows[-1]["train_seconds"] / rows[-1]["step"] / 3600.0
             top = axis.secondary_xaxis("top", functions=(lambda s, k=per_step: s * k,
