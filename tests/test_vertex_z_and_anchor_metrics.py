@@ -55,6 +55,21 @@ def test_efficiency_by_vertex_z_and_origin():
     assert "4 1.000 (2)" in short_particles_line(summary)
 
 
+def test_short_particles_on_two_layers_are_counted_apart():
+    # two prompt particles of 3 hits near the beam: 1 on 3 layers (found), 2 on 2 layers (an
+    # overlap pair on one of them, lost: its hits in singletons)
+    pid = [1, 1, 1, 2, 2, 2]
+    layer = [PIXEL + 2, PIXEL + 4, PIXEL + 6, PIXEL + 2, PIXEL + 2, PIXEL + 4]
+    truth = hand_truth(pid, layer=layer, vertex_z=np.full(6, 5.0),
+                       production_radius=np.zeros(6))
+    summary = event_summary(evaluate_event(truth, tracks_of([1, 1, 1, 7, 8, 9])))
+    assert summary["n_signal_prompt_near_hits_3"] == 2
+    assert summary["efficiency_prompt_near_hits_3"] == 0.5
+    assert summary["n_signal_prompt_near_hits_3_few_layers"] == 1
+    assert summary["efficiency_prompt_near_hits_3_few_layers"] == 0.0
+    assert "3 0.500 (2; 1 on <= 2 layers: 0.000)" in short_particles_line(summary)
+
+
 def test_no_vertex_z_gives_no_split():
     truth = hand_truth([1] * 5)
     summary = event_summary(evaluate_event(truth, tracks_of([1] * 5)))

@@ -36,7 +36,11 @@ The efficiency is also given by the particle's vertex ``|z|`` along the beam (bi
 :data:`VERTEX_Z_BINS`, mm: ``efficiency_vz_<bin>``, and per origin
 ``efficiency_<origin>_vz_<bin>``), where the truth has production vertices, and for the short
 particles: the prompt signal particles from vertices within ``NEAR_VERTEX_Z`` (100 mm) by their
-hit count, 3, 4 and 5 or more (``efficiency_prompt_near_hits_<n>``).
+hit count, 3, 4 and 5 or more (``efficiency_prompt_near_hits_<n>``), and of those the ones
+whose hits lie on at most ``FEW_LAYERS`` (2) distinct layers (``..._few_layers``, where the
+layers are known): a particle that ends in the material after two layers, one of them crossed
+where two modules overlap, leaves 3 hits and no curvature to measure (HEPTv2's signal needs 3
+pixel layers, trkx.tracks.evaluate.anchors).
 
 Each rate ``p = k / n`` comes with its binomial standard error ``sqrt(p (1 - p) / n)``. The
 TrackML score (:func:`trkx.tracks.evaluate.score.score_event`) uses every submitted track. Overall
@@ -67,6 +71,8 @@ VERTEX_Z_BINS: tuple[tuple[str, float, float], ...] = (
 NEAR_VERTEX_Z = 100.0
 #: Hit counts of the short particles' figures: (name, low, high) with low <= hits < high.
 SHORT_HITS: tuple[tuple[str, int, float], ...] = (("3", 3, 4), ("4", 4, 5), ("5up", 5, math.inf))
+#: The short particles' figures also count those with hits on at most this many layers.
+FEW_LAYERS = 2
 
 
 @dataclass(frozen=True)
@@ -291,7 +297,9 @@ def vertex_z_figures(particles: pd.DataFrame) -> dict[str, float | int]:
 
 def short_particle_figures(particles: pd.DataFrame) -> dict[str, float | int]:
     """Efficiency of the prompt signal particles from vertices within :data:`NEAR_VERTEX_Z`
-    by their hit count (:data:`SHORT_HITS`); empty when the table has no vertex z."""
+    by their hit count (:data:`SHORT_HITS`), and of those on at most :data:`FEW_LAYERS`
+    distinct layers where the table knows the layers (``n_layers`` > 0); empty when the table
+    has no vertex z."""
     if "vertex_z" not in particles or "production_radius" not in particles:
         return {}
     near = np.abs(particles["vertex_z"].to_numpy(np.float64)) < NEAR_VERTEX_Z
@@ -300,13 +308,20 @@ def short_particle_figures(particles: pd.DataFrame) -> dict[str, float | int]:
         return {}
     found = particles["n_matched_tracks"].to_numpy() > 0
     hits = particles["nhits"].to_numpy()
+    layers = (particles["n_layers"].to_numpy() if "n_layers" in particles
+              else np.zeros(len(particles), dtype=np.int64))
+    layered = bool((layers[prompt] > 0).any())
     out: dict[str, float | int] = {}
     for name, low, high in SHORT_HITS:
         chosen = prompt & (hits >= low) & (hits < high)
-        rate, err = binomial(int((chosen & found).sum()), int(chosen.sum()))
-        out.update({f"efficiency_prompt_near_hits_{name}": rate,
-                    f"efficiency_prompt_near_hits_{name}_err": err,
-                    f"n_signal_prompt_near_hits_{name}": int(chosen.sum())})
+        groups = [("", chosen)]
+        if layered:
+            groups.append(("_few_layers", chosen & (layers > 0) & (layers <= FEW_LAYERS)))
+        for suffix, group in groups:
+            rate, err = binomial(int((group & found).sum()), int(group.sum()))
+            out.update({f"efficiency_prompt_near_hits_{name}{suffix}": rate,
+                        f"efficiency_prompt_near_hits_{name}{suffix}_err": err,
+                        f"n_signal_prompt_near_hits_{name}{suffix}": int(group.sum())})
     return out
 
 

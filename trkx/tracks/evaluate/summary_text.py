@@ -5,7 +5,7 @@ the short particles, and the anchors' own figures (trkx.tracks.evaluate.anchors)
 
 from __future__ import annotations
 
-from trkx.tracks.evaluate.metrics import SHORT_HITS, VERTEX_Z_BINS
+from trkx.tracks.evaluate.metrics import FEW_LAYERS, SHORT_HITS, VERTEX_Z_BINS
 
 _BIN_TEXT = {"0_50": "0-50", "50_100": "50-100", "100_150": "100-150", "150_up": ">150"}
 
@@ -30,12 +30,20 @@ def vertex_z_line(summary: dict) -> str | None:
 
 
 def short_particles_line(summary: dict) -> str | None:
-    """``prompt particles within 100 mm by hits: 3 E (N), 4 ..., 5+ ...``; None without them."""
+    """``prompt particles within 100 mm by hits: 3 E (N; K on <= 2 layers: E'), 4 ...,
+    5+ ...``; None without them."""
     if f"efficiency_prompt_near_hits_{SHORT_HITS[0][0]}" not in summary:
         return None
     key = "prompt_near_hits_"
-    cells = [f"{name.replace('up', '+')} {rate_text(summary[f'efficiency_{key}{name}'])} "
-             f"({summary[f'n_signal_{key}{name}']})" for name, _, _ in SHORT_HITS]
+    cells = []
+    for name, _, _ in SHORT_HITS:
+        cell = (f"{name.replace('up', '+')} {rate_text(summary[f'efficiency_{key}{name}'])} "
+                f"({summary[f'n_signal_{key}{name}']}")
+        few = summary.get(f"n_signal_{key}{name}_few_layers")
+        if few:
+            cell += (f"; {few} on <= {FEW_LAYERS} layers: "
+                     f"{rate_text(summary[f'efficiency_{key}{name}_few_layers'])}")
+        cells.append(cell + ")")
     return "prompt particles from |z| < 100 mm by hits: " + ", ".join(cells)
 
 
