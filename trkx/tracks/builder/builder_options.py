@@ -23,7 +23,7 @@ OPTIONAL: frozenset[str] = frozenset({"min_length_forward", "short_score", "qual
                                       "extend_window_xy", "extend_window_z",
                                       "extend_overlap_xy", "extend_overlap_z",
                                       "extend_pixel_xy", "extend_pixel_z", "extend_rounds",
-                                      "extend_weighted_z",
+                                      "extend_weighted_z", "swap_chi2_ratio",
                                       "short_quality_cut", "second_cut",
                                       "second_quality_cut", "second_min_hits"})
 

@@ -63,6 +63,12 @@ particle's, in the strips so that a piece of a particle becomes its track (on th
 0.0337 -> 0.0148; docs/levers.md). The helices are the quality step's, so each track is
 fitted once, and the tracks that grew once more.
 
+Before the extension, with ``swap_chi2_ratio``, a track whose hits on a pixel layer lie off the
+helix of its other hits gives them back for the lone hit of that layer on it, when the swap
+lowers the track's fit chi2 by that ratio (trkx.tracks.builder.layer_swap; the windows are the
+extension's pixel windows): the hit of another particle the walk took in place of the
+track's own.
+
 With ``second_cut`` and its model the hits still alone are walked again below the cut
 (trkx.tracks.builder.second_pass). Track ids are renumbered 0..T-1 in order of first appearance, so
 they are stable and compact.
@@ -79,6 +85,7 @@ from trkx.arrays import as_numpy
 from trkx.tracks.builder.components import connected_component_tracks
 from trkx.tracks.builder.extension import extend_tracks
 from trkx.tracks.builder.graph import ORIENTATIONS, ScoredGraph, graph_from_record
+from trkx.tracks.builder.layer_swap import swap_layer_hits
 from trkx.tracks.builder.second_pass import WalkOptions, second_pass
 from trkx.tracks.builder.stitching import stitch_pieces
 from trkx.tracks.builder.track_labels import compact_labels, dissolve_short, track_mean_score
@@ -122,6 +129,8 @@ class TrackBuilder:
     extend_pixel_z: float | None = None
     extend_rounds: int | None = None     # extensions, each from the last refit (None: 1)
     extend_weighted_z: bool | None = None  # the helices' lines weighted by hit resolution
+    swap_chi2_ratio: float | None = None  # a pixel layer's held hits swapped for a lone hit
+                                          # that lowers the track's chi2 this many times
     second_cut: float | None = None      # the second pass walks the lone hits' edges >= this
     second_quality_cut: float | None = None  # and keeps its candidates of q2_t >= this
     second_min_hits: int | None = None   # and of at least this many hits (None: 3)
@@ -158,6 +167,11 @@ class TrackBuilder:
         for name in ("extend_pixel_xy", "extend_pixel_z"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.swap_chi2_ratio is not None and (self.swap_chi2_ratio < 1.0
+                                                 or self.extend_window_xy is None):
+            raise ValueError("swap_chi2_ratio must be >= 1 and needs the extension's windows "
+                             f"(extend_window_xy), got {self.swap_chi2_ratio} and "
+                             f"{self.extend_window_xy}")
         if self.extend_rounds is not None and self.extend_rounds < 1:
             raise ValueError(f"extend_rounds must be >= 1, got {self.extend_rounds}")
         if self.extend_min_hits < 3:
@@ -268,6 +282,8 @@ class TrackBuilder:
         elif table is not None:
             table = table[np.isin(table["track_id"].to_numpy(), labels)
                           & (table["n_hits"].to_numpy() >= 3)].reset_index(drop=True)
+        if self.swap_chi2_ratio is not None and pos is not None and graph.layer is not None:
+            labels, table = self._swap(labels, pos, graph.layer, table)
         if self.extend_window_xy is not None and pos is not None and graph.layer is not None:
             labels, table = self._extend(labels, pos, graph.layer, table)
         if self._second is not None and judged:   # the lone hits walked again (second_pass.py)
@@ -330,6 +346,17 @@ class TrackBuilder:
                 break
             if table is not None:
                 table = refit_rows(table, labels, x, y, pos[:, 2], layer, grown)
+        return labels, table
+
+    def _swap(self, labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
+              table: pd.DataFrame | None) -> tuple[np.ndarray, pd.DataFrame | None]:
+        """The layer swap (trkx.tracks.builder.layer_swap) in the pixel hits' extension windows;
+        the rows of ``table`` of the tracks that changed are fitted again."""
+        windows = self._pixel_windows() or (self.extend_window_xy, self.extend_window_z)
+        labels, swapped = swap_layer_hits(labels, pos, layer, windows, self.swap_chi2_ratio)
+        if table is not None and len(swapped):
+            x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
+            table = refit_rows(table, labels, x, y, pos[:, 2], layer, swapped)
         return labels, table
 
     def _pixel_windows(self) -> tuple[float, float] | None:

@@ -173,7 +173,7 @@ def _weighted_geometry(geometry: dict[str, np.ndarray], labels: np.ndarray, pos:
             "cot": np.where(fitted, line["cot"], geometry["cot"])}
 
 
-def _candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray,
+def candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray,
                      z: np.ndarray, layer: np.ndarray, reach: float,
                      ) -> tuple[np.ndarray, np.ndarray]:
     """(helix row, lone hit) pairs to test: per layer of the lone hits, each helix's crossing
@@ -258,7 +258,7 @@ def extend_tracks(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
     r, phi, z = pos[lone, 0], pos[lone, 1], pos[lone, 2]
     x, y = r * np.cos(phi), r * np.sin(phi)
     reach = max(window_xy, window_z, *(pixel_windows or ()))
-    track, hit = _candidate_pairs(geometry, x, y, z, layer[lone], reach)
+    track, hit = candidate_pairs(geometry, x, y, z, layer[lone], reach)
     if len(track) == 0:
         return labels, none
     e, dz, s = helix_residuals(geometry, track, x[hit], y[hit], z[hit])
