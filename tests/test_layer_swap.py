@@ -64,5 +64,5 @@ def test_bad_options_are_refused():
     pos, layer, labels = event_with_a_stray(held_offset=(0.3, 6.0), lone_offset=(0.0, 0.0))
     with pytest.raises(ValueError, match="chi2_ratio"):
         swap_layer_hits(labels, pos, layer, WINDOWS, chi2_ratio=0.5)
-    with pytest.raises(ValueError, match="extension's windows"):
-        TrackBuilder(swap_chi2_ratio=2.0)
+    with pytest.raises(ValueError, match="swap_chi2_ratio"):
+        TrackBuilder(swap_chi2_ratio=0.9)

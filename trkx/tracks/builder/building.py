@@ -66,8 +66,8 @@ fitted once, and the tracks that grew once more.
 Before the extension, with ``swap_chi2_ratio``, a track whose hits on a pixel layer lie off the
 helix of its other hits gives them back for the lone hit of that layer on it, when the swap
 lowers the track's fit chi2 by that ratio (trkx.tracks.builder.layer_swap; the windows are the
-extension's pixel windows): the hit of another particle the walk took in place of the
-track's own.
+extension's pixel windows, else 1.0 / 3.0 mm): the hit of another particle the walk took in
+place of the track's own.
 
 With ``second_cut`` and its model the hits still alone are walked again below the cut
 (trkx.tracks.builder.second_pass). Track ids are renumbered 0..T-1 in order of first appearance, so
@@ -85,7 +85,7 @@ from trkx.arrays import as_numpy
 from trkx.tracks.builder.components import connected_component_tracks
 from trkx.tracks.builder.extension import extend_tracks
 from trkx.tracks.builder.graph import ORIENTATIONS, ScoredGraph, graph_from_record
-from trkx.tracks.builder.layer_swap import swap_layer_hits
+from trkx.tracks.builder.layer_swap import SWAP_WINDOWS, swap_layer_hits
 from trkx.tracks.builder.second_pass import WalkOptions, second_pass
 from trkx.tracks.builder.stitching import stitch_pieces
 from trkx.tracks.builder.track_labels import compact_labels, dissolve_short, track_mean_score
@@ -167,11 +167,8 @@ class TrackBuilder:
         for name in ("extend_pixel_xy", "extend_pixel_z"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.swap_chi2_ratio is not None and (self.swap_chi2_ratio < 1.0
-                                                 or self.extend_window_xy is None):
-            raise ValueError("swap_chi2_ratio must be >= 1 and needs the extension's windows "
-                             f"(extend_window_xy), got {self.swap_chi2_ratio} and "
-                             f"{self.extend_window_xy}")
+        if self.swap_chi2_ratio is not None and self.swap_chi2_ratio < 1.0:
+            raise ValueError(f"swap_chi2_ratio must be >= 1, got {self.swap_chi2_ratio}")
         if self.extend_rounds is not None and self.extend_rounds < 1:
             raise ValueError(f"extend_rounds must be >= 1, got {self.extend_rounds}")
         if self.extend_min_hits < 3:
@@ -350,9 +347,12 @@ class TrackBuilder:
 
     def _swap(self, labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
               table: pd.DataFrame | None) -> tuple[np.ndarray, pd.DataFrame | None]:
-        """The layer swap (trkx.tracks.builder.layer_swap) in the pixel hits' extension windows;
-        the rows of ``table`` of the tracks that changed are fitted again."""
-        windows = self._pixel_windows() or (self.extend_window_xy, self.extend_window_z)
+        """The layer swap (trkx.tracks.builder.layer_swap) in the pixel hits' extension windows
+        (without the extension: layer_swap.SWAP_WINDOWS); the rows of ``table`` of the tracks
+        that changed are fitted again."""
+        windows = self._pixel_windows() or ((self.extend_window_xy, self.extend_window_z)
+                                            if self.extend_window_xy is not None
+                                            else SWAP_WINDOWS)
         labels, swapped = swap_layer_hits(labels, pos, layer, windows, self.swap_chi2_ratio)
         if table is not None and len(swapped):
             x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])

@@ -49,6 +49,9 @@ from trkx.tracks.fit.helix_fit import fit_helices
 
 #: Tracks with fewer hits keep their layers: a fit without a layer needs the others.
 SWAP_MIN_HITS = 5
+#: mm (across, along the beam): the windows when the builder has no pixel windows of its own
+#: (the shipped cells set's extension_pixel_xy / _z).
+SWAP_WINDOWS = (1.0, 3.0)
 
 
 def _swap_candidates(labels: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
