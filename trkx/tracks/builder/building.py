@@ -66,8 +66,7 @@ fitted once, and the tracks that grew once more.
 Before the extension, with ``swap_chi2_ratio``, a track whose hits on a pixel layer lie off the
 helix of its other hits gives them back for the lone hit of that layer on it, when the swap
 lowers the track's fit chi2 by that ratio (trkx.tracks.builder.layer_swap; the windows are the
-extension's pixel windows, else 1.0 / 3.0 mm): the hit of another particle the walk took in
-place of the track's own.
+extension's pixel windows, else 1.0 / 3.0 mm): another particle's hit taken in its place.
 
 With ``second_cut`` and its model the hits still alone are walked again below the cut
 (trkx.tracks.builder.second_pass). Track ids are renumbered 0..T-1 in order of first appearance, so
@@ -129,8 +128,7 @@ class TrackBuilder:
     extend_pixel_z: float | None = None
     extend_rounds: int | None = None     # extensions, each from the last refit (None: 1)
     extend_weighted_z: bool | None = None  # the helices' lines weighted by hit resolution
-    swap_chi2_ratio: float | None = None  # a pixel layer's held hits swapped for a lone hit
-                                          # that lowers the track's chi2 this many times
+    swap_chi2_ratio: float | None = None  # off-helix pixel hits swapped if chi2 falls this much
     second_cut: float | None = None      # the second pass walks the lone hits' edges >= this
     second_quality_cut: float | None = None  # and keeps its candidates of q2_t >= this
     second_min_hits: int | None = None   # and of at least this many hits (None: 3)
@@ -347,12 +345,9 @@ class TrackBuilder:
 
     def _swap(self, labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
               table: pd.DataFrame | None) -> tuple[np.ndarray, pd.DataFrame | None]:
-        """The layer swap (trkx.tracks.builder.layer_swap) in the pixel hits' extension windows
-        (without the extension: layer_swap.SWAP_WINDOWS); the rows of ``table`` of the tracks
-        that changed are fitted again."""
-        windows = self._pixel_windows() or ((self.extend_window_xy, self.extend_window_z)
-                                            if self.extend_window_xy is not None
-                                            else SWAP_WINDOWS)
+        """The layer swap (trkx.tracks.builder.layer_swap) in the pixel hits' windows (else
+        layer_swap.SWAP_WINDOWS); the rows of ``table`` of the tracks that changed refitted."""
+        windows = self._pixel_windows() or SWAP_WINDOWS
         labels, swapped = swap_layer_hits(labels, pos, layer, windows, self.swap_chi2_ratio)
         if table is not None and len(swapped):
             x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])

@@ -174,8 +174,8 @@ def _weighted_geometry(geometry: dict[str, np.ndarray], labels: np.ndarray, pos:
 
 
 def candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray,
-                     z: np.ndarray, layer: np.ndarray, reach: float,
-                     ) -> tuple[np.ndarray, np.ndarray]:
+                    z: np.ndarray, layer: np.ndarray, reach: float,
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """(helix row, lone hit) pairs to test: per layer of the lone hits, each helix's crossing
     of the layer's cylinder (barrel: its median r) or plane (its median z), paired with the
     layer's hits within ``reach`` plus the layer's depth (the spread of its hits' r or z

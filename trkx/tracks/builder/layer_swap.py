@@ -54,16 +54,15 @@ SWAP_MIN_HITS = 5
 SWAP_WINDOWS = (1.0, 3.0)
 
 
-def _swap_candidates(labels: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
-                     layer: np.ndarray, key: int, eligible: np.ndarray,
+def _swap_candidates(labels: np.ndarray, size: np.ndarray, x: np.ndarray, y: np.ndarray,
+                     z: np.ndarray, layer: np.ndarray, key: int, min_hits: int,
                      windows: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """On layer ``key``: the tracks of ``eligible`` (a mask over track ids) whose held hits lie
-    outside ``windows`` of the helix of their other hits, and for each the cheapest lone hit
-    inside (module docstring); ``(tracks, lone hits)``."""
+    """On layer ``key``: the tracks of >= ``min_hits`` hits (``size``: hits per track id)
+    whose held hits lie outside ``windows`` of the helix of their other hits, and for each the
+    cheapest lone hit inside (module docstring); ``(tracks, lone hits)``."""
     none = np.zeros(0, dtype=np.int64)
-    size = np.bincount(labels)
     on = layer == key
-    tracks = np.unique(labels[on & eligible[labels]])
+    tracks = np.unique(labels[on & (size[labels] >= min_hits)])
     if len(tracks) == 0:
         return none, none
     members = np.isin(labels, tracks) & ~on
@@ -121,8 +120,8 @@ def swap_layer_hits(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
     layer = np.asarray(layer, dtype=np.int64)
     pos = np.asarray(pos, dtype=np.float64)
     x, y, z = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1]), pos[:, 2]
-    eligible = np.bincount(labels) >= min_hits
-    found = [_swap_candidates(labels, x, y, z, layer, int(key), eligible, windows)
+    size = np.bincount(labels)
+    found = [_swap_candidates(labels, size, x, y, z, layer, int(key), min_hits, windows)
              for key in np.unique(layer[np.isin(layer // 1000, volumes)])]
     tracks = np.concatenate([f[0] for f in found] or [none])
     lone = np.concatenate([f[1] for f in found] or [none])
@@ -135,8 +134,8 @@ def swap_layer_hits(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
     first = np.unique(lone[order], return_index=True)[1]
     tracks, lone = tracks[order[first]], lone[order[first]]
     out = labels.copy()
-    given = np.flatnonzero(np.isin(labels * (int(layer.max()) + 1) + layer,
-                                   tracks * (int(layer.max()) + 1) + layer[lone]))
+    span = int(layer.max()) + 1                                   # one key per (track, layer)
+    given = np.flatnonzero(np.isin(labels * span + layer, tracks * span + layer[lone]))
     out[given] = labels.max() + 1 + np.arange(len(given))
     out[lone] = tracks
     return out, np.unique(tracks)
