@@ -70,6 +70,26 @@ def test_short_particles_on_two_layers_are_counted_apart():
     assert "3 0.500 (2; 1 on <= 2 layers: 0.000)" in short_particles_line(summary)
 
 
+def test_anchor_line_splits_the_anchors_count_by_vertex_z_and_pixel_hits():
+    # particle 1: prompt, vz 10, 3 pixel layers + 3 strip hits, found; particle 2: prompt,
+    # vz -200, 4 pixel layers, lost (its hits in singletons); particle 3: a secondary at vz
+    # 20 on 3 pixel layers, found. On the pixel part particle 1 has 3 hits, not 6.
+    pid = [1] * 6 + [2] * 4 + [3] * 3
+    layer = ([PIXEL + 2, PIXEL + 4, PIXEL + 6, STRIP + 2, STRIP + 4, STRIP + 6]
+             + [PIXEL + 2, PIXEL + 4, PIXEL + 6, PIXEL + 8] + [PIXEL + 4, PIXEL + 6, PIXEL + 8])
+    vz = np.array([10.0] * 6 + [-200.0] * 4 + [20.0] * 3)
+    radius = np.array([0.0] * 10 + [40.0] * 3)
+    truth = hand_truth(pid, layer=layer, vertex_z=vz, production_radius=radius)
+    tracks = tracks_of([1] * 6 + [20, 21, 22, 23] + [3] * 3)
+    anchors = overall_summary([anchor_evaluation(truth, tracks)])
+    first, by_z, by_hits = anchor_line(anchors).split("\n")
+    assert "efficiency 0.667 of 3 (prompt 0.500 of 2, secondary 1.000 of 1)" in first
+    assert by_z.startswith("    by vertex |z| [mm]: 0-50 1.000 (2; prompt 1.000, secondary 1.000)")
+    assert ">150 0.000 (1; prompt 0.000" in by_z
+    # the prompt particle near the beam has 3 hits on the pixel part (its strip hits left out)
+    assert by_hits.startswith("    prompt particles from |z| < 100 mm by pixel hits: 3 1.000 (1)")
+
+
 def test_no_vertex_z_gives_no_split():
     truth = hand_truth([1] * 5)
     summary = event_summary(evaluate_event(truth, tracks_of([1] * 5)))

@@ -22,6 +22,7 @@ its ``fake_rate_signal_majority``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -50,10 +51,16 @@ _PIXEL_PARTS: WeakKeyDictionary[EventTruth, EventTruth] = WeakKeyDictionary()
 
 
 def pixel_part(truth: EventTruth) -> EventTruth:
-    """The truth of the hits of ``truth`` in the pixel volumes (:func:`pixel_hits`)."""
+    """The truth of the hits of ``truth`` in the pixel volumes (:func:`pixel_hits`), each
+    particle's ``nhits`` counted there (its pixel hits: what the anchors' splits by hit count
+    mean; the signal's ``>= 3`` pixel layers already imply ``>= 3`` pixel hits)."""
     part = _PIXEL_PARTS.get(truth)
     if part is None:
-        part = _PIXEL_PARTS[truth] = truth.subset(pixel_hits(truth))
+        part = truth.subset(pixel_hits(truth))
+        _, inverse, counts = np.unique(part.particle_id, return_inverse=True,
+                                       return_counts=True)
+        nhits = np.where(part.particle_id != 0, counts[inverse], 0).astype(np.int64)
+        part = _PIXEL_PARTS[truth] = replace(part, nhits=nhits)
     return part
 
 

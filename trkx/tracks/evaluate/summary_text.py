@@ -47,13 +47,34 @@ def short_particles_line(summary: dict) -> str | None:
     return "prompt particles from |z| < 100 mm by hits: " + ", ".join(cells)
 
 
+def _origin_text(summary: dict) -> str:
+    """`` (prompt E of N, secondary E of N)`` when the summary splits by origin."""
+    if "efficiency_prompt" not in summary:
+        return ""
+    return (f" (prompt {rate_text(summary['efficiency_prompt'])} of "
+            f"{summary['n_signal_prompt']}, secondary "
+            f"{rate_text(summary['efficiency_secondary'])} of {summary['n_signal_secondary']})")
+
+
+#: The indentation of the anchors' splits under their line (the callers indent the line by 2).
+SPLIT_INDENT = "    "
+
+
 def anchor_line(summary: dict) -> str:
     """The anchors' efficiency and fake rate on their own definitions
-    (trkx.tracks.evaluate.anchors)."""
-    return (f"anchors' definitions (HEPTv2: pixel part, pT > 0.9 GeV, |eta| < 4, >= 3 pixel "
+    (trkx.tracks.evaluate.anchors), and where the summary has them, the same splits as trkx's
+    own figures on those definitions: prompt and secondary, by vertex |z|, and the prompt
+    particles from |z| < 100 mm by their pixel hits (lines below the first, indented by
+    :data:`SPLIT_INDENT` beyond it where the caller indents the first by two spaces)."""
+    line = (f"anchors' definitions (HEPTv2: pixel part, pT > 0.9 GeV, |eta| < 4, >= 3 pixel "
             f"layers; fakes over signal-majority candidates): efficiency "
-            f"{rate_text(summary['efficiency'])} of {summary['n_signal_particles']}, fake rate "
+            f"{rate_text(summary['efficiency'])} of {summary['n_signal_particles']}"
+            f"{_origin_text(summary)}, fake rate "
             f"{rate_text(summary['fake_rate_signal_majority'])}")
+    splits = [split for split in (vertex_z_line(summary), short_particles_line(summary))
+              if split is not None]
+    return "\n".join([line] + [SPLIT_INDENT + split.replace(" by hits:", " by pixel hits:")
+                                for split in splits])
 
 
 # trkx.tracks.evaluate.metrics.FAKE_KINDS as printed
@@ -130,15 +151,6 @@ def evaluation_text(report: dict) -> str:
     lines += [format_stage_edges(name, stage["overall"])
               for name, stage in report["edges"].items() if stage["overall"]]
     return "\n".join(lines)
-
-
-def _origin_text(summary: dict) -> str:
-    """`` (prompt E of N, secondary E of N)`` when the summary splits by origin."""
-    if "efficiency_prompt" not in summary:
-        return ""
-    return (f" (prompt {rate_text(summary['efficiency_prompt'])} of "
-            f"{summary['n_signal_prompt']}, secondary "
-            f"{rate_text(summary['efficiency_secondary'])} of {summary['n_signal_secondary']})")
 
 
 def pixel_truth_text(report: dict, n_events: int, path) -> str:
