@@ -29,9 +29,9 @@ def vertex_z_line(summary: dict) -> str | None:
     return "by vertex |z| [mm]: " + ", ".join(cells)
 
 
-def short_particles_line(summary: dict) -> str | None:
+def short_particles_line(summary: dict, hits: str = "hits") -> str | None:
     """``prompt particles within 100 mm by hits: 3 E (N; K on <= 2 layers: E'), 4 ...,
-    5+ ...``; None without them."""
+    5+ ...`` (``hits`` names what was counted, e.g. ``pixel hits``); None without them."""
     if f"efficiency_prompt_near_hits_{SHORT_HITS[0][0]}" not in summary:
         return None
     key = "prompt_near_hits_"
@@ -44,7 +44,7 @@ def short_particles_line(summary: dict) -> str | None:
             cell += (f"; {few} on <= {FEW_LAYERS} layers: "
                      f"{rate_text(summary[f'efficiency_{key}{name}_few_layers'])}")
         cells.append(cell + ")")
-    return "prompt particles from |z| < 100 mm by hits: " + ", ".join(cells)
+    return f"prompt particles from |z| < 100 mm by {hits}: " + ", ".join(cells)
 
 
 def _origin_text(summary: dict) -> str:
@@ -71,10 +71,10 @@ def anchor_line(summary: dict) -> str:
             f"{rate_text(summary['efficiency'])} of {summary['n_signal_particles']}"
             f"{_origin_text(summary)}, fake rate "
             f"{rate_text(summary['fake_rate_signal_majority'])}")
-    splits = [split for split in (vertex_z_line(summary), short_particles_line(summary))
+    splits = [split for split in (vertex_z_line(summary),
+                                  short_particles_line(summary, hits="pixel hits"))
               if split is not None]
-    return "\n".join([line] + [SPLIT_INDENT + split.replace(" by hits:", " by pixel hits:")
-                                for split in splits])
+    return "\n".join([line] + [SPLIT_INDENT + split for split in splits])
 
 
 # trkx.tracks.evaluate.metrics.FAKE_KINDS as printed
