@@ -11,6 +11,7 @@ from torch import nn
 
 from trkx.filter.features import edge_feature_count
 from trkx.runtime.device import row_blocked
+from trkx.runtime.fused_mlp import Buffers, MLPPlan, fused_enabled, plan, run_layers
 
 
 class FilterMLP(nn.Module):
@@ -55,6 +56,9 @@ class FilterMLP(nn.Module):
         rows = features.shape[0]
         if rows == 0:
             return self.net(features).squeeze(-1)
+        fused = plan(self.net) if fused_enabled() and features.dtype == torch.float32 else None
+        if fused is not None and fused.head is not None:
+            return self._forward_fused(fused, features)
         out = None
         for start in range(0, rows, INFERENCE_BLOCK_ROWS):
             z = features[start:start + INFERENCE_BLOCK_ROWS]
@@ -63,6 +67,20 @@ class FilterMLP(nn.Module):
             if out is None:
                 out = z.new_empty(rows)
             out[start:start + INFERENCE_BLOCK_ROWS] = z.squeeze(-1)
+        return out
+
+
+    def _forward_fused(self, fused: MLPPlan, features: torch.Tensor) -> torch.Tensor:
+        """:meth:`_forward_blocked` with each layer a product and one compiled pass, the last
+        Linear folded into the last pass (trkx.runtime.fused_mlp): the plain logits to float32
+        rounding."""
+        rows = features.shape[0]
+        out = features.new_empty(rows)
+        buffers = Buffers(min(rows, INFERENCE_BLOCK_ROWS))
+        for start in range(0, rows, INFERENCE_BLOCK_ROWS):
+            block = features[start:start + INFERENCE_BLOCK_ROWS]
+            run_layers(fused.layers, block, buffers, head=fused.head,
+                       head_out=out[start:start + block.shape[0]])
         return out
 
 

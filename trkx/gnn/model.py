@@ -49,6 +49,7 @@ from torch.utils.checkpoint import checkpoint
 
 from trkx.gnn.graph_ops import GraphOps
 from trkx.runtime.device import row_blocked
+from trkx.runtime.fused_mlp import Buffers, MLPPlan, fused_enabled, plan, run_layers
 
 AGGREGATIONS: tuple[str, ...] = ("sum", "mean")
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU,
@@ -251,6 +252,14 @@ class InteractionGNN(nn.Module):
         z = torch.cat([m_in.to(h.dtype), m_out.to(h.dtype), h], dim=1)
         if h.shape[0] == 0:
             return h + self.node_nets[t](z), e
+        fused = plan(self.node_nets[t]) if fused_enabled() and z.dtype == torch.float32 else None
+        if fused is not None and fused.head is None:
+            update = z.new_empty((h.shape[0], fused.width))
+            buffers = Buffers(min(h.shape[0], INFERENCE_BLOCK_ROWS))
+            for start in range(0, h.shape[0], INFERENCE_BLOCK_ROWS):
+                stop = start + INFERENCE_BLOCK_ROWS
+                run_layers(fused.layers, z[start:stop], buffers, out=update[start:stop])
+            return h + update, e
         update = None
         for start in range(0, h.shape[0], INFERENCE_BLOCK_ROWS):
             stop = start + INFERENCE_BLOCK_ROWS
@@ -272,6 +281,9 @@ class InteractionGNN(nn.Module):
         src, dst = ops.endpoints()
         first, width, projection = self._node_projection(net, e)
         p = F.linear(h, projection)                                     # [N, 2o]
+        fused = plan(net) if fused_enabled() and p.dtype == torch.float32 else None
+        if fused is not None and src.shape[0] and (e is None or e.dtype == torch.float32):
+            return _edge_mlp_fused(fused, first, width, p, src, dst, e, residual)
         p_src, p_dst = p[:, :width].contiguous(), p[:, width:].contiguous()
         rest = net[1:]
         out = None
@@ -315,6 +327,52 @@ def _row_blocked(ops: GraphOps, node_side_projection: bool) -> bool:
     would be many small kernels)."""
     return (not torch.is_grad_enabled() and node_side_projection and hasattr(ops, "endpoints")
             and row_blocked(ops.endpoints()[0]))
+
+
+def _edge_mlp_fused(fused: MLPPlan, first: nn.Linear, width: int, projected: Tensor,
+                    src: Tensor, dst: Tensor, e: Tensor | None,
+                    residual: Tensor | None) -> Tensor:
+    """``InteractionGNN._edge_mlp_blocked`` with each layer a product and one compiled pass
+    (trkx.runtime.fused_mlp): the first layer's pass gathers the node-side projections
+    ``projected`` [N, 2o] of each edge's two ends, the last adds the edge residual in place (or
+    folds a final Linear to one output). The plain rows to float32 rounding."""
+    from trkx.runtime.fused_kernels import gather_norm_relu
+
+    head_layer = fused.layers[0]
+    rows = src.shape[0]
+    edge_weight_t = None if e is None else first.weight[:, :e.shape[1]].t()
+    projected = projected.contiguous().numpy()
+    src_np, dst_np = src.numpy(), dst.numpy()
+    out = projected_out = None
+    if fused.head is not None:
+        projected_out = torch.empty(rows)
+    else:
+        out = torch.empty(rows, fused.width)
+    buffers = Buffers(min(rows, INFERENCE_BLOCK_ROWS))
+    for start in range(0, rows, INFERENCE_BLOCK_ROWS):
+        stop = min(start + INFERENCE_BLOCK_ROWS, rows)
+        z = buffers.get(width, stop - start)
+        if edge_weight_t is not None:
+            torch.mm(e[start:stop], edge_weight_t, out=z)
+        gather_norm_relu(z.numpy(), projected, src_np[start:stop], dst_np[start:stop],
+                         edge_weight_t is not None, head_layer.bias, head_layer.gamma,
+                         head_layer.beta, head_layer.eps, head_layer.relu)
+        if len(fused.layers) == 1:                          # the first layer is the last
+            if fused.head is not None:
+                weight, offset = fused.head
+                torch.mv(z, torch.from_numpy(weight), out=projected_out[start:stop])
+                projected_out[start:stop].add_(offset)
+                continue
+            out[start:stop] = z
+            if residual is not None:
+                residual[start:stop].add_(z)
+            continue
+        run_layers(fused.layers[1:], z, buffers,
+                   out=None if out is None else out[start:stop],
+                   residual=None if residual is None else residual[start:stop],
+                   head=fused.head,
+                   head_out=None if projected_out is None else projected_out[start:stop])
+    return projected_out.unsqueeze(1) if out is None else out
 
 
 def _mlp_in_place(net: nn.Sequential, z: Tensor) -> Tensor:

@@ -115,10 +115,12 @@ class StagePlan:
 class InferencePlan:
     """Options of pipeline inference, applied to every stage's ``inference`` section (they
     replace the stage configs' values there): the precision of the dense layers of the three
-    learned stages (trkx.runtime.precision) and the GNN's local kernel."""
+    learned stages (trkx.runtime.precision) and the GNN's local kernel; and whether the
+    filter's and the GNN's MLPs run fused on the CPU (trkx.runtime.fused_mlp)."""
 
     precision: str = "fp32"     # fp32 | bf16
     graph_ops: str = "csr"      # csr | scatter | auto (auto: timed on the host)
+    fused: bool = True          # the fused CPU MLP kernels (trkx.runtime.fused_mlp); false: plain
 
     def stage_overrides(self, stage: str) -> list[str]:
         """The ``KEY=VALUE`` overrides these options make in ``stage``'s config."""
@@ -132,6 +134,8 @@ class InferencePlan:
         from trkx.runtime.precision import check_precision
 
         check_precision(self.precision)
+        if not isinstance(self.fused, bool):
+            raise ValueError(f"fused must be true or false, not {self.fused!r}")
         if self.graph_ops not in GRAPH_OPS_CHOICES:
             raise ValueError(f"graph_ops must be one of {', '.join(GRAPH_OPS_CHOICES)}, not "
                              f"{self.graph_ops!r}")

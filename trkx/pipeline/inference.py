@@ -51,6 +51,7 @@ from torch_geometric.data import Data
 
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
 from trkx.runtime.device import resolve_device, synchronize
+from trkx.runtime.fused_mlp import fused_inference
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,6 +102,7 @@ class TrainedPipeline:
     builder: TrackBuilder
     chooser: KernelChooser
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    fused: bool = True
 
     @classmethod
     def load(cls, config: str | os.PathLike | None = None,
@@ -122,15 +124,18 @@ class TrainedPipeline:
 
         target = resolve_device(device)       # before any loading: a bad device fails fast
         pipeline = load_pipeline_config(config, list(overrides))
-        return cls.from_stage_configs(checkpoints, pipeline.stage_configs(), target)
+        return cls.from_stage_configs(checkpoints, pipeline.stage_configs(), target,
+                                      pipeline.inference.fused)
 
     @classmethod
     def from_stage_configs(cls, checkpoints: str | os.PathLike, stage_configs: StageConfigs,
-                           device: str | torch.device = "auto") -> TrainedPipeline:
+                           device: str | torch.device = "auto",
+                           fused: bool = True) -> TrainedPipeline:
         """Load the models onto ``device`` (:meth:`load`); ``stage_configs[stage] = (yaml
         path, overrides)`` give each stage's ``inference`` section and the tracks ``builder``.
         A null value there takes the checkpoint's working point (builder keys: the GNN
-        checkpoint's, e.g. ``walk_cut``)."""
+        checkpoint's, e.g. ``walk_cut``). ``fused``: the filter's and the GNN's MLPs run
+        fused on the CPU (trkx.runtime.fused_mlp; False: the plain modules)."""
         from trkx.embedding.checkpoint import load_model as load_embedding
         from trkx.embedding.inference import EmbeddingInference
         from trkx.filter.checkpoint import FilterInference
@@ -181,7 +186,8 @@ class TrainedPipeline:
             filter=filter_net.to(target), filter_options=filter_options, filter_cut=filter_cut,
             gnn=gnn.to(target), gnn_precision=gnn_options.precision,
             graph_ops=gnn_options.kernel(gnn_checkpoint), builder=builder,
-            chooser=KernelChooser(width=gnn.hidden, backward=False), device=target)
+            chooser=KernelChooser(width=gnn.hidden, backward=False), device=target,
+            fused=fused)
         pipeline.warm_up()
         return pipeline
 
@@ -195,6 +201,10 @@ class TrainedPipeline:
         agreement, edge inputs and edge agreement, GNN sums), which otherwise cost the first
         event hundreds of milliseconds. All pairs of the tiny event are within reach (unit
         points, radius 2), so every stage sees edges; its GNN kernel choice is not kept."""
+        with fused_inference(self.fused):
+            self._warm_up(hits)
+
+    def _warm_up(self, hits: int) -> None:
         from trkx.embedding.graph import build_edges
         from trkx.embedding.inference import embed, layer_key
         from trkx.filter.inference import score_edges as filter_scores
@@ -237,13 +247,19 @@ class TrainedPipeline:
         graphs, labels, _, seconds = self.run_with_table(record, edge_labels, stage_graphs)
         return graphs, labels, seconds
 
-    @torch.no_grad()
     def run_with_table(self, record: Data, edge_labels: bool = False,
                        stage_graphs: bool = True,
                        ) -> tuple[dict[str, Data], np.ndarray, pd.DataFrame | None,
                                   dict[str, float]]:
         """:meth:`run`, and the builder's track table of the final tracks (None when its
         quality step did not run: :meth:`TrackBuilder.build_with_table`)."""
+        with fused_inference(self.fused):
+            return self._run_with_table(record, edge_labels, stage_graphs)
+
+    @torch.no_grad()
+    def _run_with_table(self, record: Data, edge_labels: bool, stage_graphs: bool,
+                        ) -> tuple[dict[str, Data], np.ndarray, pd.DataFrame | None,
+                                   dict[str, float]]:
         from trkx.embedding.inference import embedding_graph
         from trkx.filter.inference import filter_graph
         from trkx.gnn.edge_inputs import model_edge_inputs

@@ -1,0 +1,169 @@
+"""Fused CPU inference of the trkx MLPs: a matrix product, then one compiled pass per layer.
+
+The learned stages' MLPs are chains of ``Linear -> LayerNorm -> ReLU`` (trkx.gnn.model.make_mlp,
+trkx.filter.model.FilterMLP), run over millions of edge rows. The plain modules make a pass over
+memory for every step of a layer: the bias copied into the output, the product, the norm into a
+new tensor, the activation, the copy into the result; an edge MLP's first layer adds two gathers
+and two sums. Here each layer of a row block is
+
+    Z = X W^T                         (torch.mm into a reused buffer: the BLAS)
+    Z <- relu(LN(Z + b))              (one compiled pass: trkx.runtime.fused_kernels)
+
+with the edge MLP's node-side gathers, the GNN's edge residual and a final Linear to one output
+folded into those passes. The result equals the plain modules' to float32 rounding (the norm's
+sums run in another order), not bit for bit; ``fused`` in an ``inference`` section
+(``trkx infer --set inference.fused=false``) runs the plain modules instead.
+
+:class:`MLPPlan` reads a ``nn.Sequential``; :func:`plan` returns None for a chain it cannot fuse
+(another activation, no LayerNorm), and the callers then run the module itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from trkx.runtime.device import numba_importable
+
+
+@dataclass(frozen=True)
+class FusedLayer:
+    """One ``Linear [-> LayerNorm -> ReLU]`` of a chain: ``weight_t`` [in, out] (a view of the
+    Linear's weight), the bias and the norm's parameters as numpy views, and whether a norm and
+    an activation follow."""
+
+    weight_t: Tensor
+    bias: np.ndarray
+    gamma: np.ndarray | None
+    beta: np.ndarray | None
+    eps: float
+    relu: bool
+
+    @property
+    def normalised(self) -> bool:
+        return self.gamma is not None
+
+
+@dataclass(frozen=True)
+class MLPPlan:
+    """The layers of a chain, and its last ``Linear(c, 1)`` when it ends in one (folded into the
+    previous layer's pass as a dot product)."""
+
+    layers: tuple[FusedLayer, ...]
+    head: tuple[np.ndarray, float] | None
+
+    @property
+    def width(self) -> int:
+        """Output width of the last fused layer."""
+        return int(self.layers[-1].weight_t.shape[1])
+
+
+def _numpy(t: Tensor) -> np.ndarray:
+    return t.detach().numpy()
+
+
+def plan(net: nn.Sequential) -> MLPPlan | None:
+    """The fused plan of ``net`` (module docstring), or None when ``net`` is not a chain of
+    ``Linear -> LayerNorm -> ReLU`` layers (optionally ending in a bare Linear to one output)
+    on the CPU in float32, or numba is missing."""
+    modules = list(net)
+    if not modules or not numba_importable():
+        return None
+    layers: list[FusedLayer] = []
+    head = None
+    i = 0
+    while i < len(modules):
+        linear = modules[i]
+        if not isinstance(linear, nn.Linear) or linear.bias is None \
+                or linear.weight.dtype != torch.float32 or linear.weight.device.type != "cpu":
+            return None
+        rest = modules[i + 1:i + 3]
+        if len(rest) == 2 and isinstance(rest[0], nn.LayerNorm) and isinstance(rest[1], nn.ReLU) \
+                and rest[0].elementwise_affine and rest[0].bias is not None \
+                and tuple(rest[0].normalized_shape) == (linear.out_features,):
+            layers.append(FusedLayer(linear.weight.detach().t(), _numpy(linear.bias),
+                                     _numpy(rest[0].weight), _numpy(rest[0].bias),
+                                     float(rest[0].eps), True))
+            i += 3
+        elif i == len(modules) - 1 and linear.out_features == 1 and layers \
+                and layers[-1].normalised:
+            head = (_numpy(linear.weight)[0], float(linear.bias.detach()[0]))
+            i += 1
+        else:
+            return None
+    return MLPPlan(tuple(layers), head)
+
+
+class Buffers:
+    """Two reusable [rows, width] float32 buffers per width: the layers of a block alternate
+    between them, so a forward allocates nothing per block."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self._pairs: dict[int, list[Tensor]] = {}
+
+    def get(self, width: int, rows: int, avoid: Tensor | None = None) -> Tensor:
+        """A [rows, width] buffer that is not ``avoid`` (the layer's input)."""
+        pair = self._pairs.setdefault(width, [torch.empty(self.rows, width),
+                                              torch.empty(self.rows, width)])
+        first = pair[0][:rows]
+        if avoid is not None and first.data_ptr() == avoid.data_ptr():
+            return pair[1][:rows]
+        return first
+
+
+def run_layers(layers: tuple[FusedLayer, ...], z: Tensor, buffers: Buffers,
+               out: Tensor | None = None, residual: Tensor | None = None,
+               head: tuple[np.ndarray, float] | None = None,
+               head_out: Tensor | None = None) -> Tensor:
+    """``layers`` applied to the row block ``z`` (the first product reads ``z``, which is not
+    written). The last layer writes into ``out`` when given (a [rows, width] slice of the
+    result), adds itself into ``residual`` when given, and with ``head`` writes the head's one
+    output per row into ``head_out`` [rows]. Returns the last layer's rows."""
+    from trkx.runtime import fused_kernels as k
+
+    rows = z.shape[0]
+    for index, layer in enumerate(layers):
+        last = index == len(layers) - 1
+        width = layer.weight_t.shape[1]
+        target = out if (last and out is not None) else buffers.get(width, rows, avoid=z)
+        torch.mm(z, layer.weight_t, out=target)
+        values = target.numpy()
+        if last and head is not None:
+            k.norm_relu_dot(values, layer.bias, layer.gamma, layer.beta, layer.eps, layer.relu,
+                            head[0], head[1], head_out.numpy())
+        elif last and residual is not None:
+            k.norm_relu_residual(values, layer.bias, layer.gamma, layer.beta, layer.eps,
+                                 layer.relu, residual.numpy())
+        else:
+            k.norm_relu(values, layer.bias, layer.gamma, layer.beta, layer.eps, layer.relu)
+        z = target
+    return z
+
+
+_ENABLED = True
+
+
+def fused_enabled() -> bool:
+    """Whether the CPU inference paths fuse their MLPs (:func:`fused_inference`; no autocast:
+    under ``bf16`` the plain modules run)."""
+    return _ENABLED and not torch.is_autocast_enabled("cpu")
+
+
+class fused_inference:  # a context manager, named as one
+    """``with fused_inference(False):`` runs the plain modules (the reference path) inside."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = bool(enabled)
+        self._previous = True
+
+    def __enter__(self) -> None:
+        global _ENABLED
+        self._previous, _ENABLED = _ENABLED, self.enabled
+
+    def __exit__(self, *exc: object) -> None:
+        global _ENABLED
+        _ENABLED = self._previous
