@@ -10,15 +10,16 @@ phi, z, eta and, with cells, x = r cos phi, y = r sin phi and the unscaled clust
 
 The torch expression of the same rows (trkx.filter.features.torch_rows, the GPU's path)
 makes each column a separate pass: gathers of single rows, a temporary per operation and a
-final copy of all F rows; here every value is read and written once (0.23 s against 0.63-0.94 s
-on event 21001 with cells, 7.1M edges, 2 threads). The arithmetic is float64 (the table holds
-the float32 inputs exactly), rounded once to float32: the values agree with the torch rows
-evaluated in float64 to a float32 rounding (the float32 rows lose up to 3e-4 to cancellation
-in the agreement and slope columns). fastmath is off (no fused multiply-adds, no reordering),
-so the values depend on no instruction set, but for libm's double log and atan2, whose CPU
-variants may differ in the last double bit: that survives the float32 rounding for about one
-value in 10^8. asinh is written as log(|t| + sqrt(t^2 + 1)) with the sign of t
-and the transverse length as sqrt(dx^2 + dy^2) (about 0.1 s faster than asinh and hypot).
+final copy of all F rows; here every value is read and written once. The arithmetic is
+float64 (the table holds the float32 inputs exactly), rounded once to float32: the values
+agree with the torch rows evaluated in float64 to a float32 rounding (the float32 rows lose up
+to 3e-4 to cancellation in the agreement and slope columns). fastmath is off (no fused
+multiply-adds, no reordering). With cells, each edge's own direction (eta_e, phi_e) is the one
+transcendental step: :func:`edge_slopes` writes its arguments, torch's vectorised ``asinh`` and
+``atan2`` evaluate them for all edges of a chunk, and :func:`fill_edge_features` reads them (a
+C-library call per edge inside the kernel took 1.05 s of its 1.1 s on event 21001, 5.9M
+edges, 2 threads; now 0.18 s in all). Those two functions' CPU variants may differ in the last
+double bit, which survives the float32 rounding for about one value in 10^8.
 
 Imported only when the features are computed on the CPU with numba importable.
 """
@@ -51,9 +52,10 @@ def fill_edge_features(table: np.ndarray, src: np.ndarray, dst: np.ndarray,
                        hit_features: int, cells: bool, trajectory: bool,
                        scale_r: float, scale_z: float, scale_dir_eta: float,
                        min_step: float, z0_clip: float, slope_clip: float,
-                       out: np.ndarray) -> None:
+                       direction: np.ndarray, out: np.ndarray) -> None:
     """Row e of ``out`` [E, F] float32 for each edge ``src[e] -> dst[e]`` of the hit
-    ``table`` [N, hit_features + 4 (+ 4 with cells)] float64 (module docstring)."""
+    ``table`` [N, hit_features + 4 (+ 4 with cells)] float64 (module docstring); with
+    ``cells``, ``direction`` [E, 2] holds each edge's (eta_e, phi_e) (:func:`edge_slopes`)."""
     h = hit_features
     for e in numba.prange(src.shape[0]):
         i, j = src[e], dst[e]
@@ -70,12 +72,7 @@ def fill_edge_features(table: np.ndarray, src: np.ndarray, dst: np.ndarray,
         out[e, row + 3] = eta_j - eta_i
         row += 4
         if cells:
-            dx = table[j, h + 4] - table[i, h + 4]
-            dy = table[j, h + 5] - table[i, h + 5]
-            slope = (z_j - z_i) / max(math.sqrt(dx * dx + dy * dy), 1e-6)
-            edge_eta = math.copysign(math.log(abs(slope) + math.sqrt(slope * slope + 1.0)),
-                                     slope)
-            edge_phi = math.atan2(dy, dx)
+            edge_eta, edge_phi = direction[e, 0], direction[e, 1]
             for hit in (i, j):
                 out[e, row] = (table[hit, h + 6] - edge_eta) / scale_dir_eta
                 out[e, row + 1] = wrap(table[hit, h + 7] - edge_phi) / math.pi
@@ -89,3 +86,20 @@ def fill_edge_features(table: np.ndarray, src: np.ndarray, dst: np.ndarray,
             out[e, row] = min(max(z0, -z0_clip), z0_clip)
             out[e, row + 1] = min(max(phislope, -slope_clip), slope_clip)
             out[e, row + 2] = min(max(rphislope, -slope_clip), slope_clip)
+
+
+@pjit
+def edge_slopes(table: np.ndarray, src: np.ndarray, dst: np.ndarray, hit_features: int,
+                out: np.ndarray) -> None:
+    """Row e of ``out`` [E, 3] float64 for each edge: ``(dz / max(|dxy|, 1e-6), dy, dx)``, the
+    arguments of the edge's own direction eta_e = asinh(column 0), phi_e = atan2(dy, dx),
+    which torch then evaluates over all edges at once (its vectorised asinh and atan2: a
+    call of the C library's per edge here cost 1.05 s of 1.1 s on event 21001)."""
+    h = hit_features
+    for e in numba.prange(src.shape[0]):
+        i, j = src[e], dst[e]
+        dx = table[j, h + 4] - table[i, h + 4]
+        dy = table[j, h + 5] - table[i, h + 5]
+        out[e, 0] = (table[j, h + 2] - table[i, h + 2]) / max(math.sqrt(dx * dx + dy * dy), 1e-6)
+        out[e, 1] = dy
+        out[e, 2] = dx

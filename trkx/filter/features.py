@@ -117,9 +117,16 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
                          f"{tuple(out.shape)} {out.dtype}")
     rows = out[:edges]
     src, dst = edge_index.long()
+    direction = torch.empty(edges if cells else 0, 3, dtype=torch.float64)
+    if cells:
+        from trkx.filter.feature_kernels import edge_slopes
+
+        edge_slopes(table.numpy(), src.numpy(), dst.numpy(), h, direction.numpy())
+        torch.asinh(direction[:, 0], out=direction[:, 0])
+        direction[:, 1] = torch.atan2(direction[:, 1], direction[:, 2])
     fill_edge_features(table.numpy(), src.numpy(), dst.numpy(), h, cells, trajectory,
                        FEATURE_SCALES["r"], FEATURE_SCALES["z"], FEATURE_SCALES["dir_eta"],
-                       MIN_RADIAL_STEP_MM, Z0_CLIP, SLOPE_CLIP, rows.numpy())
+                       MIN_RADIAL_STEP_MM, Z0_CLIP, SLOPE_CLIP, direction.numpy(), rows.numpy())
     return rows
 
 
