@@ -52,6 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trkx.runtime.device import numba_importable
+
 #: ``pT [GeV] = PT_PER_TESLA_MM * |B| [T] * R [mm]``.
 PT_PER_TESLA_MM = 0.299792458e-3
 #: The TrackML solenoid (fits to real truth give 1.98 T).
@@ -167,11 +169,32 @@ def _three_point_start(inverse: np.ndarray, n_tracks: int, u: np.ndarray, v: np.
     return np.where(ok, a, 0.0), np.where(ok, b, MAX_RADIUS), np.where(ok, radius, MAX_RADIUS)
 
 
+#: The circle's Gauss-Newton steps run compiled (trkx.tracks.fit.circle_kernels) where numba
+#: is importable; the tests set it False to compare with the numpy steps.
+COMPILED_STEPS = numba_importable()
+
+
 def _weighted_circle(inverse, n_tracks, n, fitted, u, v, x, y, sigma_fine, sigma_r, a, b,
                      radius):
     """Gauss-Newton steps on the weighted geometric residuals (:func:`_hit_weights`, the
     weights renewed at every step: iteratively reweighted least squares) from ``(a, b,
-    radius)`` in the centred coordinates ``u, v``."""
+    radius)`` in the centred coordinates ``u, v`` (compiled: :data:`COMPILED_STEPS`)."""
+    if COMPILED_STEPS:
+        from trkx.tracks.fit.circle_kernels import weighted_circle
+
+        return weighted_circle(
+            np.ascontiguousarray(inverse, dtype=np.int64), n_tracks,
+            np.ascontiguousarray(fitted, dtype=np.bool_),
+            *(np.ascontiguousarray(c, dtype=np.float64)
+              for c in (u, v, x, y, sigma_fine, sigma_r, a, b, radius)),
+            GAUSS_NEWTON_STEPS, float(PIXEL_SIGMA ** 2), OUTLIER_SCALE, MAX_RADIUS)
+    return _weighted_circle_numpy(inverse, n_tracks, fitted, u, v, x, y, sigma_fine, sigma_r,
+                                  a, b, radius)
+
+
+def _weighted_circle_numpy(inverse, n_tracks, fitted, u, v, x, y, sigma_fine, sigma_r, a, b,
+                           radius):
+    """:func:`_weighted_circle` with numpy arrays (the reference of the compiled steps)."""
     for _ in range(GAUSS_NEWTON_STEPS):
         du, dv = u - a[inverse], v - b[inverse]
         dist = np.maximum(np.hypot(du, dv), 1e-12)

@@ -1,0 +1,59 @@
+"""The fast CPU paths on a real event: the shipped cells set on the sample event gives, with the
+fused MLPs (trkx.runtime.fused_mlp), the plain modules' filter and GNN scores to float32
+rounding and the same tracks; the compiled circle steps (trkx.tracks.fit.circle_kernels) give
+the numpy steps' tracks from the same scored graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trkx.tracks.fit.helix_fit as helix_fit
+from trkx.data.detector import load_detector
+from trkx.data.events import event_record
+from trkx.pipeline.reconstruct import Reconstructor
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture(scope="module")
+def cells_pipeline_and_record(sample_prefix):
+    pipeline = Reconstructor(device="cpu").pipeline("pu200_cells")
+    record = event_record(str(sample_prefix), load_detector(), pipeline.use_cells,
+                          pipeline.signal_pt_min, with_truth=False)
+    return pipeline, record
+
+
+def test_fused_scores_and_tracks_match_the_plain_modules(cells_pipeline_and_record):
+    pipeline, record = cells_pipeline_and_record
+    assert pipeline.fused
+    fused_graphs, fused_labels, _ = pipeline.run(record)
+    pipeline.fused = False
+    try:
+        plain_graphs, plain_labels, _ = pipeline.run(record)
+    finally:
+        pipeline.fused = True
+    for stage in ("filter", "gnn"):
+        assert torch.equal(fused_graphs[stage].edge_index, plain_graphs[stage].edge_index)
+        difference = (fused_graphs[stage].scores - plain_graphs[stage].scores).abs().max()
+        assert difference < 1e-5, (stage, float(difference))
+    assert fused_graphs["gnn"].edge_index.shape[1] > 1000
+    np.testing.assert_array_equal(fused_labels, plain_labels)
+    assert len(np.unique(fused_labels[fused_labels >= 0])) > 50
+
+
+def test_compiled_circle_steps_give_the_numpy_steps_tracks(cells_pipeline_and_record,
+                                                           monkeypatch):
+    pipeline, record = cells_pipeline_and_record
+    graphs, _, _ = pipeline.run(record)
+    tracks = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(helix_fit, "COMPILED_STEPS", compiled)
+        labels, table = pipeline.builder.build_with_table(graphs["gnn"])
+        tracks[compiled] = (labels, table)
+    np.testing.assert_array_equal(tracks[True][0], tracks[False][0])
+    ours, theirs = tracks[True][1], tracks[False][1]
+    assert list(ours["track_id"]) == list(theirs["track_id"])
+    # the curvature (what the fit measures) to 1e-5 / GeV: the stiffest tracks' pT moves most
+    np.testing.assert_allclose(1 / ours["pt"], 1 / theirs["pt"], rtol=0, atol=1e-5)
