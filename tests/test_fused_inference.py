@@ -14,7 +14,7 @@ from trkx.filter.model import FilterMLP
 from trkx.gnn.local_ops import CsrGraphOps
 from trkx.gnn.model import InteractionGNN
 from trkx.runtime import fused_mlp
-from trkx.runtime.fused_mlp import fused_enabled, fused_inference, plan
+from trkx.runtime.fused_mlp import fused_inference, fused_precision, plan
 
 pytest.importorskip("numba")
 
@@ -105,12 +105,46 @@ def test_unfusable_gnn_runs_plain_modules():
 
 
 def test_switch_and_autocast():
-    assert fused_enabled()
+    assert fused_precision() == "fp32"
     with fused_inference(False):
-        assert not fused_enabled()
+        assert fused_precision() is None
         with fused_inference(True):
-            assert fused_enabled()
-        assert not fused_enabled()
+            assert fused_precision() == "fp32"
+        assert fused_precision() is None
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not fused_enabled()                # bf16 runs the plain modules
+        assert fused_precision() == "bf16"
+        with fused_inference(False):
+            assert fused_precision() is None
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert fused_precision() is None                # no fused float16: the plain modules
     assert fused_mlp._ENABLED
+
+
+def test_bf16_fused_matches_bf16_plain_modules(monkeypatch):
+    """Under the bf16 precision the fused products run in bfloat16: the filter's logits and
+    the GNN's agree with the plain modules under autocast to bf16 rounding, and both stay
+    near the float32 ones."""
+    generator = torch.Generator().manual_seed(5)
+    torch.manual_seed(5)
+    net = FilterMLP(3, hidden=32, layers=3, trajectory=True).eval()
+    _randomise_norms(net, generator)
+    features = torch.randn(700, net.in_features, generator=generator)
+    monkeypatch.setattr(filter_model, "INFERENCE_BLOCK_ROWS", 256)
+    model = InteractionGNN(5, hidden=16, n_graph_iters=2, edge_features=4).eval()
+    _randomise_norms(model, generator)
+    x = torch.randn(60, 5, generator=generator)
+    ops = CsrGraphOps(torch.randint(0, 60, (2, 400), generator=generator), 60)
+    attr = torch.randn(400, 4, generator=generator)
+    monkeypatch.setattr(gnn_model, "INFERENCE_BLOCK_ROWS", 96)
+    with torch.no_grad():
+        exact_filter, exact_gnn = net(features), model(x, ops, attr)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            fused_filter, fused_gnn = net(features).float(), model(x, ops, attr).float()
+            with fused_inference(False):
+                plain_filter, plain_gnn = net(features).float(), model(x, ops, attr).float()
+    for fused, plain, exact in ((fused_filter, plain_filter, exact_filter),
+                                (fused_gnn, plain_gnn, exact_gnn)):
+        assert not torch.equal(fused, exact)                   # bf16 products ran
+        assert (fused - plain).abs().max() < 0.1
+        assert (fused - exact).abs().max() < 0.1
+        assert torch.corrcoef(torch.stack([fused, exact]))[0, 1] > 0.999

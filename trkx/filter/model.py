@@ -11,7 +11,7 @@ from torch import nn
 
 from trkx.filter.features import edge_feature_count
 from trkx.runtime.device import row_blocked
-from trkx.runtime.fused_mlp import Buffers, MLPPlan, fused_enabled, plan, run_layers
+from trkx.runtime.fused_mlp import Buffers, MLPPlan, fused_precision, plan, run_layers
 
 
 class FilterMLP(nn.Module):
@@ -56,7 +56,7 @@ class FilterMLP(nn.Module):
         rows = features.shape[0]
         if rows == 0:
             return self.net(features).squeeze(-1)
-        fused = plan(self.net) if fused_enabled() and features.dtype == torch.float32 else None
+        fused = plan(self.net, fused_precision()) if features.dtype == torch.float32 else None
         if fused is not None and fused.head is not None:
             return self._forward_fused(fused, features)
         out = None

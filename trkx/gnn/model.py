@@ -49,7 +49,7 @@ from torch.utils.checkpoint import checkpoint
 
 from trkx.gnn.graph_ops import GraphOps
 from trkx.runtime.device import row_blocked
-from trkx.runtime.fused_mlp import Buffers, MLPPlan, fused_enabled, plan, run_layers
+from trkx.runtime.fused_mlp import Buffers, MLPPlan, fused_precision, plan, run_layers
 
 AGGREGATIONS: tuple[str, ...] = ("sum", "mean")
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU,
@@ -252,9 +252,9 @@ class InteractionGNN(nn.Module):
         z = torch.cat([m_in.to(h.dtype), m_out.to(h.dtype), h], dim=1)
         if h.shape[0] == 0:
             return h + self.node_nets[t](z), e
-        fused = plan(self.node_nets[t]) if fused_enabled() and z.dtype == torch.float32 else None
+        fused = plan(self.node_nets[t], fused_precision())
         if fused is not None and fused.head is None:
-            update = z.new_empty((h.shape[0], fused.width))
+            update = torch.empty(h.shape[0], fused.width)
             buffers = Buffers(min(h.shape[0], INFERENCE_BLOCK_ROWS))
             for start in range(0, h.shape[0], INFERENCE_BLOCK_ROWS):
                 stop = start + INFERENCE_BLOCK_ROWS
@@ -281,8 +281,8 @@ class InteractionGNN(nn.Module):
         src, dst = ops.endpoints()
         first, width, projection = self._node_projection(net, e)
         p = F.linear(h, projection)                                     # [N, 2o]
-        fused = plan(net) if fused_enabled() and p.dtype == torch.float32 else None
-        if fused is not None and src.shape[0] and (e is None or e.dtype == torch.float32):
+        fused = plan(net, fused_precision())
+        if fused is not None and src.shape[0] and not (fused.bf16 and len(fused.layers) == 1):
             return _edge_mlp_fused(fused, first, width, p, src, dst, e, residual)
         p_src, p_dst = p[:, :width].contiguous(), p[:, width:].contiguous()
         rest = net[1:]
@@ -336,12 +336,14 @@ def _edge_mlp_fused(fused: MLPPlan, first: nn.Linear, width: int, projected: Ten
     (trkx.runtime.fused_mlp): the first layer's pass gathers the node-side projections
     ``projected`` [N, 2o] of each edge's two ends, the last adds the edge residual in place (or
     folds a final Linear to one output). The plain rows to float32 rounding."""
-    from trkx.runtime.fused_kernels import gather_norm_relu
+    from trkx.runtime.fused_kernels import gather_norm_relu, gather_norm_relu_bf16
+    from trkx.runtime.fused_mlp import bits
 
     head_layer = fused.layers[0]
     rows = src.shape[0]
-    edge_weight_t = None if e is None else first.weight[:, :e.shape[1]].t()
-    projected = projected.contiguous().numpy()
+    dtype = torch.bfloat16 if fused.bf16 else torch.float32
+    edge_weight_t = None if e is None else first.weight[:, :e.shape[1]].t().to(dtype)
+    projected = projected.float().contiguous().numpy()
     src_np, dst_np = src.numpy(), dst.numpy()
     out = projected_out = None
     if fused.head is not None:
@@ -351,12 +353,17 @@ def _edge_mlp_fused(fused: MLPPlan, first: nn.Linear, width: int, projected: Ten
     buffers = Buffers(min(rows, INFERENCE_BLOCK_ROWS))
     for start in range(0, rows, INFERENCE_BLOCK_ROWS):
         stop = min(start + INFERENCE_BLOCK_ROWS, rows)
-        z = buffers.get(width, stop - start)
+        z = buffers.get(width, stop - start, dtype=dtype)
         if edge_weight_t is not None:
-            torch.mm(e[start:stop], edge_weight_t, out=z)
-        gather_norm_relu(z.numpy(), projected, src_np[start:stop], dst_np[start:stop],
-                         edge_weight_t is not None, head_layer.bias, head_layer.gamma,
-                         head_layer.beta, head_layer.eps, head_layer.relu)
+            torch.mm(e[start:stop].to(dtype), edge_weight_t, out=z)
+        if fused.bf16:
+            gather_norm_relu_bf16(bits(z), projected, src_np[start:stop], dst_np[start:stop],
+                                  edge_weight_t is not None, head_layer.bias, head_layer.gamma,
+                                  head_layer.beta, head_layer.eps, head_layer.relu, bits(z))
+        else:
+            gather_norm_relu(z.numpy(), projected, src_np[start:stop], dst_np[start:stop],
+                             edge_weight_t is not None, head_layer.bias, head_layer.gamma,
+                             head_layer.beta, head_layer.eps, head_layer.relu)
         if len(fused.layers) == 1:                          # the first layer is the last
             if fused.head is not None:
                 weight, offset = fused.head
