@@ -36,7 +36,7 @@ COUNT_OPTIONS = {"n_events": "--n-events"}
 INTERRUPTED = 130
 #: The order of ``trkx --help``: what a new user runs first, first.
 HELP_ORDER = ("infer", "run", "train", "simulate", "evaluate", "score", "info", "build-tracks",
-              "partition", "demo")
+              "export", "partition", "demo")
 BROKEN_PIPE = 141
 
 
