@@ -82,3 +82,23 @@ def test_bad_environment_is_one_line(monkeypatch, capsys) -> None:
     monkeypatch.setenv("TRKX_THREADS", "two")
     assert main(["info", "no/such/event"]) == 2
     assert "TRKX_THREADS='two' is not a whole number" in capsys.readouterr().err
+
+
+@pytest.mark.subprocess
+def test_openmp_spin_is_short_unless_the_environment_says_otherwise() -> None:
+    """GOMP_SPINCOUNT reaches the command's process (set before torch loads): threads that
+    wait at a barrier sleep soon instead of spinning against busy neighbours."""
+    code = ("import os; from trkx.runtime.threads import configure_threads; "
+            "configure_threads(1); print(os.environ.get('GOMP_SPINCOUNT'))")
+    env = {k: v for k, v in clean_env().items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+
+    def spin(extra: dict[str, str]) -> str:
+        return subprocess.run([sys.executable, "-c", code], env={**env, **extra},
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    from trkx.runtime.threads import SPIN_COUNT
+
+    assert spin({}) == SPIN_COUNT
+    assert spin({"GOMP_SPINCOUNT": "7"}) == "7"
+    assert spin({"OMP_WAIT_POLICY": "PASSIVE"}) == "None"

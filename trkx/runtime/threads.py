@@ -7,6 +7,16 @@ to torch (``torch.set_num_threads``) and, through ``OMP_NUM_THREADS`` / ``MKL_NU
 set before torch is imported, to the OpenMP pools and to every child command that
 ``trkx run`` starts. Distributed ranks on one node should each get cores / ranks (docs).
 
+An idle OpenMP thread spins before it sleeps. GNU OpenMP's default spin (300,000 polls, set
+by ``GOMP_SPINCOUNT``) is right on idle cores and ruinous on busy ones: beside two busy
+processes a thread that spins at a barrier holds the core its descheduled partner needs, and
+event 21001 took 20-70 s against 6 s alone. trkx sets ``GOMP_SPINCOUNT`` to
+:data:`SPIN_COUNT` (20,000) unless the environment sets it (or ``OMP_WAIT_POLICY``): measured on
+event 21001, 2 threads, 2 cores, alone 5.9-6.1 s (default 6.0, passive waiting 6.7-6.9),
+beside two busy processes 10.9-11.7 s (default 20-70, passive 10.4-10.8). libgomp reads it when
+it loads, so it counts in processes where trkx sets the threads before torch is imported (the
+commands, the benchmarks, ``trkx run``'s steps and workers).
+
 numba (the compiled bucket search) sizes its thread pool once, from ``NUMBA_NUM_THREADS`` when
 it is imported, so that variable is set too while numba is not imported yet. Once it is,
 ``numba.set_num_threads(min(threads, pool size))`` bounds it instead and the variable is left
@@ -19,6 +29,8 @@ import os
 import sys
 
 ENV = "TRKX_THREADS"
+#: GNU OpenMP's spin before an idle thread sleeps (module docstring).
+SPIN_COUNT = "20000"
 
 
 class ThreadsError(ValueError):
@@ -59,6 +71,8 @@ def configure_threads(requested: int | None) -> int:
         if explicit or name not in os.environ:
             os.environ[name] = str(threads)
     os.environ[ENV] = str(threads)
+    if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
     if "torch" in sys.modules:  # imported already: set the pool directly
         sys.modules["torch"].set_num_threads(threads)
     if numba is not None:  # its pool size is fixed: use at most `threads` of it
