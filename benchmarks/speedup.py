@@ -112,7 +112,7 @@ def main() -> None:
     args = parse(p)
     from harness import DATA
 
-    events = args.events or DATA / "real_pixel_truth"
+    events = (args.events or DATA / "real_pixel_truth").resolve()
     if not events.is_dir():
         raise SystemExit(f"speedup.py: {events}: no such folder of events")
     if args.repeats < 1:

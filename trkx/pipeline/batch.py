@@ -79,6 +79,9 @@ class BatchResult:
     threads: int
     workers: int
     pipelines: list[TrainedPipeline | None]
+    #: GiB: the sum over the worker processes of each one's peak resident memory (0 when the
+    #: events ran in this process); they run side by side, so their peaks add up
+    workers_memory_gb: float = 0.0
 
     @property
     def events_per_second(self) -> float:
@@ -135,11 +138,17 @@ def _init_worker(source: PipelineSource, threads: int) -> None:
         _WORKER["error"] = exc
 
 
-def _worker_event(prefix: str, out: Outputs) -> tuple[EventResult, float, int]:
+def _worker_event(prefix: str, out: Outputs) -> tuple[EventResult, float, int, int, float]:
+    """One event in a worker: its result, the worker's ready time and threads, its process id
+    and its peak resident memory so far (GiB)."""
+    import os
+
+    from trkx.pipeline.process_usage import own_peak_memory_gb
+
     if "error" in _WORKER:
         raise _WORKER["error"]
-    return (infer_event(_WORKER["pipeline"], _WORKER["detector"], prefix, out),
-            _WORKER["ready"], _WORKER["threads"])
+    result = infer_event(_WORKER["pipeline"], _WORKER["detector"], prefix, out)
+    return result, _WORKER["ready"], _WORKER["threads"], os.getpid(), own_peak_memory_gb()
 
 
 def run_in_process(pipeline: TrainedPipeline, prefixes: list[str], out: Outputs, bar: Any,
@@ -158,11 +167,12 @@ def run_in_process(pipeline: TrainedPipeline, prefixes: list[str], out: Outputs,
 
 
 def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, bar: Any,
-                   workers: int, threads: int) -> tuple[list[EventResult], float, int]:
+                   workers: int, threads: int,
+                   ) -> tuple[list[EventResult], float, int, float]:
     """Events in ``workers`` spawned processes of ``threads`` threads each: (results in the
-    order of ``prefixes``, wall seconds from the first worker ready, threads per worker). An
-    error or Ctrl-C drops the queued events, stops the workers and removes the temporary file
-    of an event cut short."""
+    order of ``prefixes``, wall seconds from the first worker ready, threads per worker, the
+    sum of the workers' peak memory in GiB). An error or Ctrl-C drops the queued events, stops
+    the workers and removes the temporary file of an event cut short."""
     from concurrent.futures import as_completed
 
     from trkx.runtime.parallel import worker_pool
@@ -171,7 +181,7 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
         with worker_pool(workers, _init_worker, (source, threads), context="spawn") as pool:
             futures = {pool.submit(_worker_event, prefix, out): i
                        for i, prefix in enumerate(prefixes)}
-            done: dict[int, tuple[EventResult, float, int]] = {}
+            done: dict[int, tuple[EventResult, float, int, int, float]] = {}
             for future in as_completed(futures):
                 done[futures[future]] = future.result()
                 bar.update(1)
@@ -183,9 +193,12 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
             for tmp in folder.glob(".event*.tmp"):
                 tmp.unlink(missing_ok=True)
         raise
-    start = min(ready for _, ready, _ in done.values())
+    start = min(item[1] for item in done.values())
+    peaks: dict[int, float] = {}
+    for _, _, _, pid, peak in done.values():
+        peaks[pid] = max(peaks.get(pid, 0.0), peak)
     return ([done[i][0] for i in range(len(prefixes))], end - start,
-            max(n for _, _, n in done.values()))
+            max(item[2] for item in done.values()), sum(peaks.values()))
 
 
 def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
@@ -215,14 +228,15 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
             check_checkpoints(checkpoint_paths(group.checkpoints))
             plans.append((group, source, n, None))
     by_prefix: dict[str, EventResult] = {}
-    wall, threads, used = 0.0, 1, 1
+    wall, threads, used, workers_memory = 0.0, 1, 1, 0.0
     with tqdm(total=len(prefixes), desc="trkx infer", unit="event", disable=not progress) as bar:
         for group, source, n, pipeline in plans:
             if pipeline is not None:
                 results, seconds, threads = run_in_process(pipeline, group.events, out, bar)
             else:
-                results, seconds, threads = run_in_workers(
+                results, seconds, threads, memory = run_in_workers(
                     source, group.events, out, bar, n, max(1, choose_threads(None) // n))
+                workers_memory = max(workers_memory, memory)
             by_prefix.update(zip(group.events, results))
             wall += seconds
             used = max(used, n)
@@ -234,4 +248,5 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
         for stage in STAGES:
             remove_stale(out.graphs / stage, [out.graph_path(stage, r.event_id)
                                               for r in results])
-    return BatchResult(results, wall, threads, used, [plan[3] for plan in plans])
+    return BatchResult(results, wall, threads, used, [plan[3] for plan in plans],
+                       workers_memory)

@@ -48,7 +48,11 @@ def timing_report(batch: BatchResult, groups: list, prefixes: list[str],
     set ran on each event and ``sets`` gives each set's events, precision, graph ops
     (``inference``: each set's inference plan) and mean seconds over its own events."""
     from trkx.pipeline.model_sets import describe
-    from trkx.pipeline.process_usage import peak_memory_gb, process_cpu_seconds
+    from trkx.pipeline.process_usage import (
+        own_peak_memory_gb,
+        peak_memory_gb,
+        process_cpu_seconds,
+    )
 
     models_per_event = None
     if groups[0].name is not None:
@@ -72,7 +76,9 @@ def timing_report(batch: BatchResult, groups: list, prefixes: list[str],
             "cpu_seconds": process_cpu_seconds(), "events": events, "mean_seconds": mean,
             "workers": batch.workers, "threads_per_worker": batch.threads,
             "wall_seconds": batch.wall_seconds, "events_per_second": batch.events_per_second,
-            "peak_memory_gb": peak_memory_gb()}
+            # with workers, this process's own peak plus the workers' (they run side by side)
+            "peak_memory_gb": (own_peak_memory_gb() + batch.workers_memory_gb
+                               if batch.workers_memory_gb else peak_memory_gb())}
 
 
 def summary_line(report: dict[str, Any], out: Any, settings: dict[str, Any]) -> str:
