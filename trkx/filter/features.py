@@ -117,7 +117,7 @@ def edge_features(x: torch.Tensor, pos: torch.Tensor, edge_index: torch.Tensor,
                          f"{tuple(out.shape)} {out.dtype}")
     rows = out[:edges]
     src, dst = edge_index.long()
-    direction = torch.empty(edges if cells else 0, 3, dtype=torch.float64)
+    direction = torch.empty(edges if cells else 0, 3, dtype=torch.float64, device="cpu")
     if cells:
         from trkx.filter.feature_kernels import edge_slopes
 

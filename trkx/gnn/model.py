@@ -254,7 +254,7 @@ class InteractionGNN(nn.Module):
             return h + self.node_nets[t](z), e
         fused = plan(self.node_nets[t], fused_precision())
         if fused is not None and fused.head is None:
-            update = torch.empty(h.shape[0], fused.width)
+            update = torch.empty(h.shape[0], fused.width, device="cpu")
             buffers = Buffers(min(h.shape[0], INFERENCE_BLOCK_ROWS))
             for start in range(0, h.shape[0], INFERENCE_BLOCK_ROWS):
                 stop = start + INFERENCE_BLOCK_ROWS
@@ -347,9 +347,9 @@ def _edge_mlp_fused(fused: MLPPlan, first: nn.Linear, width: int, projected: Ten
     src_np, dst_np = src.numpy(), dst.numpy()
     out = projected_out = None
     if fused.head is not None:
-        projected_out = torch.empty(rows)
+        projected_out = torch.empty(rows, device="cpu")
     else:
-        out = torch.empty(rows, fused.width)
+        out = torch.empty(rows, fused.width, device="cpu")
     buffers = Buffers(min(rows, INFERENCE_BLOCK_ROWS))
     for start in range(0, rows, INFERENCE_BLOCK_ROWS):
         stop = min(start + INFERENCE_BLOCK_ROWS, rows)

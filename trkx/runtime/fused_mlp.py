@@ -124,8 +124,8 @@ class Buffers:
             dtype: torch.dtype = torch.float32) -> Tensor:
         """A [rows, width] buffer that is not ``avoid`` (the layer's input)."""
         pair = self._pairs.setdefault((width, dtype),
-                                      [torch.empty(self.rows, width, dtype=dtype),
-                                       torch.empty(self.rows, width, dtype=dtype)])
+                                      [torch.empty(self.rows, width, dtype=dtype, device="cpu"),
+                                       torch.empty(self.rows, width, dtype=dtype, device="cpu")])
         first = pair[0][:rows]
         if avoid is not None and first.data_ptr() == avoid.data_ptr():
             return pair[1][:rows]
@@ -195,7 +195,7 @@ def _run_layers_bf16(layers: tuple[FusedLayer, ...], z: Tensor, buffers: Buffers
         elif head is not None:
             norm_relu_bf16(*common, _NO_ROWS, _NO_ROWS, 2, head[0], head[1], head_out.numpy())
         else:
-            out = torch.empty(rows, width) if out is None else out
+            out = torch.empty(rows, width, device="cpu") if out is None else out
             norm_relu_bf16(*common, out.numpy(),
                            _NO_ROWS if residual is None else residual.numpy(), 1, _NO_VALUES,
                            0.0, _NO_VALUES)
