@@ -117,26 +117,21 @@ def gather_norm_relu(z: np.ndarray, projected: np.ndarray, src: np.ndarray, dst:
 # an LLVM bitcast (:func:`_as_float`, :func:`_as_bits`), so the loops stay vectorised.
 
 
-@intrinsic
-def _as_float(typingctx, value):
-    """The float32 whose bits are the uint32 ``value``."""
-    signature = types.float32(types.uint32)
+def _bitcast(source: types.Type, target: types.Type):
+    """A numba intrinsic: the ``target`` value with the bits of the ``source`` value."""
 
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float32))
+    @intrinsic
+    def cast(typingctx, value):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
 
-    return signature, codegen
+        return target(source), codegen
+
+    return cast
 
 
-@intrinsic
-def _as_bits(typingctx, value):
-    """The uint32 bits of the float32 ``value``."""
-    signature = types.uint32(types.float32)
-
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], context.get_value_type(types.uint32))
-
-    return signature, codegen
+_as_float = _bitcast(types.uint32, types.float32)
+_as_bits = _bitcast(types.float32, types.uint32)
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True, inline="always")
