@@ -33,11 +33,21 @@ STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "parameters",
 SPIN = "while True:\n    pass\n"
 
 
+def fail(message: str) -> None:
+    """One line on stderr, exit status 2 (as trkx's commands)."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def worktree(commit: str, folder: Path) -> Path:
     """A detached checkout of ``commit`` in ``folder`` (made once)."""
     if not (folder / "trkx").is_dir():
-        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(folder), commit],
-                       cwd=REPO, check=True, capture_output=True)
+        done = subprocess.run(["git", "worktree", "add", "--detach", "--force", str(folder),
+                               commit], cwd=REPO, capture_output=True, text=True)
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines()
+            fail(f"speedup.py: --baseline {commit}: "
+                             f"{lines[-1] if lines else 'git worktree add failed'}")
     return folder
 
 
@@ -57,7 +67,7 @@ def run_infer(tree: Path, events: Path, n_events: int | None, threads: int, out:
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"speedup.py: {tree}: trkx infer failed ({done.returncode}): "
+        fail(f"speedup.py: {tree}: trkx infer failed ({done.returncode}): "
                          f"{done.stderr.strip().splitlines()[-1] if done.stderr else ''}")
     timing = json.loads((out / "timing.json").read_text())
     timing["command_seconds"] = seconds
@@ -114,10 +124,21 @@ def main() -> None:
 
     events = (args.events or DATA / "real_pixel_truth").resolve()
     if not events.is_dir():
-        raise SystemExit(f"speedup.py: {events}: no such folder of events")
+        fail(f"speedup.py: {events}: no such folder of events")
     if args.repeats < 1:
-        raise SystemExit("speedup.py: --repeats must be >= 1")
+        fail("speedup.py: --repeats must be >= 1")
     work = Path(tempfile.mkdtemp(prefix="trkx-speedup-"))
+    try:
+        measure(args, events, work)
+    finally:                     # also after a failed run: no worktree or folder left behind
+        subprocess.run(["git", "worktree", "remove", "--force", str(work / "baseline")],
+                       cwd=REPO, capture_output=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=REPO, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args, events: Path, work: Path) -> None:
+    """The runs of both codes in ``work`` (module docstring), printed and written."""
     old_tree = worktree(args.baseline, work / "baseline")
     trees = {"old": (old_tree, args.baseline_settings), "new": (REPO, args.settings)}
     n = args.n_events or None
@@ -154,10 +175,6 @@ def main() -> None:
                            "baseline_settings": args.baseline_settings,
                            "repeats": args.repeats, "old": old, "new": new, "ratio": ratio,
                            "tracks": tracks})
-    subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=REPO,
-                   capture_output=True)
-    shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     from harness import start

@@ -194,3 +194,17 @@ def test_gpu_inference_report_counts_the_tracks_that_differ(tmp_path: Path) -> N
     assert report["runs"]["real-cells-gpu"]["pixel_truth"]["efficiency"] == 0.94
     assert report["runs"]["real-hits-gpu"]["exit_code"] == 1
     assert "kaggle" not in report["differences"]
+
+
+@pytest.mark.subprocess
+def test_speedup_with_a_bad_baseline_is_one_line_and_leaves_no_worktree() -> None:
+    def worktrees() -> str:
+        return subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True,
+                              text=True).stdout
+
+    before = worktrees()
+    done = run_benchmark("speedup.py", "--baseline", "no-such-commit-here", "--repeats", "1")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("speedup.py: --baseline no-such-commit-here")
+    assert worktrees() == before
