@@ -123,9 +123,10 @@ class Buffers:
     def get(self, width: int, rows: int, avoid: Tensor | None = None,
             dtype: torch.dtype = torch.float32) -> Tensor:
         """A [rows, width] buffer that is not ``avoid`` (the layer's input)."""
-        pair = self._pairs.setdefault((width, dtype),
-                                      [torch.empty(self.rows, width, dtype=dtype, device="cpu"),
-                                       torch.empty(self.rows, width, dtype=dtype, device="cpu")])
+        pair = self._pairs.get((width, dtype))
+        if pair is None:                     # made once per width and dtype
+            pair = self._pairs[width, dtype] = [
+                torch.empty(self.rows, width, dtype=dtype, device="cpu") for _ in range(2)]
         first = pair[0][:rows]
         if avoid is not None and first.data_ptr() == avoid.data_ptr():
             return pair[1][:rows]
