@@ -37,20 +37,16 @@ from trkx.runtime.device import numba_importable
 
 @dataclass(frozen=True)
 class FusedLayer:
-    """One ``Linear [-> LayerNorm -> ReLU]`` of a chain: ``weight_t`` [in, out] (a view of the
+    """One ``Linear -> LayerNorm -> ReLU`` of a chain: ``weight_t`` [in, out] (a view of the
     Linear's weight), the bias and the norm's parameters as numpy views, and whether a norm and
     an activation follow."""
 
     weight_t: Tensor
     bias: np.ndarray
-    gamma: np.ndarray | None
-    beta: np.ndarray | None
+    gamma: np.ndarray
+    beta: np.ndarray
     eps: float
     relu: bool
-
-    @property
-    def normalised(self) -> bool:
-        return self.gamma is not None
 
 
 @dataclass(frozen=True)
@@ -103,8 +99,7 @@ def plan(net: nn.Sequential, precision: str | None = "fp32") -> MLPPlan | None:
                                      _numpy(rest[0].weight), _numpy(rest[0].bias),
                                      float(rest[0].eps), True))
             i += 3
-        elif i == len(modules) - 1 and linear.out_features == 1 and layers \
-                and layers[-1].normalised:
+        elif i == len(modules) - 1 and linear.out_features == 1 and layers:
             head = (_numpy(linear.weight)[0], float(linear.bias.detach()[0]))
             i += 1
         else:
