@@ -38,8 +38,8 @@ from trkx.runtime.device import numba_importable
 @dataclass(frozen=True)
 class FusedLayer:
     """One ``Linear -> LayerNorm -> ReLU`` of a chain: ``weight_t`` [in, out] (a view of the
-    Linear's weight), the bias and the norm's parameters as numpy views, and whether a norm and
-    an activation follow."""
+    Linear's weight, in the product's dtype), the bias and the norm's parameters as numpy
+    views, and whether the ReLU follows."""
 
     weight_t: Tensor
     bias: np.ndarray
