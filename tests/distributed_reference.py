@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 from torch.utils.data import DistributedSampler
-from torch_geometric.data import Data
 
 from tests.distributed_worker import make_graph
 from trkx.data.record import load_record, save_record
+from trkx.data.record_type import Record
 from trkx.edges.loss import edge_weights, weighted_bce
 from trkx.gnn.local_ops import CsrGraphOps
 from trkx.gnn.metrics import edge_metrics
@@ -33,14 +33,14 @@ def write_events(folder: Path, seeds: tuple[int, ...] = (1, 2)) -> Path:
     for seed in seeds:
         pos, x, edge_index, y = make_graph(seed=seed)
         signal = y.bool() & (torch.arange(y.numel()) % 3 == 0)
-        data = Data(x=x.float(), pos=pos.float(), edge_index=edge_index, y=y.bool(),
+        data = Record(x=x.float(), pos=pos.float(), edge_index=edge_index, y=y.bool(),
                     signal=signal)
         data.num_nodes = x.shape[0]
         save_record(data, folder / f"event{seed}.pt")
     return folder
 
 
-def load_events(folder: str | Path) -> list[Data]:
+def load_events(folder: str | Path) -> list[Record]:
     """The records of ``folder`` in file order, node features in float64."""
     events = [load_record(p) for p in sorted(Path(folder).glob("*.pt"))]
     for data in events:
@@ -48,7 +48,7 @@ def load_events(folder: str | Path) -> list[Data]:
     return events
 
 
-def loss_weights(data: Data) -> torch.Tensor:
+def loss_weights(data: Record) -> torch.Tensor:
     return edge_weights(data.y, data.signal, LOSS["signal_weight"], LOSS["true_weight"],
                         LOSS["fake_weight"])
 
@@ -69,7 +69,7 @@ def epoch_orders(num_events: int, epochs: int, seed: int = 0) -> list[int]:
     return order
 
 
-def train_steps(model: InteractionGNN, optimizer: torch.optim.Optimizer, events: list[Data],
+def train_steps(model: InteractionGNN, optimizer: torch.optim.Optimizer, events: list[Record],
                 order: list[int]) -> list[dict[str, torch.Tensor]]:
     """One optimiser step per index of ``order``; the gradient of every step."""
     grads = []
@@ -86,7 +86,7 @@ def train_steps(model: InteractionGNN, optimizer: torch.optim.Optimizer, events:
 
 
 @torch.no_grad()
-def validate(model: InteractionGNN, events: list[Data]) -> dict[str, float]:
+def validate(model: InteractionGNN, events: list[Record]) -> dict[str, float]:
     losses, parts = [], []
     for data in events:
         logits = model(data.x, CsrGraphOps(data.edge_index, data.num_nodes))
@@ -98,7 +98,7 @@ def validate(model: InteractionGNN, events: list[Data]) -> dict[str, float]:
     return {"val_loss": sum(losses) / len(losses), **metrics}
 
 
-def single_process(train: list[Data], val: list[Data] | None = None,
+def single_process(train: list[Record], val: list[Record] | None = None,
                    epochs: int = EPOCHS) -> dict:
     """Gradients of every step, trained weights and final validation metrics."""
     model = make_model()

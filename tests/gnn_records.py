@@ -6,17 +6,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from trkx.data.detector import load_detector
 from trkx.data.io import load_event
 from trkx.data.record import build_event_record
+from trkx.data.record_type import Record
 from trkx.data.truth import edge_truth
 
-_CACHE: dict[str, Data] = {}
+_CACHE: dict[str, Record] = {}
 
 
-def sample_record(prefix: Path) -> Data:
+def sample_record(prefix: Path) -> Record:
     """The sample event's record (hit features, truth, truth graph), built once per session."""
     key = str(prefix)
     if key not in _CACHE:
@@ -27,7 +27,7 @@ def sample_record(prefix: Path) -> Data:
 
 
 def graph_record(prefix: Path, phi_range: tuple[float, float], fakes_per_true: float,
-                 seed: int) -> Data:
+                 seed: int) -> Record:
     """The hits with ``phi`` in ``phi_range``, their truth edges and random fake edges.
 
     Fake edges join random pairs of hits of the slice; every edge points inner -> outer (by r).
@@ -54,7 +54,7 @@ def graph_record(prefix: Path, phi_range: tuple[float, float], fakes_per_true: f
     particle_id = full.particle_id[keep].numpy()
     signal_hit = full.signal_hit[keep].numpy()
     y, y_pid, signal = edge_truth(edges.numpy(), particle_id, track_edges.numpy(), signal_hit, n)
-    record = Data(x=full.x[keep], pos=full.pos[keep], hit_id=full.hit_id[keep],
+    record = Record(x=full.x[keep], pos=full.pos[keep], hit_id=full.hit_id[keep],
                   particle_id=full.particle_id[keep],
                   production_radius=full.production_radius[keep], track_edges=track_edges,
                   edge_index=edges,

@@ -109,8 +109,8 @@ def test_the_embedding_trains_on_the_shifted_event() -> None:
     moved along the beam (hit z in ``pos`` and in the model's input), drawn from torch's seeded
     generator, and not the unmoved event's."""
     import numpy as np
-    from torch_geometric.data import Data
 
+    from trkx.data.record_type import Record
     from trkx.embedding.model import EmbeddingMLP
     from trkx.embedding.module import EmbeddingModule
 
@@ -119,7 +119,7 @@ def test_the_embedding_trains_on_the_shifted_event() -> None:
     pos = torch.stack([torch.rand(n, generator=generator) * 900 + 30,
                        torch.rand(n, generator=generator) * 6.2 - 3.1,
                        torch.randn(n, generator=generator) * 300], 1)
-    record = Data(x=pos / torch.tensor([1000.0, torch.pi, 1000.0]), pos=pos,
+    record = Record(x=pos / torch.tensor([1000.0, torch.pi, 1000.0]), pos=pos,
                   particle_id=torch.randint(0, 20, (n,), generator=generator),
                   signal_hit=torch.rand(n, generator=generator) < 0.8,
                   track_edges=torch.randint(0, n, (2, 300), generator=generator))

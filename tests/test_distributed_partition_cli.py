@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from torch_geometric.data import Data
 
 from tests.test_distributed_partition import skewed_graph
 from trkx.cli import main
 from trkx.data.record import save_record
+from trkx.data.record_type import Record
 from trkx.gnn.distributed.block_counts import edge_imbalance
 from trkx.gnn.distributed.figures import partition_figures
 from trkx.gnn.distributed.partition import make_partition
@@ -17,7 +17,7 @@ from trkx.gnn.distributed.partition import make_partition
 
 def write_record(folder, with_pos: bool = True):
     pos, edge_index = skewed_graph()
-    data = Data(x=pos.float(), edge_index=edge_index)
+    data = Record(x=pos.float(), edge_index=edge_index)
     if with_pos:
         data.pos = pos.float()
     data.num_nodes = pos.shape[0]

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from torch_geometric.data import Data
 
 from tests.distributed_worker import make_graph
 from trkx.cli import main
 from trkx.data.record import save_record
+from trkx.data.record_type import Record
 from trkx.files.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def write_events(folder: Path) -> None:
     for seed in (1, 2):
         pos, x, edge_index, y = make_graph(seed=seed)
         signal_edges = y.bool() & (torch.arange(y.numel()) % 3 == 0)
-        data = Data(x=x.double(), pos=pos.double(), edge_index=edge_index, y=y.bool(),
+        data = Record(x=x.double(), pos=pos.double(), edge_index=edge_index, y=y.bool(),
                     signal=signal_edges,
                     scores=torch.rand(y.numel(), generator=torch.Generator().manual_seed(seed)))
         data.num_nodes = x.shape[0]

@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.edges.geometry import SLOPE_CLIP, Z0_CLIP, edge_trajectory
 from trkx.gnn.edge_inputs import edge_inputs, model_edge_inputs
 from trkx.gnn.model import InteractionGNN
@@ -60,7 +60,7 @@ def test_the_values_do_not_depend_on_the_edge_direction_and_stay_finite_at_equal
 
 def test_a_model_takes_the_first_five_eight_ten_or_all_twelve_edge_inputs() -> None:
     pos = torch.stack([RADII_MM, torch.zeros_like(RADII_MM), RADII_MM], dim=1).float()
-    record = Data(pos=pos, edge_index=chain(len(RADII_MM)), scores=torch.rand(9))
+    record = Record(pos=pos, edge_index=chain(len(RADII_MM)), scores=torch.rand(9))
     every = edge_inputs(record)
     assert every.shape == (9, 12)
     torch.testing.assert_close(edge_inputs(record, width=5), every[:, :5])

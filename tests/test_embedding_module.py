@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Data
 
 from trkx.data.detector import load_detector
 from trkx.data.events import event_record
 from trkx.data.record import load_record
+from trkx.data.record_type import Record
 from trkx.embedding.labels import graph_metrics, label_edges
 from trkx.embedding.model import EmbeddingMLP
 from trkx.embedding.module import EmbeddingModule
@@ -20,12 +20,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def sample_record(sample_prefix: Path) -> Data:
+def sample_record(sample_prefix: Path) -> Record:
     return event_record(str(sample_prefix), load_detector(), use_cells=True, signal_pt_min=1.0)
 
 
 @pytest.mark.slow
-def test_loss_decreases_and_graph_improves(sample_record: Data) -> None:
+def test_loss_decreases_and_graph_improves(sample_record: Record) -> None:
     torch.manual_seed(0)
     module = EmbeddingModule(EmbeddingMLP(sample_record.x.shape[1], hidden=64, layers=2),
                              margin=0.2, radius=0.2, max_neighbours=20)
@@ -51,7 +51,7 @@ def test_loss_decreases_and_graph_improves(sample_record: Data) -> None:
 
 def test_edge_labels_on_a_hand_made_event() -> None:
     # Particle 7 (signal): hits 0 -> 1 -> 2; particle 9 (not signal): hits 3 -> 4; hit 5 noise.
-    record = Data(particle_id=torch.tensor([7, 7, 7, 9, 9, 0]),
+    record = Record(particle_id=torch.tensor([7, 7, 7, 9, 9, 0]),
                   track_edges=torch.tensor([[0, 1, 3], [1, 2, 4]]),
                   signal_hit=torch.tensor([True, True, True, False, False, False]))
     record.num_nodes = 6

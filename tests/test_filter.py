@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Data
 
 from trkx.data.detector import load_detector
 from trkx.data.events import event_record
 from trkx.data.record import load_record, save_record
+from trkx.data.record_type import Record
 from trkx.embedding.graph import build_edges
 from trkx.embedding.labels import label_edges
 from trkx.filter.features import edge_feature_count, edge_features
@@ -20,13 +20,13 @@ from trkx.filter.model import FilterMLP
 from trkx.filter.module import FilterModule, filter_metrics
 
 
-def _geometric_graph(record: Data, keep_hits: np.ndarray) -> Data:
+def _geometric_graph(record: Record, keep_hits: np.ndarray) -> Record:
     """The hits ``keep_hits`` of ``record`` with a labelled neighbour graph in (x, y, z)."""
     index = torch.as_tensor(keep_hits)
     new = torch.full((int(record.num_nodes),), -1, dtype=torch.int64)
     new[index] = torch.arange(len(index))
     edges = new[record.track_edges]
-    sub = Data(x=record.x[index], pos=record.pos[index], particle_id=record.particle_id[index],
+    sub = Record(x=record.x[index], pos=record.pos[index], particle_id=record.particle_id[index],
                signal_hit=record.signal_hit[index],
                track_edges=edges[:, (edges >= 0).all(0)], hit_id=record.hit_id[index],
                event_id=record.event_id)
@@ -43,12 +43,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def sample_record(sample_prefix: Path) -> Data:
+def sample_record(sample_prefix: Path) -> Record:
     return event_record(str(sample_prefix), load_detector(), use_cells=True, signal_pt_min=1.0)
 
 
 @pytest.fixture(scope="module")
-def tiny_event(sample_record: Data) -> Data:
+def tiny_event(sample_record: Record) -> Record:
     """About 40 particles' hits plus some noise, with a graph of true and fake edges."""
     rng = np.random.default_rng(0)
     pid = sample_record.particle_id.numpy()
@@ -59,7 +59,7 @@ def tiny_event(sample_record: Data) -> Data:
 
 
 @pytest.mark.slow
-def test_overfits_a_tiny_event(tiny_event: Data) -> None:
+def test_overfits_a_tiny_event(tiny_event: Record) -> None:
     true = tiny_event.y  # the default target: truth-graph edges, what the GNN learns next
     assert 20 < int(true.sum()) < true.numel() - 20  # both classes present
     torch.manual_seed(0)
@@ -77,7 +77,7 @@ def test_overfits_a_tiny_event(tiny_event: Data) -> None:
     assert metrics["signal_efficiency"] == 1.0 and metrics["fake_rejection"] == 1.0
 
 
-def test_chunked_and_unchunked_inference_agree(tiny_event: Data) -> None:
+def test_chunked_and_unchunked_inference_agree(tiny_event: Record) -> None:
     torch.manual_seed(1)
     network = FilterMLP(11, cell_agreement=True, hidden=32, layers=2)
     whole = score_edges(network, tiny_event, chunk_size=None)
@@ -91,7 +91,7 @@ def test_chunked_and_unchunked_inference_agree(tiny_event: Data) -> None:
     torch.testing.assert_close(out.scores, whole[keep])
 
 
-def test_works_without_cell_features(tiny_event: Data) -> None:
+def test_works_without_cell_features(tiny_event: Record) -> None:
     plain = tiny_event.clone()
     plain.x = tiny_event.x[:, :3]
     plain.feature_names = ["r", "phi", "z"]
@@ -114,7 +114,7 @@ def test_works_without_cell_features(tiny_event: Data) -> None:
 
 
 @pytest.mark.slow
-def test_cli_round_trip(tiny_event: Data, tmp_path: Path) -> None:
+def test_cli_round_trip(tiny_event: Record, tmp_path: Path) -> None:
     from trkx.cli import main
 
     graphs = tmp_path / "graphs"
@@ -151,7 +151,7 @@ def test_stage_inference_reads_one_event_at_a_time(tmp_path, monkeypatch) -> Non
     import trkx.data.events as events
 
     for event_id in (7, 8, 9):
-        save_record(Data(x=torch.zeros(4, 3), hit_id=torch.arange(4),
+        save_record(Record(x=torch.zeros(4, 3), hit_id=torch.arange(4),
                          event_id=torch.tensor(event_id)), tmp_path / f"event{event_id:09d}.pt")
     reads = []
     real = events.load_record

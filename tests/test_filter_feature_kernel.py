@@ -89,11 +89,11 @@ def test_scores_of_both_paths_agree(record, monkeypatch) -> None:
     """The filter's scores from the compiled features and from the torch rows (forced, as on
     a GPU) agree, chunked or not."""
     x, pos, edges, names = record
-    from torch_geometric.data import Data
+    from trkx.data.record_type import Record
 
     torch.manual_seed(0)
     network = FilterMLP(x.shape[1], cell_agreement=True, hidden=32, layers=2, trajectory=True)
-    event = Data(x=x, pos=pos, edge_index=edges, feature_names=names, num_nodes=len(x))
+    event = Record(x=x, pos=pos, edge_index=edges, feature_names=names, num_nodes=len(x))
     ours = score_edges(network, event, chunk_size=3000)
     monkeypatch.setattr(features_module, "COMPILED_DEVICES", ())
     assert not compiled(x)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
-from torch_geometric.data import Data
 
 from trkx.config import ConfigError
+from trkx.data.record_type import Record
 from trkx.embedding.inference import embed
 from trkx.embedding.model import EmbeddingMLP
 from trkx.filter.inference import score_edges as score_filter_edges
@@ -55,7 +55,7 @@ def test_stages_return_float32_close_to_fp32_under_bf16() -> None:
     torch.testing.assert_close(rounded, exact, atol=0.05, rtol=0)
 
     edges = torch.randint(0, 50, (2, 120))
-    record = Data(x=x, pos=x * torch.tensor([1000.0, torch.pi, 1000.0]), edge_index=edges)
+    record = Record(x=x, pos=x * torch.tensor([1000.0, torch.pi, 1000.0]), edge_index=edges)
     network = FilterMLP(3, hidden=16, layers=2)
     exact = score_filter_edges(network, record, precision="fp32")
     rounded = score_filter_edges(network, record, precision="bf16")

@@ -49,9 +49,9 @@ def test_a_built_record_has_the_declared_dtypes_and_shapes(sample_prefix: Path) 
 
 
 def _event(n: int = 5, e: int = 4):
-    from torch_geometric.data import Data
+    from trkx.data.record_type import Record
 
-    return Data(x=torch.zeros(n, 3), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])[:, :e],
+    return Record(x=torch.zeros(n, 3), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])[:, :e],
                 y=torch.ones(e, dtype=torch.bool), scores=torch.full((e,), 0.5))
 
 
@@ -86,8 +86,7 @@ def test_a_broken_record_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
 def test_every_stage_reports_one_purity_and_cuts_with_ge() -> None:
     """Purity is truth-graph edges among kept edges in the embedding, filter and GNN reports,
     and an edge whose score equals the cut is kept."""
-    from torch_geometric.data import Data
-
+    from trkx.data.record_type import Record
     from trkx.embedding.labels import graph_metrics
     from trkx.filter.module import filter_metrics
     from trkx.gnn.metrics import edge_metrics
@@ -96,7 +95,7 @@ def test_every_stage_reports_one_purity_and_cuts_with_ge() -> None:
     y_pid = torch.tensor([True, True, False, True])           # edge 1: same particle, skip
     signal = torch.tensor([True, False, False, False])
     scores = torch.tensor([0.5, 0.9, 0.1, 0.2])               # cut 0.5 keeps edges 0 and 1
-    record = Data(x=torch.zeros(5, 3), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]),
+    record = Record(x=torch.zeros(5, 3), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]),
                   y=y, y_pid=y_pid, signal=signal, track_edges=torch.tensor([[0], [1]]),
                   signal_hit=torch.tensor([True, True, False, False, False]))
     gnn = edge_metrics(scores, y, signal, torch.ones(4), cut=0.5)

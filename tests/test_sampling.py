@@ -9,9 +9,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch_geometric.data import Data
 
 from tests.reference.bfs_sampling import bfs_nodes, bfs_subgraph, neighbour_lists
+from trkx.data.record_type import Record
 from trkx.gnn.sampling.datamodule import SampledMinibatches, SamplingConfig
 from trkx.gnn.sampling.sampler import (
     expand,
@@ -24,10 +24,10 @@ from trkx.gnn.sampling.sampler import (
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def random_graph(seed: int, num_nodes: int, num_edges: int) -> Data:
+def random_graph(seed: int, num_nodes: int, num_edges: int) -> Record:
     generator = torch.Generator().manual_seed(seed)
     edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=generator)
-    data = Data(x=torch.randn(num_nodes, 3, generator=generator), edge_index=edge_index,
+    data = Record(x=torch.randn(num_nodes, 3, generator=generator), edge_index=edge_index,
                 y=torch.rand(num_edges, generator=generator) < 0.5,
                 signal=torch.rand(num_edges, generator=generator) < 0.2)
     data.num_nodes = num_nodes
@@ -72,7 +72,7 @@ def test_bulk_sampling_equals_bfs(case) -> None:
 
 def test_empty_frontiers_and_isolated_hits() -> None:
     # hits 0-1-2 form a path, 3 and 4 are isolated, 5 has a self-loop only
-    data = Data(x=torch.arange(6.0).unsqueeze(1), edge_index=torch.tensor([[0, 1, 5], [1, 2, 5]]),
+    data = Record(x=torch.arange(6.0).unsqueeze(1), edge_index=torch.tensor([[0, 1, 5], [1, 2, 5]]),
                 y=torch.tensor([True, False, True]))
     data.num_nodes = 6
     frontiers = expand(symmetric_adjacency(data.edge_index, 6), target_matrix(

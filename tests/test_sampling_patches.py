@@ -7,8 +7,8 @@ import math
 
 import pytest
 import torch
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.gnn.sampling.datamodule import SampledMinibatches, SamplingConfig
 from trkx.gnn.sampling.patches import patch_targets
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def detector_event(seed: int, particles: int = 1500, layers: int = 8,
-                   window: float = 0.08) -> Data:
+                   window: float = 0.08) -> Record:
     """Straight particles from the origin through ``layers`` barrel radii, each hit joined to
     every hit of the next layer within ``window`` in eta and phi (true edges: same particle)."""
     g = torch.Generator().manual_seed(seed)
@@ -39,7 +39,7 @@ def detector_event(seed: int, particles: int = 1500, layers: int = 8,
         dst.append(b[j])
     edge_index = torch.stack([torch.cat(src), torch.cat(dst)])
     y = pid[edge_index[0]] == pid[edge_index[1]]
-    data = Data(x=pos.clone(), pos=pos, edge_index=edge_index, y=y, signal=y)
+    data = Record(x=pos.clone(), pos=pos, edge_index=edge_index, y=y, signal=y)
     data.num_nodes = pos.shape[0]
     return data
 

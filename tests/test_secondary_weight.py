@@ -70,8 +70,7 @@ def test_the_secondary_weight_needs_the_radius_and_a_single_process() -> None:
 def test_the_filter_weighs_secondary_signal_edges() -> None:
     """The filter's loss: each signal edge whose first hit's particle was made beyond 1 mm
     weighs ``secondary_weight`` times its signal weight; without truth radii it refuses."""
-    from torch_geometric.data import Data
-
+    from trkx.data.record_type import Record
     from trkx.filter.features import edge_features
     from trkx.filter.model import FilterMLP
     from trkx.filter.module import FilterModule
@@ -83,7 +82,7 @@ def test_the_filter_weighs_secondary_signal_edges() -> None:
                        torch.rand(n, generator=generator) * 2000 - 1000], 1)
     edge_index = torch.randint(0, n, (2, e), generator=generator)
     y = torch.rand(e, generator=generator) < 0.4
-    record = Data(x=torch.randn(n, 3, generator=generator), pos=pos, edge_index=edge_index,
+    record = Record(x=torch.randn(n, 3, generator=generator), pos=pos, edge_index=edge_index,
                   y=y, signal=y & (torch.rand(e, generator=generator) < 0.7),
                   production_radius=torch.where(torch.rand(n, generator=generator) < 0.3,
                                                 torch.tensor(40.0), torch.tensor(0.05)))
@@ -110,8 +109,8 @@ def test_the_embedding_weighs_secondary_signal_pairs() -> None:
     1 mm weighs ``secondary_weight`` x ``signal_weight`` among the positives; other positives
     and the negatives keep their weights; the phi wedges of training carry the radii."""
     import numpy as np
-    from torch_geometric.data import Data
 
+    from trkx.data.record_type import Record
     from trkx.embedding.model import EmbeddingMLP
     from trkx.embedding.module import EmbeddingModule, phi_sector
     from trkx.embedding.pairs import hinge_loss, pair_labels
@@ -137,7 +136,7 @@ def test_the_embedding_weighs_secondary_signal_pairs() -> None:
 
     generator = torch.Generator().manual_seed(3)
     n = 200
-    record = Data(x=torch.randn(n, 3, generator=generator),
+    record = Record(x=torch.randn(n, 3, generator=generator),
                   pos=torch.stack([torch.rand(n, generator=generator) * 900 + 30,
                                    torch.rand(n, generator=generator) * 6.2 - 3.1,
                                    torch.randn(n, generator=generator) * 500], 1),

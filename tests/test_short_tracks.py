@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Data
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
+from trkx.data.record_type import Record
 from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.track_labels import track_mean_score
@@ -25,11 +25,11 @@ from trkx.tracks.tune.tuning import (
 )
 
 
-def three_short_tracks() -> Data:
+def three_short_tracks() -> Record:
     """Two 4-hit chains, one scored 0.99 and one 0.6 (mean 0.6 + 0.1 k), and a 2-hit pair at 1."""
     edges = torch.tensor([[0, 1, 2, 4, 5, 6, 8], [1, 2, 3, 5, 6, 7, 9]])
     scores = torch.tensor([0.99, 0.99, 0.99, 0.5, 0.6, 0.7, 1.0])
-    record = Data(edge_index=edges, scores=scores, hit_id=torch.arange(10))
+    record = Record(edge_index=edges, scores=scores, hit_id=torch.arange(10))
     record.num_nodes = 10
     return record
 
@@ -52,7 +52,7 @@ def test_a_short_track_the_gnn_is_sure_of_stays_the_others_dissolve():
         TrackBuilder(short_score=1.5)
 
 
-def scored_broken_record() -> Data:
+def scored_broken_record() -> Record:
     """Particles broken after their third hit, each edge scored in [0.5, 1) (seeded), so the
     short pieces differ in their mean score."""
     record = broken_after_third_hit(noise_free_simulated_record(seed=5, mu=4.0))

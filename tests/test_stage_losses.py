@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.tracks.evaluate.stage_losses import (
     PT_BINS,
     VERTEX_Z_BINS,
@@ -19,14 +19,14 @@ from trkx.tracks.evaluate.stage_losses import (
 )
 
 
-def _record(edges: list[tuple[int, int]], scores: list[float] | None) -> Data:
+def _record(edges: list[tuple[int, int]], scores: list[float] | None) -> Record:
     """Six hits: a signal particle on hits 0-1-2-3 (pT 2 GeV, pixel barrel layers 2-8, from a
     vertex at z = -120 mm), a particle below the signal cut on hits 4-5; ``edges`` with their
     ``scores``."""
     track_edges = torch.tensor([[0, 1, 2, 4], [1, 2, 3, 5]])
     pid = torch.tensor([7, 7, 7, 7, 9, 9])
     index = torch.tensor(edges, dtype=torch.long).T
-    record = Data(edge_index=index, track_edges=track_edges, particle_id=pid,
+    record = Record(edge_index=index, track_edges=track_edges, particle_id=pid,
                   signal_hit=torch.tensor([True] * 4 + [False] * 2),
                   y=(pid[index[0]] == pid[index[1]]).float(),
                   pt=torch.tensor([2.0] * 4 + [0.5] * 2), eta=torch.tensor([0.1] * 6),

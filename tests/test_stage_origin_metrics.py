@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 import torch
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
 from trkx.embedding.labels import graph_metrics
 
@@ -28,7 +28,7 @@ def test_origin_counts_pool_over_events_before_the_ratio() -> None:
 
 def test_the_embedding_graph_metrics_split_by_origin() -> None:
     # particle 1 prompt (hits 0-2), particle 2 secondary (hits 3-5); truth chains 0-1-2, 3-4-5
-    record = Data(num_nodes=6, track_edges=torch.tensor([[0, 1, 3, 4], [1, 2, 4, 5]]),
+    record = Record(num_nodes=6, track_edges=torch.tensor([[0, 1, 3, 4], [1, 2, 4, 5]]),
                   signal_hit=torch.ones(6, dtype=torch.bool),
                   production_radius=torch.tensor([0.01, 0.01, 0.01, 50.0, 50.0, 50.0]))
     record.edge_index = torch.tensor([[0, 1, 3, 0], [1, 2, 4, 3]])  # all but 4-5, one fake

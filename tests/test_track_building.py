@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from torch_geometric.data import Data
 
 from tests.tracks_events import noise_free_simulated_record
+from trkx.data.record_type import Record
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.graph import scored_graph
 from trkx.tracks.builder.track_labels import compact_labels
@@ -21,7 +21,7 @@ def simulated_record():
     return noise_free_simulated_record()
 
 
-def crossing_record() -> Data:
+def crossing_record() -> Record:
     """Two 5-hit tracks on layers 1..5 (hits 0-4 and 5-9) with two spurious crossing edges.
 
     True edges score 0.9; the crossing edges a1 -> b2 (0.6) and b2 -> a3 (0.55) pass a 0.5 cut,
@@ -34,7 +34,7 @@ def crossing_record() -> Data:
     cross_edges = [(1, 7), (7, 3)]
     edges = np.array(true_edges + cross_edges).T
     scores = np.array([0.9] * 8 + [0.6, 0.55], dtype=np.float32)
-    record = Data(edge_index=torch.from_numpy(edges), scores=torch.from_numpy(scores),
+    record = Record(edge_index=torch.from_numpy(edges), scores=torch.from_numpy(scores),
                   pos=torch.tensor(np.stack([radius, phi, z], 1), dtype=torch.float32),
                   hit_id=torch.arange(1, 11), volume_id=torch.full((10,), 8),
                   layer_id=torch.tensor([2, 4, 6, 8, 10] * 2))
@@ -54,7 +54,7 @@ def test_walkthrough_resolves_a_crossing_that_components_merge():
 def test_walkthrough_takes_overlap_double_hits_but_not_crossing_hits():
     # Track 0 -> {1, 2} -> 3 where 1 and 2 sit on one layer (overlapping modules).
     edges = torch.tensor([[0, 0, 1, 2], [1, 2, 3, 3]])
-    record = Data(edge_index=edges, scores=torch.tensor([0.9, 0.8, 0.9, 0.8]),
+    record = Record(edge_index=edges, scores=torch.tensor([0.9, 0.8, 0.9, 0.8]),
                   pos=torch.tensor([[30.0, 0, 0], [70, 0, 0], [71, 0, 0], [110, 0, 0]]),
                   hit_id=torch.arange(4), volume_id=torch.full((4,), 8),
                   layer_id=torch.tensor([2, 4, 4, 6]))
@@ -142,7 +142,7 @@ def test_builder_rejects_bad_settings_and_records():
         TrackBuilder("kalman")
     with pytest.raises(ValueError, match="walk_cut"):
         TrackBuilder(walk_cut=1.5)
-    record = Data(hit_id=torch.arange(3))
+    record = Record(hit_id=torch.arange(3))
     record.num_nodes = 3
     with pytest.raises(ValueError, match="no 'edge_index'"):
         TrackBuilder().build(record)

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.extension import extend_tracks, helix_geometry, helix_residuals
 from trkx.tracks.fit.helix_fit import fit_helices
@@ -49,9 +49,9 @@ def helix_hits(radius: float, sense: float, phi0: float, d0: float, z0: float, c
     return np.array(out)
 
 
-def track_record(hits: np.ndarray, edges: list[tuple[int, int]]) -> Data:
+def track_record(hits: np.ndarray, edges: list[tuple[int, int]]) -> Record:
     layer = np.array([(v, lay) for v, lay, _ in LAYERS] * (len(hits) // len(LAYERS) + 1))
-    record = Data(edge_index=torch.tensor(edges, dtype=torch.long).T.reshape(2, -1),
+    record = Record(edge_index=torch.tensor(edges, dtype=torch.long).T.reshape(2, -1),
                   scores=torch.ones(len(edges)), pos=torch.tensor(hits, dtype=torch.float64),
                   hit_id=torch.arange(len(hits)),
                   volume_id=torch.tensor(layer[: len(hits), 0]),

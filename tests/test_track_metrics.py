@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from torch_geometric.data import Data
 
 from tests.tracks_events import hand_truth
+from trkx.data.record_type import Record
 from trkx.tracks.evaluate.binned import binned_rate, standard_rates
 from trkx.tracks.evaluate.edge_metrics import edge_metrics, pool_edge_metrics
 from trkx.tracks.evaluate.metrics import (
@@ -192,7 +192,7 @@ def test_binned_rate_intervals():
 
 def test_edge_metrics_counts_pairs_once():
     # Truth chain 0-1-2 (signal) and 3-4 (not signal); candidate edges with scores.
-    record = Data(track_edges=torch.tensor([[0, 1, 3], [1, 2, 4]]),
+    record = Record(track_edges=torch.tensor([[0, 1, 3], [1, 2, 4]]),
                   particle_id=torch.tensor([1, 1, 1, 2, 2, 0]),
                   signal_hit=torch.tensor([True, True, True, False, False, False]),
                   edge_index=torch.tensor([[0, 1, 1, 3, 2], [1, 0, 2, 4, 5]]),
@@ -204,7 +204,7 @@ def test_edge_metrics_counts_pairs_once():
     assert metrics["efficiency"] == 0.5 and metrics["purity"] == pytest.approx(2 / 3)
     pooled = pool_edge_metrics([metrics, metrics])
     assert pooled["n_kept"] == 6 and pooled["purity"] == pytest.approx(2 / 3)
-    assert edge_metrics(Data(edge_index=torch.zeros(2, 0, dtype=torch.long)), 0.5) is None
+    assert edge_metrics(Record(edge_index=torch.zeros(2, 0, dtype=torch.long)), 0.5) is None
 
 
 def test_edge_metrics_split_prompt_and_secondary():
@@ -216,7 +216,7 @@ def test_edge_metrics_split_prompt_and_secondary():
     pid = torch.tensor([1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3])
     truth = torch.tensor([[0, 1, 2, 4, 5, 6, 8, 9], [1, 2, 3, 5, 6, 7, 9, 10]])
     edges = torch.tensor([[0, 1, 2, 4, 6, 8, 0], [1, 2, 3, 5, 7, 9, 4]])
-    record = Data(track_edges=truth, particle_id=pid, edge_index=edges,
+    record = Record(track_edges=truth, particle_id=pid, edge_index=edges,
                   signal_hit=torch.tensor([True] * 8 + [False] * 3),
                   y=torch.tensor([True] * 6 + [False]),
                   scores=torch.tensor([0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]),

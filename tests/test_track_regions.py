@@ -7,9 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Data
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
+from trkx.data.record_type import Record
 from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.track_labels import dissolve_short
@@ -24,13 +24,13 @@ from trkx.tracks.tune.tuning import (
 )
 
 
-def two_track_record() -> Data:
+def two_track_record() -> Record:
     """A 7-hit central track (z = 0) and a 4-hit forward track (|eta| ~ 2.6), chained."""
     r = np.array([30.0, 70, 110, 170, 260, 360, 500, 30, 70, 110, 170])
     z = np.r_[np.zeros(7), 200.0 * r[7:] / 30.0]
     pos = torch.tensor(np.stack([r, np.zeros(11), z], 1), dtype=torch.float32)
     edges = torch.tensor([[0, 1, 2, 3, 4, 5, 7, 8, 9], [1, 2, 3, 4, 5, 6, 8, 9, 10]])
-    record = Data(edge_index=edges, scores=torch.ones(9), pos=pos, hit_id=torch.arange(11))
+    record = Record(edge_index=edges, scores=torch.ones(9), pos=pos, hit_id=torch.arange(11))
     record.num_nodes = 11
     return record
 
@@ -98,13 +98,13 @@ def test_working_point_carries_the_forward_length_and_old_checkpoints_fall_back(
         TrackBuilder(min_length_forward=0)
 
 
-def split_record(cut_after: int, n: int = 10) -> Data:
+def split_record(cut_after: int, n: int = 10) -> Record:
     """One 10-hit signal particle chained on 10 layers, its chain cut after hit ``cut_after``;
     a skip edge (y = 0, same particle) jumps over the cut."""
     chain = [(i, i + 1) for i in range(n - 1) if i != cut_after]
     edges = torch.tensor(chain + [(cut_after, cut_after + 2)]).T
     y = torch.tensor([1] * len(chain) + [0])
-    record = Data(edge_index=edges, y=y, y_pid=torch.ones(len(chain) + 1, dtype=torch.long),
+    record = Record(edge_index=edges, y=y, y_pid=torch.ones(len(chain) + 1, dtype=torch.long),
                   particle_id=torch.full((n,), 5), pt=torch.full((n,), 2.0),
                   eta=torch.zeros(n), nhits=torch.full((n,), n))
     record.num_nodes = n
@@ -135,7 +135,7 @@ def test_truth_scores_reach_the_findable_share_at_length_three():
     assert result["efficiency"] == pytest.approx(share)
 
 
-def broken_helix_record() -> Data:
+def broken_helix_record() -> Record:
     """A 10-hit helix (R = 1.67 m, z = 0.5 r) whose edge 4 -> 5 is missing, and a 5-hit track
     on the outer layers close in (eta, phi) but steeper (z = 0.6 r): only its own outer half
     continues the helix."""
@@ -146,7 +146,7 @@ def broken_helix_record() -> Data:
     z_all = np.r_[0.5 * r, 0.6 * r[5:]]
     pos = torch.tensor(np.stack([r_all, phi_all, z_all], 1), dtype=torch.float64)
     chain = [(i, i + 1) for i in range(9) if i != 4] + [(i, i + 1) for i in range(10, 14)]
-    record = Data(edge_index=torch.tensor(chain).T, scores=torch.ones(len(chain)), pos=pos,
+    record = Record(edge_index=torch.tensor(chain).T, scores=torch.ones(len(chain)), pos=pos,
                   hit_id=torch.arange(15))
     record.num_nodes = 15
     return record
@@ -196,7 +196,7 @@ def test_stitching_compares_the_pieces_directions_not_their_hits_eta_from_the_or
     assert abs(np.arcsinh(z[3] / r[3]) - np.arcsinh(z[4] / r[4])) > 0.3
     pos = torch.tensor(np.stack([r, np.arcsin(r / 3333.0), z], 1), dtype=torch.float64)
     chain = [(i, i + 1) for i in range(9) if i != 3]
-    record = Data(edge_index=torch.tensor(chain).T, scores=torch.ones(len(chain)), pos=pos,
+    record = Record(edge_index=torch.tensor(chain).T, scores=torch.ones(len(chain)), pos=pos,
                   hit_id=torch.arange(10))
     record.num_nodes = 10
     assert len(np.unique(TrackBuilder(walk_cut=0.5).build(record))) == 1

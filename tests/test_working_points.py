@@ -51,14 +51,13 @@ def test_edges_per_hit_bound_keeps_at_most_the_bound():
 
 
 def test_filter_working_point_obeys_the_edge_bound():
-    from torch_geometric.data import Data
-
+    from trkx.data.record_type import Record
     from trkx.filter.model import FilterMLP
     from trkx.filter.module import FilterModule
 
     torch.manual_seed(0)
     n, e = 50, 400
-    record = Data(x=torch.rand(n, 3), pos=torch.rand(n, 3), num_nodes=n,
+    record = Record(x=torch.rand(n, 3), pos=torch.rand(n, 3), num_nodes=n,
                   edge_index=torch.randint(0, n, (2, e)), y=torch.rand(e) < 0.3)
     record.y_pid, record.signal = record.y.clone(), record.y.clone()
     for bound, most in ((None, None), (2.0, 100)):

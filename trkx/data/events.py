@@ -11,18 +11,18 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from torch_geometric.data import Data
 from tqdm import tqdm
 
 from trkx.data.detector import Detector
 from trkx.data.listing import event_prefixes, record_paths
 from trkx.data.record import build_event_record, load_record
+from trkx.data.record_type import Record
 from trkx.data.truth import SignalCuts
 
 
 def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int = 0,
                  use_cells: bool = False, signal_pt_min: float = SignalCuts.pt_min,
-                 desc: str = "events") -> list[Data]:
+                 desc: str = "events") -> list[Record]:
     """Records of the events in ``path`` (TrackML CSV events or ``*.pt`` records), all in
     memory (training reads its events once); :func:`iter_records` reads one at a time."""
     return list(iter_records(path, nevents, skip, use_cells, signal_pt_min, desc))
@@ -30,7 +30,7 @@ def load_records(path: str | os.PathLike, nevents: int | None = None, skip: int 
 
 def iter_records(path: str | os.PathLike, nevents: int | None = None, skip: int = 0,
                  use_cells: bool = False, signal_pt_min: float = SignalCuts.pt_min,
-                 desc: str = "events") -> Iterator[Data]:
+                 desc: str = "events") -> Iterator[Record]:
     """The records of :func:`load_records`, read one by one as they are consumed, so that a
     stage's inference holds one event at a time (an embedding graph of a pile-up-200 event
     with cells is ~150 MB: 100 of them in memory took 16 GB). The folder is checked when the
@@ -55,7 +55,7 @@ def iter_records(path: str | os.PathLike, nevents: int | None = None, skip: int 
 
 
 def event_record(prefix: str, detector: Detector, use_cells: bool, signal_pt_min: float,
-                 with_truth: bool = True) -> Data:
+                 with_truth: bool = True) -> Record:
     """The record of one TrackML event (cells only read when ``use_cells``; particles and
     truth when they exist and ``with_truth``: inference needs neither)."""
     from trkx.data.io import event_id_from_prefix, find_part_file, load_event

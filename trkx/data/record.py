@@ -1,6 +1,6 @@
 """The event graph record passed between stages: its contract, built, written and read.
 
-A record is a ``torch_geometric.data.Data``. Its fields are declared once, here (``FIELDS``:
+A record is a :class:`trkx.data.record_type.Record`. Its fields are declared once, here (``FIELDS``:
 name, shape, dtype, the stage that adds it, meaning; the table of docs/design.md is this one),
 and stage code imports the names and groups from this module. Shapes use N hits, F features, E
 candidate edges, T truth-graph edges. Every field but ``x`` is optional (no truth without truth
@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from torch_geometric.data import Data
 
 from trkx.data.detector import Detector
 from trkx.data.features import cylindrical, hit_features
+from trkx.data.record_type import Record
 from trkx.data.truth import SignalCuts, hit_truth, signal_hits, truth_graph, vertex_distance
 from trkx.files.atomic import load_tensors, save_tensors
 from trkx.files.errors import TrackMLFormatError
@@ -108,7 +108,7 @@ def _shape_error(field: Field, value: torch.Tensor, sizes: dict[str, int]) -> st
     return None
 
 
-def check_record(data: Data, source: str = "event record") -> None:
+def check_record(data: Record, source: str = "event record") -> None:
     """Raise :class:`TrackMLFormatError` naming ``source`` and the field when a present field of
     ``FIELDS`` has the wrong dtype or a shape inconsistent with the others (N from ``x``, E from
     ``edge_index``), or ``edge_index``/``track_edges`` name hits outside ``[0, N)``."""
@@ -140,11 +140,11 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
 def build_event_record(hits: pd.DataFrame, cells: pd.DataFrame | None = None,
                        particles: pd.DataFrame | None = None, truth: pd.DataFrame | None = None,
                        *, detector: Detector | None = None, use_cells: bool = True,
-                       signal_cuts: SignalCuts | None = None, event_id: int = -1) -> Data:
+                       signal_cuts: SignalCuts | None = None, event_id: int = -1) -> Record:
     """Hit features and (when truth is given) per-hit truth and the truth graph of one event."""
     x, names = hit_features(hits, cells, detector, use_cells=use_cells and cells is not None)
     r, phi, z, _ = cylindrical(hits["x"], hits["y"], hits["z"])
-    data = Data(
+    data = Record(
         x=_tensor(x),
         pos=_tensor(np.stack([r, phi, z], axis=1).astype(np.float32)),
         hit_id=_tensor(hits["hit_id"].to_numpy(np.int64)),
@@ -171,7 +171,7 @@ def build_event_record(hits: pd.DataFrame, cells: pd.DataFrame | None = None,
     return data
 
 
-def save_record(data: Data, path: str | os.PathLike) -> Path:
+def save_record(data: Record, path: str | os.PathLike) -> Path:
     """Write a record atomically as a dict of tensors (plus the feature-name list)."""
     payload: dict[str, object] = {}
     for key, value in data.to_dict().items():
@@ -184,14 +184,14 @@ def save_record(data: Data, path: str | os.PathLike) -> Path:
     return save_tensors(payload, path)
 
 
-def load_record(path: str | os.PathLike) -> Data:
+def load_record(path: str | os.PathLike) -> Record:
     """Read a record written by :func:`save_record` (``weights_only=True``: no pickled code),
     checked against the contract (:func:`check_record`)."""
     payload = load_tensors(path, "event record")
     if not isinstance(payload, dict) or X not in payload:
         raise TrackMLFormatError(f"{path}: not an event record (expected a dict with 'x')")
     num_nodes = payload.pop("num_nodes", None)
-    data = Data(**payload)
+    data = Record(**payload)
     if num_nodes is not None:
         data.num_nodes = num_nodes
     check_record(data, str(path))

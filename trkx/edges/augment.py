@@ -25,14 +25,14 @@ from __future__ import annotations
 import copy
 
 import torch
-from torch_geometric.data import Data
 
 from trkx.data.features import FEATURE_SCALES, POSITION_FEATURES
+from trkx.data.record_type import Record
 
 _Z = POSITION_FEATURES.index("z")
 
 
-def shifted_along_beam(data: Data, dz: float) -> Data:
+def shifted_along_beam(data: Record, dz: float) -> Record:
     """A shallow copy of ``data`` whose ``pos`` z (mm) and model input column ``z`` (scaled,
     trkx.data.features) are moved by ``dz``; every other field is shared, nothing is written in
     place."""
@@ -46,7 +46,7 @@ def shifted_along_beam(data: Data, dz: float) -> Data:
     return out
 
 
-def random_shift(data: Data, sigma: float) -> Data:
+def random_shift(data: Record, sigma: float) -> Record:
     """``data`` moved along the beam by ``dz ~ N(0, sigma^2)`` mm (unchanged when sigma is 0)."""
     if sigma <= 0:
         return data

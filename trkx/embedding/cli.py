@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torch_geometric.data import Data
-
+    from trkx.data.record_type import Record
     from trkx.training.data import EventSlice
     from trkx.training.fit import FitResult
 
@@ -98,7 +97,7 @@ def check_training_events(part: EventSlice, key: str, use_cells: bool) -> None:
                       "--set model.in_features=3")
 
 
-def check_record_truth(records: list[Data], folder: str, key: str) -> None:
+def check_record_truth(records: list[Record], folder: str, key: str) -> None:
     """Saved records train only when they carry the truth of their hits (records written by
     `trkx infer embedding` from events without truth do not)."""
     from trkx.data.record import EDGE_TRUTH_SOURCES
@@ -149,7 +148,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
                            signal_pt_min=here.signal_pt_min)
     needed = int(stored.constructor["in_features"])
 
-    def checked(record: Data) -> Data:
+    def checked(record: Record) -> Record:
         if record.x.shape[1] < needed:
             raise TrackMLFormatError(f"{events}: event {int(record.event_id)} has "
                                      f"{record.x.shape[1]} hit features, {checkpoint} needs "
@@ -158,7 +157,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
 
     radius, k = options.working_point(stored.working_point)
 
-    def describe(_: Data, out_record: Data) -> str:
+    def describe(_: Record, out_record: Record) -> str:
         line = f"{out_record.edge_index.shape[1]:,d} edges"
         if getattr(out_record, "signal", None) is not None:
             m = graph_metrics(out_record)

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.embedding.graph import BACKENDS, build_edges
 from trkx.embedding.labels import label_edges
 from trkx.embedding.model import EmbeddingMLP
@@ -49,7 +49,7 @@ class EmbeddingInference:
         return float(values["radius"]), int(values["max_neighbours"])
 
 
-def layer_key(record: Data) -> torch.Tensor:
+def layer_key(record: Record) -> torch.Tensor:
     """One integer per detector layer of each hit: ``1000 volume_id + layer_id``."""
     for key in ("volume_id", "layer_id"):
         if getattr(record, key, None) is None:
@@ -70,10 +70,10 @@ def embed(network: EmbeddingMLP, x: torch.Tensor, chunk_size: int = 262144,
     return torch.cat(parts).float()
 
 
-def embedding_graph(network: EmbeddingMLP, record: Data, radius: float, max_neighbours: int,
+def embedding_graph(network: EmbeddingMLP, record: Record, radius: float, max_neighbours: int,
                     backend: str = "auto", precision: str = "fp32", edge_labels: bool = True,
                     lap: Callable[[str], None] | None = None,
-                    other_layers_only: bool = False) -> Data:
+                    other_layers_only: bool = False) -> Record:
     """A shallow copy of ``record`` with the candidate graph ``edge_index`` [2, E]:
 
         E = { (i, j) : j among the max_neighbours nearest to i, |e_i - e_j| < radius },

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from trkx.arrays import as_numpy
 from trkx.data.record import EDGE_TRUTH_SOURCES
+from trkx.data.record_type import Record
 from trkx.data.truth import edge_truth
 from trkx.edges.figures import all_kept, edge_efficiency, edge_purity, secondary_edges
 
 
-def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def label_edges(record: Record, edge_index: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """``(y, y_pid, signal)`` of ``edge_index`` using the record's truth (trkx.data.truth)."""
     for key in EDGE_TRUTH_SOURCES:
         if getattr(record, key, None) is None:
@@ -33,7 +33,7 @@ def label_edges(record: Data, edge_index: torch.Tensor) -> tuple[torch.Tensor, .
     return tuple(torch.from_numpy(v).to(device) for v in (y, y_pid, signal))
 
 
-def signal_truth_edges(record: Data, secondary: bool | None = None) -> int:
+def signal_truth_edges(record: Record, secondary: bool | None = None) -> int:
     """Number of distinct truth-graph pairs whose two hits are signal (with ``secondary``:
     only those of secondary particles (True) or of prompt ones (False), by the record's
     ``production_radius``)."""
@@ -50,7 +50,7 @@ def signal_truth_edges(record: Data, secondary: bool | None = None) -> int:
     return int(np.unique(lo * int(record.num_nodes) + hi).size)
 
 
-def graph_metrics(record: Data, keep: torch.Tensor | None = None) -> dict[str, float]:
+def graph_metrics(record: Record, keep: torch.Tensor | None = None) -> dict[str, float]:
     """Efficiency, purity and size of the record's labelled graph (optionally a subset)."""
     y, y_pid, signal = record.y, record.y_pid, record.signal
     if keep is not None:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.edges.augment import random_shift
 from trkx.edges.working_point import cut_for_efficiency
 from trkx.embedding.graph import build_edges
@@ -33,7 +33,7 @@ from trkx.embedding.pairs import hard_negative_pairs, hinge_loss, pair_labels, r
 from trkx.stages.schedules import adamw_warmup_cosine, check_horizon, total_steps
 
 
-def phi_sector(record: Data, sectors: int, generator: np.random.Generator) -> Data:
+def phi_sector(record: Record, sectors: int, generator: np.random.Generator) -> Record:
     """The hits of one random azimuthal wedge of width 2 pi / sectors, truth graph restricted.
 
     Training on wedges keeps the local hit density (hence the hard negatives) of a full event
@@ -46,7 +46,7 @@ def phi_sector(record: Data, sectors: int, generator: np.random.Generator) -> Da
     new_index = torch.full((int(record.num_nodes),), -1, dtype=torch.int64, device=device)
     new_index[keep] = torch.arange(int(keep.sum()), device=device)
     edges = new_index[record.track_edges]
-    sub = Data(x=record.x[keep], pos=record.pos[keep], particle_id=record.particle_id[keep],
+    sub = Record(x=record.x[keep], pos=record.pos[keep], particle_id=record.particle_id[keep],
                signal_hit=record.signal_hit[keep],
                track_edges=edges[:, (edges >= 0).all(dim=0)])
     radius = getattr(record, "production_radius", None)
@@ -91,7 +91,7 @@ class EmbeddingModule(pl.LightningModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.network(x)
 
-    def pairs(self, record: Data, embedding: torch.Tensor) -> torch.Tensor:
+    def pairs(self, record: Record, embedding: torch.Tensor) -> torch.Tensor:
         """All training pairs of one event: truth graph, random pairs, hard negatives."""
         hp = self.hparams
         parts = [record.track_edges.cpu(),
@@ -100,7 +100,7 @@ class EmbeddingModule(pl.LightningModule):
                                      hp.mining_queries, self._rng)]
         return torch.cat(parts, dim=1).to(embedding.device)
 
-    def event_loss(self, record: Data) -> torch.Tensor:
+    def event_loss(self, record: Record) -> torch.Tensor:
         embedding = self(record.x)
         pairs = self.pairs(record, embedding)
         positive, weight = pair_labels(pairs, record.particle_id, record.signal_hit,
@@ -110,7 +110,7 @@ class EmbeddingModule(pl.LightningModule):
         return hinge_loss(embedding, pairs, positive, weight.to(embedding.device),
                           self.hparams.margin)
 
-    def training_step(self, record: Data, batch_idx: int) -> torch.Tensor:
+    def training_step(self, record: Record, batch_idx: int) -> torch.Tensor:
         record = random_shift(record, self.hparams.get("z_shift_sigma", 0.0))
         if self.hparams.train_sectors > 1:
             record = phi_sector(record, self.hparams.train_sectors, self._rng)
@@ -119,12 +119,12 @@ class EmbeddingModule(pl.LightningModule):
         return loss
 
     @torch.no_grad()
-    def build_graph(self, record: Data) -> torch.Tensor:
+    def build_graph(self, record: Record) -> torch.Tensor:
         """Candidate edges of one event at the working point."""
         return build_edges(self(record.x), self.hparams.radius, self.hparams.max_neighbours,
                            "auto", pos=record.pos)
 
-    def validation_step(self, record: Data, batch_idx: int) -> None:
+    def validation_step(self, record: Record, batch_idx: int) -> None:
         edges = self.build_graph(record)
         labelled = record.clone()
         labelled.edge_index = edges.cpu()
@@ -141,7 +141,7 @@ class EmbeddingModule(pl.LightningModule):
                 self.log(f"val_{key}", metrics[key], batch_size=1)
 
     @torch.no_grad()
-    def signal_pair_distances(self, record: Data) -> torch.Tensor:
+    def signal_pair_distances(self, record: Record) -> torch.Tensor:
         """Embedding distances |e_i - e_j| of the record's signal truth-graph pairs."""
         edges = record.track_edges
         signal = record.signal_hit.bool()

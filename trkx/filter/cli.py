@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torch_geometric.data import Data
-
+    from trkx.data.record_type import Record
     from trkx.training.fit import FitResult
 
 NAME = "filter"
@@ -44,7 +43,7 @@ def count_events(folder: str) -> int:
     return len(record_paths(folder, allow_empty=True))
 
 
-def check_edges(records: list[Data], folder: str, key: str, labels: bool = True) -> None:
+def check_edges(records: list[Record], folder: str, key: str, labels: bool = True) -> None:
     """The filter trains (and runs) on the embedding stage's (labelled) graphs."""
     from trkx.data.record import EDGE_INDEX, EDGE_LABELS
     from trkx.files.errors import TrackMLFormatError
@@ -107,13 +106,13 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     records = iter_records(events, n_events)      # one event in memory at a time
     scores: dict[int, Any] = {}
 
-    def transform(record: Data) -> Data:
+    def transform(record: Record) -> Record:
         check_edges([record], str(events), "--events", labels=False)
         scores[id(record)] = score_edges(network, record, options.chunk_size,
                                          options.precision)
         return apply_cut(record, scores[id(record)], cut)
 
-    def describe(record: Data, result: Data) -> str:
+    def describe(record: Record, result: Record) -> str:
         line = f"{record.edge_index.shape[1]:,d} -> {result.edge_index.shape[1]:,d} edges"
         record_scores = scores.pop(id(record))
         if getattr(record, "signal", None) is None:

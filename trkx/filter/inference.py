@@ -11,16 +11,16 @@ from __future__ import annotations
 import copy
 
 import torch
-from torch_geometric.data import Data
 
 from trkx.data.record import EDGE_LABELS
+from trkx.data.record_type import Record
 from trkx.filter.features import compiled, edge_features, has_cell_directions, hit_table
 from trkx.filter.model import FilterMLP
 from trkx.runtime.precision import dense_precision
 
 
 @torch.no_grad()
-def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_000,
+def score_edges(network: FilterMLP, record: Record, chunk_size: int | None = 500_000,
                 precision: str = "fp32") -> torch.Tensor:
     """Scores [E] of ``record.edge_index``, on the device of ``record.x`` (the network's);
     ``chunk_size=None`` scores all edges at once; ``precision`` of the dense layers: fp32 or
@@ -50,7 +50,7 @@ def score_edges(network: FilterMLP, record: Data, chunk_size: int | None = 500_0
     return scores
 
 
-def apply_cut(record: Data, scores: torch.Tensor, score_cut: float) -> Data:
+def apply_cut(record: Record, scores: torch.Tensor, score_cut: float) -> Record:
     """A copy of ``record`` keeping the edges with score >= ``score_cut``, with ``scores``."""
     keep = scores >= score_cut
     out = copy.copy(record)             # shallow: hit tensors shared, edge tensors replaced
@@ -63,7 +63,7 @@ def apply_cut(record: Data, scores: torch.Tensor, score_cut: float) -> Data:
     return out
 
 
-def filter_graph(network: FilterMLP, record: Data, score_cut: float = 0.5,
-                 chunk_size: int | None = 500_000, precision: str = "fp32") -> Data:
+def filter_graph(network: FilterMLP, record: Record, score_cut: float = 0.5,
+                 chunk_size: int | None = 500_000, precision: str = "fp32") -> Record:
     """Score (chunked) and cut: the filtered record."""
     return apply_cut(record, score_edges(network, record, chunk_size, precision), score_cut)

@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.edges.augment import random_shift
 from trkx.edges.figures import (
     edge_purity,
@@ -48,7 +48,7 @@ from trkx.stages.schedules import adamw_warmup_cosine, check_horizon, total_step
 TARGETS = ("y", "y_pid")
 
 
-def filter_metrics(record: Data, scores: torch.Tensor, score_cut: float) -> dict[str, float]:
+def filter_metrics(record: Record, scores: torch.Tensor, score_cut: float) -> dict[str, float]:
     """Efficiency on signal edges, rejection of fake edges, purity and kept edges per hit."""
     keep = scores.to(record.signal.device) >= score_cut
     signal, true = record.signal.bool(), record.y_pid.bool()
@@ -94,14 +94,14 @@ class FilterModule(pl.LightningModule):
         self.network = model
         self._rng = np.random.default_rng(torch.initial_seed())
         self._val_scores: list[torch.Tensor] = []
-        self._val_records: list[Data] = []
+        self._val_records: list[Record] = []
         self.chosen_cut: float | None = score_cut
 
-    def _names(self, record: Data):
+    def _names(self, record: Record):
         names = getattr(record, "feature_names", None)
         return names if self.network.cell_agreement else None
 
-    def edge_loss(self, record: Data, edges: torch.Tensor | None = None) -> torch.Tensor:
+    def edge_loss(self, record: Record, edges: torch.Tensor | None = None) -> torch.Tensor:
         """The weighted BCE over ``edges`` (indices into the record's edges; None: all)."""
         edge_index = record.edge_index if edges is None else record.edge_index[:, edges]
         labels = getattr(record, self.hparams.target)
@@ -128,16 +128,16 @@ class FilterModule(pl.LightningModule):
         return torch.from_numpy(self._rng.choice(n_edges, self.hparams.edge_batch,
                                                  replace=False))
 
-    def training_step(self, record: Data, batch_idx: int) -> torch.Tensor:
+    def training_step(self, record: Record, batch_idx: int) -> torch.Tensor:
         record = random_shift(record, self.hparams.get("z_shift_sigma", 0.0))
         loss = self.edge_loss(record, self.sample_edges(record.edge_index.shape[1]))
         self.log("train_loss", loss, prog_bar=True, batch_size=1)
         return loss
 
-    def scores(self, record: Data) -> torch.Tensor:
+    def scores(self, record: Record) -> torch.Tensor:
         return score_edges(self.network, record, VALIDATION_CHUNK)
 
-    def validation_step(self, record: Data, batch_idx: int) -> None:
+    def validation_step(self, record: Record, batch_idx: int) -> None:
         # The loss over every edge (not a random batch): validation figures must not vary.
         self.log("val_loss", self.edge_loss(record), batch_size=1)
         self._val_scores.append(self.scores(record).cpu())

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torch_geometric.data import Data
-
+    from trkx.data.record_type import Record
     from trkx.training.data import EventSlice
     from trkx.training.fit import FitResult
 
@@ -145,7 +144,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
     graph_ops = options.kernel(stored)
     chooser = KernelChooser(width=model.hidden, backward=False)
 
-    def read(path: Path) -> Data:
+    def read(path: Path) -> Record:
         data = load_record(path)
         check_graph_record(data, str(path), INFERENCE_KEYS)
         if data.x.shape[1] < model.node_features:
@@ -153,7 +152,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
                                      f"reads {model.node_features}")
         return data
 
-    def transform(data: Data) -> Data:
+    def transform(data: Record) -> Record:
         scored = data.clone()
         scored.scores = score_edges(model, data.x, data.edge_index.long(), graph_ops, chooser,
                                     precision=options.precision,
@@ -162,7 +161,7 @@ def infer(config: dict[str, Any], label: str, checkpoint: Path, events: Path, ou
 
     names: dict[int, str] = {}
 
-    def records() -> Iterator[Data]:
+    def records() -> Iterator[Record]:
         for path in record_paths(events)[:n_events]:
             data = read(path)
             names[id(data)] = path.name

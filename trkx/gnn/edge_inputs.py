@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
 
+from trkx.data.record_type import Record
 from trkx.edges.agreement import both_agreements, edge_agreement
 from trkx.edges.geometry import edge_geometry, edge_trajectory, endpoints
 
@@ -46,7 +46,7 @@ def check_edge_input_width(width: int) -> None:
                          f"first edge inputs of {', '.join(EDGE_INPUT_NAMES)}), got {width}")
 
 
-def edge_inputs(record: Data, label: str = "event record",
+def edge_inputs(record: Record, label: str = "event record",
                 width: int = EDGE_INPUT_FEATURES) -> Tensor:
     """``A`` [E, width] float32 of the record's edges (needs ``pos`` and the filter's
     ``scores``)."""
@@ -73,7 +73,7 @@ def edge_inputs(record: Data, label: str = "event record",
     return torch.cat(columns, dim=1)
 
 
-def model_edge_inputs(model, record: Data, label: str = "event record") -> Tensor | None:
+def model_edge_inputs(model, record: Record, label: str = "event record") -> Tensor | None:
     """The edge inputs ``model`` needs (None when it takes none)."""
     width = getattr(model, "edge_features", 0)
     if not width:

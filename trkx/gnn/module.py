@@ -19,9 +19,9 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
 
 from trkx.data.record import NHITS, PRODUCTION_RADIUS, PT
+from trkx.data.record_type import Record
 from trkx.data.truth import SignalCuts
 from trkx.edges.augment import random_shift
 from trkx.edges.figures import kept_edges, origin_counts, origin_efficiencies, secondary_edges
@@ -199,12 +199,12 @@ class GNNModule(pl.LightningModule):
         self.extend_overlap_z = extend_overlap_z
         check_horizon(lr_horizon_steps)
         self.lr_horizon_steps = lr_horizon_steps
-        self._val_events: list[Data] = []
+        self._val_events: list[Record] = []
         self.chooser = KernelChooser(width=model.hidden)
         self._val_outputs: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
         self._val_origin: list[dict[str, int]] = []
 
-    def forward(self, data: Data) -> Tensor:
+    def forward(self, data: Record) -> Tensor:
         """Edge logits [E] of one event graph."""
         # A graph-parallel strategy hands each rank its block with distributed ops attached.
         ops = getattr(data, "graph_ops", None) or build_graph_ops(
@@ -214,11 +214,11 @@ class GNNModule(pl.LightningModule):
                   else model_edge_inputs(self.model, data))
         return self.model(data.x, ops, inputs)
 
-    def edge_loss_normaliser(self, data: Data) -> float:
+    def edge_loss_normaliser(self, data: Record) -> float:
         """Denominator of the weighted BCE (GraphParallelStrategy rescales the loss by it)."""
         return float(self._weights(data).sum())
 
-    def _weights(self, data: Data) -> Tensor:
+    def _weights(self, data: Record) -> Tensor:
         """The loss weights (with the pT factor when ``signal_pt_power > 0``, the secondary
         factor when ``secondary_weight != 1``, the short factor when ``short_weight != 1``)."""
         if self.signal_pt_power <= 0 and self.secondary_weight == 1.0 and \
@@ -242,12 +242,12 @@ class GNNModule(pl.LightningModule):
                             data[NHITS][first] if self.short_weight != 1.0 else None,
                             self.short_weight, self.short_hits)
 
-    def _class_weights(self, data: Data) -> Tensor:
+    def _class_weights(self, data: Record) -> Tensor:
         """The weights of the validation metrics: signal / other true / fake only."""
         return edge_weights(data.y, self._signal(data), self.signal_weight, self.true_weight,
                             self.fake_weight)
 
-    def _signal(self, data: Data) -> Tensor:
+    def _signal(self, data: Record) -> Tensor:
         """[E] bool: the signal edges of the loss (the records' flag, or with
         ``signal_pt_min`` the true edges of particles of pT >= it and enough hits)."""
         if self.signal_pt_min is None:
@@ -260,7 +260,7 @@ class GNNModule(pl.LightningModule):
         return (data.y.bool() & (data[PT][first] >= self.signal_pt_min)
                 & (data[NHITS][first] >= SignalCuts.min_hits))
 
-    def training_step(self, data: Data, batch_idx: int) -> Tensor:
+    def training_step(self, data: Record, batch_idx: int) -> Tensor:
         data = random_shift(data, self.z_shift_sigma)
         logits, y, weights = self(data), data.y, self._weights(data)
         mask = getattr(data, "target_edge_mask", None)
@@ -270,7 +270,7 @@ class GNNModule(pl.LightningModule):
         self.log("train_loss", loss, batch_size=1, prog_bar=True)
         return loss
 
-    def validation_step(self, data: Data, batch_idx: int) -> None:
+    def validation_step(self, data: Record, batch_idx: int) -> None:
         logits = self(data)
         loss = weighted_bce(logits, data.y, self._weights(data))
         weights = self._class_weights(data)

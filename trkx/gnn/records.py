@@ -6,16 +6,16 @@ from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset
-from torch_geometric.data import Data
 
 from trkx.data.record import EDGE_INDEX, SIGNAL, X, Y, check_record, load_record
+from trkx.data.record_type import Record
 from trkx.files.errors import TrackMLFormatError
 
 TRAINING_KEYS: tuple[str, ...] = (X, EDGE_INDEX, Y, SIGNAL)
 INFERENCE_KEYS: tuple[str, ...] = (X, EDGE_INDEX)
 
 
-def check_graph_record(data: Data, where: str, keys: tuple[str, ...] = TRAINING_KEYS) -> None:
+def check_graph_record(data: Record, where: str, keys: tuple[str, ...] = TRAINING_KEYS) -> None:
     """Raise :class:`TrackMLFormatError` naming ``where`` and the key when ``data`` cannot be
     scored: a key of ``keys`` missing, or a field against the record contract
     (:func:`trkx.data.record.check_record`: dtypes, shapes, edge ids inside the node range)."""
@@ -36,7 +36,7 @@ class GraphRecordDataset(Dataset):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, index: int) -> Data:
+    def __getitem__(self, index: int) -> Record:
         path = self.paths[index]
         data = load_record(path)
         check_graph_record(data, str(path), self.keys)
@@ -47,7 +47,7 @@ class GraphRecordDataset(Dataset):
         return data
 
 
-def single_event(batch: list[Data]) -> Data:
+def single_event(batch: list[Record]) -> Record:
     """DataLoader ``collate_fn``: events are whole graphs, one per step."""
     if len(batch) != 1:
         raise ValueError("GNN training uses one event per step (batch_size 1)")

@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
+from trkx.data.record_type import Record
 from trkx.runtime.device import resolve_device, synchronize
 from trkx.runtime.fused_mlp import fused_inference
 
@@ -225,7 +225,7 @@ class TrainedPipeline:
         gnn_scores = score_edges(self.gnn, record.x, record.edge_index, self.graph_ops,
                                  precision=self.gnn_precision,
                                  edge_attr=model_edge_inputs(self.gnn, record))
-        self.builder.build(Data(edge_index=record.edge_index.cpu(),
+        self.builder.build(Record(edge_index=record.edge_index.cpu(),
                                 scores=torch.full_like(gnn_scores, 0.9).cpu(), num_nodes=hits,
                                 pos=record.pos.cpu(), volume_id=record.volume_id,
                                 layer_id=record.layer_id))
@@ -237,8 +237,8 @@ class TrainedPipeline:
         return {"embedding": self.embedding_options.precision,
                 "filter": self.filter_options.precision, "gnn": self.gnn_precision}
 
-    def run(self, record: Data, edge_labels: bool = False, stage_graphs: bool = True,
-            ) -> tuple[dict[str, Data], np.ndarray, dict[str, float]]:
+    def run(self, record: Record, edge_labels: bool = False, stage_graphs: bool = True,
+            ) -> tuple[dict[str, Record], np.ndarray, dict[str, float]]:
         """Graphs after each stage (on the CPU; with ``stage_graphs=False`` the GNN's alone,
         which track building needs: on a GPU the embedding graph's millions of edges then
         stay there), the track id of every hit, and seconds per stage (``embedding``,
@@ -247,9 +247,9 @@ class TrainedPipeline:
         graphs, labels, _, seconds = self.run_with_table(record, edge_labels, stage_graphs)
         return graphs, labels, seconds
 
-    def run_with_table(self, record: Data, edge_labels: bool = False,
+    def run_with_table(self, record: Record, edge_labels: bool = False,
                        stage_graphs: bool = True,
-                       ) -> tuple[dict[str, Data], np.ndarray, pd.DataFrame | None,
+                       ) -> tuple[dict[str, Record], np.ndarray, pd.DataFrame | None,
                                   dict[str, float]]:
         """:meth:`run`, and the builder's track table of the final tracks (None when its
         quality step did not run: :meth:`TrackBuilder.build_with_table`)."""
@@ -257,8 +257,8 @@ class TrainedPipeline:
             return self._run_with_table(record, edge_labels, stage_graphs)
 
     @torch.no_grad()
-    def _run_with_table(self, record: Data, edge_labels: bool, stage_graphs: bool,
-                        ) -> tuple[dict[str, Data], np.ndarray, pd.DataFrame | None,
+    def _run_with_table(self, record: Record, edge_labels: bool, stage_graphs: bool,
+                        ) -> tuple[dict[str, Record], np.ndarray, pd.DataFrame | None,
                                    dict[str, float]]:
         from trkx.embedding.inference import embedding_graph
         from trkx.filter.inference import filter_graph
@@ -302,7 +302,7 @@ class TrainedPipeline:
         lap("tracks")
         return graphs, labels, table, seconds
 
-    def track_parameters(self, graph: Data, labels: np.ndarray,
+    def track_parameters(self, graph: Record, labels: np.ndarray,
                          table: pd.DataFrame | None = None) -> pd.DataFrame:
         """Each track's helix parameters, chi2 / ndf and quality score
         (trkx.tracks.fit.parameters), from the GNN graph and the track ids :meth:`run` returned
@@ -360,7 +360,7 @@ def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os
                        parameters, seconds, int(record.num_nodes))
 
 
-def warm_up_record(hits: int, use_cells: bool, device: torch.device) -> Data:
+def warm_up_record(hits: int, use_cells: bool, device: torch.device) -> Record:
     """A random event of ``hits`` hits with a real record's fields and feature columns (the
     cell features when ``use_cells``): positions (r, phi, z) in the detector's range, four
     barrel layers; ``x`` and ``pos`` on ``device`` (:data:`DEVICE_FIELDS`)."""
@@ -374,12 +374,12 @@ def warm_up_record(hits: int, use_cells: bool, device: torch.device) -> Data:
     x = torch.rand(hits, len(names), generator=generator)
     x[:, :3] = pos / torch.tensor([FEATURE_SCALES[n] for n in POSITION_FEATURES])
     layers = torch.arange(hits) % 4
-    return Data(x=x.to(device), pos=pos.to(device), feature_names=names, num_nodes=hits,
+    return Record(x=x.to(device), pos=pos.to(device), feature_names=names, num_nodes=hits,
                 volume_id=torch.full((hits,), 8), layer_id=2 * layers + 2)
 
 
-def to_device(record: Data, device: torch.device, fields: Sequence[str] | None,
-              moved: dict[int, torch.Tensor]) -> Data:
+def to_device(record: Record, device: torch.device, fields: Sequence[str] | None,
+              moved: dict[int, torch.Tensor]) -> Record:
     """A shallow copy of ``record`` with its tensors ``fields`` (all when None) on ``device``;
     the others, and the tensors already there, are shared, not copied. ``moved`` maps
     ``id(tensor)`` to its copy on the device, so a tensor shared by several records moves once

@@ -32,8 +32,8 @@ from trkx.stages.commands import StageCommands
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
-    from torch_geometric.data import Data
 
+    from trkx.data.record_type import Record
     from trkx.training.data import EventSlice, StageData
     from trkx.training.fit import FitResult
 
@@ -164,9 +164,9 @@ def run_infer(stage: StageCommands, args: argparse.Namespace) -> int:
                            args.n_events) or 0)
 
 
-def write_records(records: Iterable[Data], out: Path, transform: Callable[[Data], Data],
-                  describe: Callable[[Data, Data], str],
-                  name: Callable[[Data], str] | None = None) -> list[Path]:
+def write_records(records: Iterable[Record], out: Path, transform: Callable[[Record], Record],
+                  describe: Callable[[Record, Record], str],
+                  name: Callable[[Record], str] | None = None) -> list[Path]:
     """``transform`` every record, save it as ``out/eventNNNNNNNNN.pt`` (or ``out/name(r)``),
     print ``describe``, then remove the outputs of earlier runs."""
     from trkx.data.record import save_record
@@ -184,10 +184,10 @@ def write_records(records: Iterable[Data], out: Path, transform: Callable[[Data]
 
 
 def load_split(data: StageData, count_events: Callable[[str], int], label: str,
-               load: Callable[[str, int, int], list[Data]],
-               check: Callable[[list[Data], str, str], None] | None = None,
+               load: Callable[[str, int, int], list[Record]],
+               check: Callable[[list[Record], str, str], None] | None = None,
                precheck: Callable[[EventSlice, str], None] | None = None,
-               ) -> tuple[list[Data], list[Data] | None]:
+               ) -> tuple[list[Record], list[Record] | None]:
     """Train and validation records of a stage's ``data`` section (``split_events``), read
     with ``load(folder, count, first)`` and checked with ``check(records, folder, key)``;
     ``precheck(slice, key)`` sees both slices before anything is read (e.g. that the events
@@ -199,7 +199,7 @@ def load_split(data: StageData, count_events: Callable[[str], int], label: str,
     for part, key in zip(slices, keys):
         if part and precheck is not None:
             precheck(part, key)
-    loaded: list[list[Data] | None] = []
+    loaded: list[list[Record] | None] = []
     for part, key in zip(slices, keys):
         records = load(part.folder, part.count, part.first) if part else None
         if records is not None and check is not None:
@@ -209,7 +209,7 @@ def load_split(data: StageData, count_events: Callable[[str], int], label: str,
 
 
 def fit_on_records(name: str, build_module: Callable[[], pl.LightningModule],
-                   network_config: dict[str, Any], train: list[Data], val: list[Data] | None,
+                   network_config: dict[str, Any], train: list[Record], val: list[Record] | None,
                    **fit_options: Any) -> FitResult:
     """:func:`trkx.training.fit_stage` over in-memory event records, one event per step
     (shuffled), the stage network at ``module.network`` built from ``network_config`` (the

@@ -35,32 +35,42 @@ import torch
 import torch.distributed as dist
 from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
 from torch import Tensor
-from torch_geometric.data import Data
+
+from trkx.data.record import EDGE_FIELDS
+from trkx.data.record_type import Record
 
 from .factory import DEFAULT_TIMEOUT_S, GraphParallel
 
 
-def edge_count(batch: Data) -> float:
+def edge_count(batch: Record) -> float:
     return float(batch.edge_index.shape[1]) if "edge_index" in batch else float(
         batch.graph_ops.num_edges)
 
 
-def shard_event(data: Data, parallel: GraphParallel,
-                normaliser: Callable[[Data], float] = edge_count) -> Data:
+def per_edge(key: str, value: torch.Tensor, num_nodes: int, num_edges: int) -> bool:
+    """A tensor of one row per edge: E rows, and when E = N, a per-edge field of the record
+    contract or a name that says ``edge``."""
+    if value.shape[0] != num_edges:
+        return False
+    return num_edges != num_nodes or key in EDGE_FIELDS or "edge" in key
+
+
+def shard_event(data: Record, parallel: GraphParallel,
+                normaliser: Callable[[Record], float] = edge_count) -> Record:
     """This rank's block of one event record, with ``graph_ops`` and ``loss_rescale`` set
     (``normaliser``: the loss's denominator for a batch, see the module docstring)."""
     edge_index = data.edge_index.cpu()
     num_nodes, num_edges = data.num_nodes, edge_index.shape[1]
     pos = data.pos.cpu() if "pos" in data else None
     part = parallel.shard(edge_index, num_nodes, pos)
-    local = Data()
+    local = Record()
     for key, value in data.items():
         if key == "edge_index":
             continue
         if isinstance(value, torch.Tensor) and value.dim() > 0:
-            if value.shape[0] == num_edges and data.is_edge_attr(key):
+            if per_edge(key, value, num_nodes, num_edges):
                 value = value[part.edges.to(value.device)]
-            elif value.shape[0] == num_nodes and data.is_node_attr(key):
+            elif value.shape[0] == num_nodes:
                 value = value[part.nodes.to(value.device)]
         local[key] = value
     local.num_nodes = part.ops.num_nodes
@@ -127,7 +137,7 @@ class GraphParallelStrategy(DDPStrategy):
 
     def batch_to_device(self, batch: Any, device: torch.device | None = None,
                         dataloader_idx: int = 0) -> Any:
-        if isinstance(batch, Data) and self.parallel is not None:
+        if isinstance(batch, Record) and self.parallel is not None:
             model = getattr(self.lightning_module, "model", None)
             if getattr(model, "edge_features", 0) and "edge_inputs" not in batch:
                 from trkx.gnn.edge_inputs import model_edge_inputs
@@ -148,7 +158,7 @@ class GraphParallelStrategy(DDPStrategy):
             return {**output, "loss": output["loss"] * factor}
         return output * factor
 
-    def event_mean(self, value: Tensor, batch: Data) -> Tensor:
+    def event_mean(self, value: Tensor, batch: Record) -> Tensor:
         """The whole-event value of a (weighted) mean over this rank's edges:
         ``sum_r value_r W_r / (c W)``, all-reduced (every rank returns it; no gradient)."""
         factor = getattr(batch, "loss_rescale", None)

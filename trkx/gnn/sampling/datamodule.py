@@ -10,7 +10,7 @@ target hits of an event (its hits with at least one edge) are cut into minibatch
 (``method: shadow``), or in contiguous (eta, phi) patches (``method: patches``,
 trkx.gnn.sampling.patches: most of a minibatch's edges then count in the loss). Minibatches
 are sampled ``bulk`` at a time by one set of sparse products
-(:func:`trkx.gnn.sampling.sampler.sample_subgraphs`) and yielded one by one as ``Data`` records
+(:func:`trkx.gnn.sampling.sampler.sample_subgraphs`) and yielded one by one as ``Record`` records
 with a ``target_edge_mask`` (GNNModule then counts only those edges in the loss).
 
 Interleaving: the events are taken ``interleave`` (W) at a time, in that random order; the
@@ -20,7 +20,7 @@ events. With W = 1 an event's minibatches follow one another: a pile-up-200 even
 per minibatch is ~2,000 steps, long enough for the network to drift towards that one event
 (docs/levers.md). The W events' records and sparse matrices stay in memory during their turn.
 
-Data-parallel: under ``torch.distributed`` (Lightning DDP, torchrun) rank r of P takes the
+Record-parallel: under ``torch.distributed`` (Lightning DDP, torchrun) rank r of P takes the
 minibatches r, r + P, ... of each turn's list (W events), padded by wrap-around to a multiple of
 P so that every rank takes the same number of steps; the targets do not depend on P, so the
 minibatches of one step across P ranks are those of P consecutive steps of one process.
@@ -37,9 +37,9 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
-from torch_geometric.data import Data
 
 from trkx.data.record import POS
+from trkx.data.record_type import Record
 from trkx.gnn.sampling.patches import patch_targets
 from trkx.gnn.sampling.sampler import (
     sample_subgraphs,
@@ -108,14 +108,14 @@ def _rank_and_world() -> tuple[int, int]:
 
 
 class SampledMinibatches(IterableDataset):
-    """Iterable of minibatch ``Data`` records sampled from ``events`` (a sequence of full event
+    """Iterable of minibatch ``Record`` records sampled from ``events`` (a sequence of full event
     graphs with ``x``, ``edge_index``, ``y``, ``signal``, e.g. a GraphRecordDataset).
 
     ``rank``/``world_size`` default to the ``torch.distributed`` process group at iteration
     time. The epoch counts the iterations started (or is set by :meth:`set_epoch`).
     """
 
-    def __init__(self, events: Sequence[Data], config: SamplingConfig, seed: int = 0,
+    def __init__(self, events: Sequence[Record], config: SamplingConfig, seed: int = 0,
                  rank: int | None = None, world_size: int | None = None) -> None:
         super().__init__()
         self.events = events
@@ -128,7 +128,7 @@ class SampledMinibatches(IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def minibatch_targets(self, data: Data, generator: torch.Generator) -> list[Tensor]:
+    def minibatch_targets(self, data: Record, generator: torch.Generator) -> list[Tensor]:
         """The target sets of one event for one epoch, in order (all ranks together)."""
         num_nodes = int(data.num_nodes)
         degree = torch.bincount(data.edge_index.reshape(-1).long().cpu(), minlength=num_nodes)
@@ -142,7 +142,7 @@ class SampledMinibatches(IterableDataset):
         order = candidates[torch.randperm(candidates.numel(), generator=generator)]
         return list(torch.split(order, self.config.targets_per_batch))
 
-    def __iter__(self) -> Iterator[Data]:
+    def __iter__(self) -> Iterator[Record]:
         default_rank, default_world = _rank_and_world()
         rank = default_rank if self.rank is None else self.rank
         world = default_world if self.world_size is None else self.world_size
@@ -154,7 +154,7 @@ class SampledMinibatches(IterableDataset):
             yield from self._sample_turn(order[start:start + turn], generator, epoch, rank, world)
 
     def _sample_turn(self, indices: list[int], generator: torch.Generator, epoch: int,
-                     rank: int, world: int) -> Iterator[Data]:
+                     rank: int, world: int) -> Iterator[Record]:
         """The minibatches of the events ``indices`` (one turn), interleaved when W > 1."""
         k = self.config.bulk
         events: dict[int, _EventSampler] = {}
@@ -184,7 +184,7 @@ class SampledMinibatches(IterableDataset):
 class _EventSampler:
     """One event's sparse matrices and fan-out random stream, built once per turn."""
 
-    def __init__(self, data: Data, config: SamplingConfig, seed: int, epoch: int, index: int,
+    def __init__(self, data: Record, config: SamplingConfig, seed: int, epoch: int, index: int,
                  rank: int) -> None:
         self.data, self.config = data, config
         edge_index = data.edge_index.long()
@@ -196,7 +196,7 @@ class _EventSampler:
             self.generator = torch.Generator(device=data.edge_index.device).manual_seed(
                 stream % 2 ** 63)
 
-    def sample(self, targets: list[Tensor]) -> list[Data]:
+    def sample(self, targets: list[Tensor]) -> list[Record]:
         device = self.data.edge_index.device
         return sample_subgraphs(self.data, [t.to(device) for t in targets], self.config.hops,
                                 self.config.fanout, self.generator, self.adjacency,

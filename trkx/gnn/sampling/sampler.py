@@ -56,9 +56,9 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
 
 from trkx.data.record import EDGE_FIELDS, NHITS, POS, PRODUCTION_RADIUS, PT, X
+from trkx.data.record_type import Record
 
 # pos: the GNN's edge geometry inputs; pt and production_radius (truth, when the record has
 # them): pT- and secondary-weighted losses
@@ -247,14 +247,14 @@ def node_sets(frontiers: Sequence[Tensor]) -> Tensor:
     return _csr_from_keys(keys, tuple(frontiers[0].shape))
 
 
-def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
+def sample_subgraphs(data: Record, targets: Sequence[Tensor], hops: int,
                      fanout: Sequence[int] | None = None,
                      generator: torch.Generator | None = None,
                      adjacency: Tensor | None = None, incidence: Tensor | None = None,
                      node_keys: Sequence[str] = NODE_KEYS,
                      edge_keys: Sequence[str] = EDGE_KEYS,
-                     max_nodes: int | None = None) -> list[Data]:
-    """One minibatch ``Data`` per entry of ``targets`` (bulk: all from the same products).
+                     max_nodes: int | None = None) -> list[Record]:
+    """One minibatch ``Record`` per entry of ``targets`` (bulk: all from the same products).
 
     Each record has ``edge_index`` (relabelled into ``node_ids`` order), the ``node_keys`` rows
     and ``edge_keys`` entries of ``data`` that exist, ``node_ids`` / ``edge_ids`` (original
@@ -300,7 +300,7 @@ def sample_subgraphs(data: Data, targets: Sequence[Tensor], hops: int,
     mask_parts = torch.split(touches, n_edges)
     records = []
     for b in range(k):
-        record = Data(edge_index=local_parts[b], node_ids=node_parts[b],
+        record = Record(edge_index=local_parts[b], node_ids=node_parts[b],
                       edge_ids=edge_parts[b], target_edge_mask=mask_parts[b],
                       target_ids=targets[b].long())
         for key in node_keys:

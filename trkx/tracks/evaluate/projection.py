@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from torch_geometric.data import Data
+
+from trkx.data.record_type import Record
 
 #: The partial truth part of an event: ``PREFIX-truth-pixel.csv[.gz]``.
 PIXEL_TRUTH = "truth-pixel"
@@ -53,7 +54,7 @@ def projected_truth(hits: pd.DataFrame, truth: pd.DataFrame, particles: pd.DataF
 
 
 def projected_record(tables: dict[str, pd.DataFrame], use_cells: bool, signal_pt_min: float,
-                     volumes: tuple[int, ...] | None, event_id: int) -> tuple[Data, np.ndarray]:
+                     volumes: tuple[int, ...] | None, event_id: int) -> tuple[Record, np.ndarray]:
     """The event record of ``tables`` (hits, particles, truth, optional cells) with projected
     truth, and the mask of the hits that carry truth."""
     from trkx.data.detector import load_detector
@@ -74,7 +75,7 @@ def project(truth, mask: np.ndarray):
     return truth.subset(mask)
 
 
-def projected_evaluation(record: Data, mask: np.ndarray, labels: np.ndarray, event_id: int,
+def projected_evaluation(record: Record, mask: np.ndarray, labels: np.ndarray, event_id: int,
                          cuts=None):
     """Double-majority evaluation of the tracks ``labels`` (one per hit of ``record``)
     projected onto the hits ``mask`` selects (``cuts``: trkx.tracks.evaluate.metrics.MetricCuts)."""
@@ -101,7 +102,7 @@ def read_tables(prefix: str | Path, truth_part: str, cells: bool = False,
 
 
 def pixel_truth_labels(prefix: str | Path, tracks: pd.DataFrame, event_id: int,
-                       signal_pt_min: float) -> tuple[Data, np.ndarray, np.ndarray]:
+                       signal_pt_min: float) -> tuple[Record, np.ndarray, np.ndarray]:
     """The projected record of the event ``prefix`` (which has a pixel-truth part), the mask
     of its hits with truth, and the track of every hit from ``tracks`` (``hit_id, track_id``;
     hits it lacks are singletons, never candidates): read once, evaluated with any cuts by

@@ -26,9 +26,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
-from torch_geometric.data import Data
 
 from trkx.arrays import as_numpy
+from trkx.data.record_type import Record
 from trkx.data.truth import layer_key
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.evaluate.edge_metrics import edge_metrics, pool_edge_metrics
@@ -46,7 +46,7 @@ def pair_keys(edges: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(edges[0], edges[1]) * n + np.maximum(edges[0], edges[1])
 
 
-def signal_truth_pairs(record: Data) -> np.ndarray:
+def signal_truth_pairs(record: Record) -> np.ndarray:
     """[2, T] signal truth-graph edges (both hits signal), one per unordered pair."""
     edges = as_numpy(record.track_edges).astype(np.int64)
     signal_hit = as_numpy(record.signal_hit).astype(bool)
@@ -55,7 +55,7 @@ def signal_truth_pairs(record: Data) -> np.ndarray:
     return edges[:, np.sort(first)]
 
 
-def kept_keys(record: Data, cut: float | None) -> np.ndarray:
+def kept_keys(record: Record, cut: float | None) -> np.ndarray:
     """Pair keys of the record's edges with ``scores >= cut`` (all when ``cut`` is None)."""
     edges = as_numpy(record.edge_index).astype(np.int64)
     keep = np.ones(edges.shape[1], bool)
@@ -72,7 +72,7 @@ class StageGraphs:
     reads them, and an embedding graph's key set (millions of edges) costs a sort."""
 
     name: str
-    records: list[Data]
+    records: list[Record]
     cut: float | None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -95,7 +95,7 @@ class StageGraphs:
         return self._cache[key]
 
 
-def pipeline_stages(graphs: dict[str, list[Data]], builder: TrackBuilder) -> list[StageGraphs]:
+def pipeline_stages(graphs: dict[str, list[Record]], builder: TrackBuilder) -> list[StageGraphs]:
     """The stages of a trained pipeline from its graphs (``{stage: records}``): the embedding's
     and the filter's whole (the filter's hold only the edges it kept; a cut of None ignores
     their scores), the GNN's at the track builder's cut."""
@@ -140,7 +140,7 @@ def stage_edges(stages: list[StageGraphs]) -> dict[str, dict]:
 PIXEL_BARREL = 8
 
 
-def _pixel_barrel_pairs(records: list[Data], truth: list[np.ndarray], kept: list[np.ndarray],
+def _pixel_barrel_pairs(records: list[Record], truth: list[np.ndarray], kept: list[np.ndarray],
                         ) -> tuple[int, int]:
     """``(kept, all)`` signal truth pairs with both hits in the pixel barrel, over the records
     (``truth``: each record's :func:`signal_truth_pairs`; ``kept``: its kept signal pair keys,
@@ -155,21 +155,21 @@ def _pixel_barrel_pairs(records: list[Data], truth: list[np.ndarray], kept: list
     return n_kept, n_all
 
 
-def _with_cut_scores(record: Data, cut: float | None) -> Data:
+def _with_cut_scores(record: Record, cut: float | None) -> Record:
     if cut is None and getattr(record, "scores", None) is not None:
         record = record.clone()
         del record.scores
     return record
 
 
-def with_truth_scores(record: Data) -> Data:
+def with_truth_scores(record: Record) -> Record:
     """A copy whose ``scores`` are the truth labels ``y`` (a perfect edge classifier)."""
     out = record.clone()
     out.scores = out.y.float()
     return out
 
 
-def track_figures(records: list[Data], builder: TrackBuilder,
+def track_figures(records: list[Record], builder: TrackBuilder,
                   cuts: MetricCuts | None = None) -> tuple[dict, list]:
     """Overall tracking figures of ``records`` (with ``scores``) and the per-event tables."""
     cuts = cuts if cuts is not None else MetricCuts()
@@ -181,13 +181,13 @@ def track_figures(records: list[Data], builder: TrackBuilder,
     return overall_summary(evaluations), evaluations
 
 
-def upper_bound(records: list[Data], builder: TrackBuilder,
+def upper_bound(records: list[Record], builder: TrackBuilder,
                 cuts: MetricCuts | None = None) -> dict:
     """Track figures with truth labels as scores (what perfect later stages would give)."""
     return track_figures([with_truth_scores(r) for r in records], builder, cuts)[0]
 
 
-def _layer_key(record: Data) -> np.ndarray:
+def _layer_key(record: Record) -> np.ndarray:
     return layer_key(as_numpy(record.volume_id), as_numpy(record.layer_id))
 
 
@@ -221,7 +221,7 @@ def edge_losses(stages: list[StageGraphs], top: int = 8) -> dict[str, dict]:
     return out
 
 
-def _edge_categories(record: Data, truth: np.ndarray) -> dict[str, np.ndarray]:
+def _edge_categories(record: Record, truth: np.ndarray) -> dict[str, np.ndarray]:
     layer = _layer_key(record)
     pid = as_numpy(record.particle_id).astype(np.int64)
     pt = as_numpy(record.pt).astype(np.float64)
