@@ -43,13 +43,13 @@ def test_fused_scores_and_tracks_match_the_plain_modules(cells_pipeline_and_reco
     assert len(np.unique(fused_labels[fused_labels >= 0])) > 50
 
 
-def test_compiled_circle_steps_give_the_numpy_steps_tracks(cells_pipeline_and_record,
+def test_compiled_helix_fit_gives_the_numpy_fits_tracks(cells_pipeline_and_record,
                                                            monkeypatch):
     pipeline, record = cells_pipeline_and_record
     graphs, _, _ = pipeline.run(record)
     tracks = {}
     for compiled in (True, False):
-        monkeypatch.setattr(helix_fit, "COMPILED_STEPS", compiled)
+        monkeypatch.setattr(helix_fit, "COMPILED_FIT", compiled)
         labels, table = pipeline.builder.build_with_table(graphs["gnn"])
         tracks[compiled] = (labels, table)
     np.testing.assert_array_equal(tracks[True][0], tracks[False][0])

@@ -162,11 +162,11 @@ def test_a_wrong_hit_does_not_bend_the_circle():
 
 
 def test_compiled_steps_match_the_numpy_steps(monkeypatch):
-    """The compiled Gauss-Newton steps (trkx.tracks.fit.circle_kernels) give the numpy steps'
-    fit on noisy tracks with a wrong hit, in every volume: the same algorithm in other code,
-    whose last-bit differences in the 3x3 solve the six steps carry to ~1e-6 of pT on the
-    stiffest tracks (ill-conditioned normal equations; the pT resolution is ~1e-2); tracks that
-    cannot be fitted stay NaN in both."""
+    """The compiled fit (trkx.tracks.fit.helix_kernels) gives the numpy fit on noisy tracks
+    with a wrong hit, in every volume: the same algorithm in other code, whose last-bit
+    differences in the 3x3 solves the six steps carry to ~1e-6 of pT on the stiffest tracks
+    (ill-conditioned normal equations; the pT resolution is ~1e-2); tracks that cannot be
+    fitted stay NaN in both."""
     import trkx.tracks.fit.helix_fit as helix_fit
 
     points, _ = _ideal_tracks(400, seed=3)
@@ -180,12 +180,13 @@ def test_compiled_steps_match_the_numpy_steps(monkeypatch):
     volume = rng.choice([8, 9, 13, 14, 17], len(flat))
     fits = {}
     for compiled in (False, True):
-        monkeypatch.setattr(helix_fit, "COMPILED_STEPS", compiled)
+        monkeypatch.setattr(helix_fit, "COMPILED_FIT", compiled)
         fits[compiled] = fit_helices(track, flat[:, 0], flat[:, 1], flat[:, 2], volume,
                                      field=FIELD)
     numpy_fit, compiled_fit = fits[False], fits[True]
     assert np.isnan(compiled_fit.pt[-1]) and np.isnan(numpy_fit.pt[-1])
-    for name in ("pt", "eta", "phi", "d0", "z0", "chi2_ndf", "radius"):
+    np.testing.assert_array_equal(compiled_fit.n_hits, numpy_fit.n_hits)
+    for name in ("pt", "eta", "phi", "d0", "z0", "chi2_ndf", "radius", "rms_xy", "rms_z"):
         np.testing.assert_allclose(getattr(compiled_fit, name), getattr(numpy_fit, name),
                                    rtol=1e-5, atol=1e-6, err_msg=name)
     np.testing.assert_array_equal(compiled_fit.charge, numpy_fit.charge)

@@ -1,19 +1,15 @@
-"""The weighted Gauss-Newton steps of the circle fit, compiled (trkx.tracks.fit.helix_fit).
+"""The weighted Gauss-Newton steps of the circle fit, compiled (trkx.tracks.fit.helix_kernels).
 
-:func:`weighted_circle` does what ``helix_fit._weighted_circle_numpy`` does with numpy arrays,
-without its temporaries: per track and step one pass over its hits accumulates its nine sums
-(in hit order, as ``np.bincount`` does), then its 3x3 normal equations
+:func:`circle_steps` does for one track what ``helix_fit._weighted_circle`` does for all with
+numpy arrays, without their temporaries: per step one pass over its hits accumulates its nine
+sums (in hit order, as ``np.bincount`` does), then its 3x3 normal equations
 
     [[S_uu, S_uv, -S_u], [S_uv, S_vv, -S_v], [-S_u, -S_v, S_1]] (da, db, dR) = -(R_u, R_v, -R_1)
 
 are solved by Gaussian elimination with partial pivoting (a system whose pivots multiply to
 |det| <= 1e-300 is singular, as there). The per-hit arithmetic is the numpy version's, operation
 for operation; the solve is LAPACK's algorithm but not its code, so a step can differ in its
-last bits (the tests compare both fits and the builders' tracks). The hits of
-an event's tracks are ~10^5, the tracks ~10^4: the numpy version spent 0.73 s of event 21001's
-1.8 s of track building here, mostly in the temporaries and the batched solver's overhead.
-Tracks are independent, so the threads share them; each track's sums run over its own hits in
-their original order, so the result does not depend on the thread count.
+last bits (the tests compare both fits and the builders' tracks).
 """
 
 from __future__ import annotations
@@ -29,13 +25,13 @@ _LARGEST = 1.7976931348623157e308
 
 
 @njit
-def _floor_max(value: float, floor: float) -> float:
+def floor_max(value: float, floor: float) -> float:
     """``np.maximum(value, floor)``: NaN stays NaN."""
     return value if (value >= floor or value != value) else floor
 
 
 @njit
-def _solve3(m: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+def solve3(m: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
     """``out = m^-1 rhs`` for a 3x3 ``m`` (copied), NaN when ``|det m| <= 1e-300``."""
     a = m.copy()
     b = rhs.copy()
@@ -69,7 +65,7 @@ def _solve3(m: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
 
 
 @njit
-def _group_by_track(inverse: np.ndarray, n_tracks: int) -> tuple[np.ndarray, np.ndarray]:
+def group_by_track(inverse: np.ndarray, n_tracks: int) -> tuple[np.ndarray, np.ndarray]:
     """``(order, starts)``: the hits of track t are ``order[starts[t]:starts[t + 1]]``, in
     their original order (a stable counting sort)."""
     starts = np.zeros(n_tracks + 1, np.int64)
@@ -85,62 +81,55 @@ def _group_by_track(inverse: np.ndarray, n_tracks: int) -> tuple[np.ndarray, np.
     return order, starts
 
 
-@numba.njit(cache=True, nogil=True, parallel=True, fastmath=False)
-def weighted_circle(inverse: np.ndarray, n_tracks: int, fitted: np.ndarray, u: np.ndarray,
-                    v: np.ndarray, x: np.ndarray, y: np.ndarray, sigma_fine: np.ndarray,
-                    sigma_r: np.ndarray, a: np.ndarray, b: np.ndarray, radius: np.ndarray,
-                    steps: int, pixel_sigma2: float, outlier_scale: float,
-                    max_radius: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``steps`` Gauss-Newton steps from ``(a, b, radius)`` (module docstring); new arrays.
-    Tracks are independent: the threads share them (``prange``), each track's sums run over
-    its hits in their original order."""
-    a, b, radius = a.copy(), b.copy(), radius.copy()
-    order, starts = _group_by_track(inverse, n_tracks)
-    for t in numba.prange(n_tracks):
-        m = np.empty((3, 3))
-        rhs = np.empty(3)
-        step = np.empty(3)
-        for _ in range(steps):
-            s_uu = s_uv = s_vv = s_u = s_v = s_1 = r_u = r_v = r_1 = 0.0
-            at, bt, rt = a[t], b[t], radius[t]
-            for k in range(starts[t], starts[t + 1]):
-                i = order[k]
-                du, dv = u[i] - at, v[i] - bt
-                dist = _floor_max(math.hypot(du, dv), 1e-12)
-                res = dist - rt
-                hit_radius = _floor_max(math.hypot(x[i], y[i]), 1e-12)
-                cos_beta = (du * x[i] + dv * y[i]) / (dist * hit_radius)
-                coarse = sigma_r[i] * cos_beta
-                sigma2 = sigma_fine[i] * sigma_fine[i] + coarse * coarse
-                scaled = res / outlier_scale
-                w = (pixel_sigma2 / sigma2) / (1.0 + scaled * scaled)
-                ju, jv = -du / dist, -dv / dist
-                s_uu += w * ju * ju
-                s_uv += w * ju * jv
-                s_vv += w * jv * jv
-                s_u += w * ju
-                s_v += w * jv
-                s_1 += w
-                r_u += w * ju * res
-                r_v += w * jv * res
-                r_1 += w * res
-            m[0, 0], m[0, 1], m[0, 2] = s_uu, s_uv, -s_u
-            m[1, 0], m[1, 1], m[1, 2] = s_uv, s_vv, -s_v
-            m[2, 0], m[2, 1], m[2, 2] = -s_u, -s_v, s_1
-            rhs[0], rhs[1], rhs[2] = -r_u, -r_v, r_1
-            _solve3(m, rhs, step)
-            for c in range(3):          # np.nan_to_num(step, nan=np.inf)
-                if step[c] != step[c]:
-                    step[c] = np.inf
-                elif step[c] == np.inf:
-                    step[c] = _LARGEST
-                elif step[c] == -np.inf:
-                    step[c] = -_LARGEST
-            new_radius = rt + step[2]
-            finite = math.isfinite(step[0]) and math.isfinite(step[1]) \
-                and math.isfinite(step[2])
-            if finite and fitted[t] and new_radius > 0 and new_radius <= max_radius:
-                a[t] = at + step[0]
-                b[t] = bt + step[1]
-                radius[t] = new_radius
+@njit
+def circle_steps(hits: np.ndarray, u: np.ndarray, v: np.ndarray, x: np.ndarray, y: np.ndarray,
+                 sigma_fine: np.ndarray, sigma_r: np.ndarray, a: float, b: float,
+                 radius: float, fitted: bool, steps: int, pixel_sigma2: float,
+                 outlier_scale: float, max_radius: float) -> tuple[float, float, float]:
+    """``steps`` Gauss-Newton steps of one track (its hits ``hits``, in their original order)
+    from ``(a, b, radius)`` (module docstring); the new ``(a, b, radius)``."""
+    m = np.empty((3, 3))
+    rhs = np.empty(3)
+    step = np.empty(3)
+    for _ in range(steps):
+        s_uu = s_uv = s_vv = s_u = s_v = s_1 = r_u = r_v = r_1 = 0.0
+        for k in range(hits.shape[0]):
+            i = hits[k]
+            du, dv = u[i] - a, v[i] - b
+            dist = floor_max(math.hypot(du, dv), 1e-12)
+            res = dist - radius
+            hit_radius = floor_max(math.hypot(x[i], y[i]), 1e-12)
+            cos_beta = (du * x[i] + dv * y[i]) / (dist * hit_radius)
+            coarse = sigma_r[i] * cos_beta
+            sigma2 = sigma_fine[i] * sigma_fine[i] + coarse * coarse
+            scaled = res / outlier_scale
+            w = (pixel_sigma2 / sigma2) / (1.0 + scaled * scaled)
+            ju, jv = -du / dist, -dv / dist
+            s_uu += w * ju * ju
+            s_uv += w * ju * jv
+            s_vv += w * jv * jv
+            s_u += w * ju
+            s_v += w * jv
+            s_1 += w
+            r_u += w * ju * res
+            r_v += w * jv * res
+            r_1 += w * res
+        m[0, 0], m[0, 1], m[0, 2] = s_uu, s_uv, -s_u
+        m[1, 0], m[1, 1], m[1, 2] = s_uv, s_vv, -s_v
+        m[2, 0], m[2, 1], m[2, 2] = -s_u, -s_v, s_1
+        rhs[0], rhs[1], rhs[2] = -r_u, -r_v, r_1
+        solve3(m, rhs, step)
+        for c in range(3):          # np.nan_to_num(step, nan=np.inf)
+            if step[c] != step[c]:
+                step[c] = np.inf
+            elif step[c] == np.inf:
+                step[c] = _LARGEST
+            elif step[c] == -np.inf:
+                step[c] = -_LARGEST
+        new_radius = radius + step[2]
+        finite = math.isfinite(step[0]) and math.isfinite(step[1]) and math.isfinite(step[2])
+        if finite and fitted and new_radius > 0 and new_radius <= max_radius:
+            a = a + step[0]
+            b = b + step[1]
+            radius = new_radius
     return a, b, radius

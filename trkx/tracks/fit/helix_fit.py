@@ -169,32 +169,10 @@ def _three_point_start(inverse: np.ndarray, n_tracks: int, u: np.ndarray, v: np.
     return np.where(ok, a, 0.0), np.where(ok, b, MAX_RADIUS), np.where(ok, radius, MAX_RADIUS)
 
 
-#: The circle's Gauss-Newton steps run compiled (trkx.tracks.fit.circle_kernels) where numba
-#: is importable; the tests set it False to compare with the numpy steps.
-COMPILED_STEPS = numba_importable()
-
-
-def _weighted_circle(inverse, n_tracks, n, fitted, u, v, x, y, sigma_fine, sigma_r, a, b,
-                     radius):
+def _weighted_circle(inverse, n_tracks, fitted, u, v, x, y, sigma_fine, sigma_r, a, b, radius):
     """Gauss-Newton steps on the weighted geometric residuals (:func:`_hit_weights`, the
     weights renewed at every step: iteratively reweighted least squares) from ``(a, b,
-    radius)`` in the centred coordinates ``u, v`` (compiled: :data:`COMPILED_STEPS`)."""
-    if COMPILED_STEPS:
-        from trkx.tracks.fit.circle_kernels import weighted_circle
-
-        return weighted_circle(
-            np.ascontiguousarray(inverse, dtype=np.int64), n_tracks,
-            np.ascontiguousarray(fitted, dtype=np.bool_),
-            *(np.ascontiguousarray(c, dtype=np.float64)
-              for c in (u, v, x, y, sigma_fine, sigma_r, a, b, radius)),
-            GAUSS_NEWTON_STEPS, float(PIXEL_SIGMA ** 2), OUTLIER_SCALE, MAX_RADIUS)
-    return _weighted_circle_numpy(inverse, n_tracks, fitted, u, v, x, y, sigma_fine, sigma_r,
-                                  a, b, radius)
-
-
-def _weighted_circle_numpy(inverse, n_tracks, fitted, u, v, x, y, sigma_fine, sigma_r, a, b,
-                           radius):
-    """:func:`_weighted_circle` with numpy arrays (the reference of the compiled steps)."""
+    radius)`` in the centred coordinates ``u, v``."""
     for _ in range(GAUSS_NEWTON_STEPS):
         du, dv = u - a[inverse], v - b[inverse]
         dist = np.maximum(np.hypot(du, dv), 1e-12)
@@ -227,6 +205,11 @@ def _solve3(m: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return out
 
 
+#: The fit runs compiled (trkx.tracks.fit.helix_kernels) where numba is importable; the tests
+#: set it False to compare with the numpy fit, its reference.
+COMPILED_FIT = numba_importable()
+
+
 def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
                 volume_id: np.ndarray | None = None, field: float = FIELD_TESLA) -> HelixFit:
     """Fit every track of ``track_id`` (one id per hit; negative ids are not fitted) to the
@@ -235,11 +218,26 @@ def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarra
     x, y, z = (np.asarray(a, dtype=np.float64) for a in (x, y, z))
     used = track_id >= 0
     ids, inverse_used = np.unique(track_id[used], return_inverse=True)
-    n_tracks = len(ids)
     inverse = inverse_used.reshape(-1)
     x, y, z = x[used], y[used], z[used]
     volumes = (np.full(len(x), 8) if volume_id is None
                else np.asarray(volume_id, dtype=np.int64)[used])
+    if not COMPILED_FIT:
+        return _fit_numpy(ids, inverse, x, y, z, volumes, field)
+    from trkx.tracks.fit.helix_kernels import fit_tracks
+
+    counts, rows = fit_tracks(np.ascontiguousarray(inverse, dtype=np.int64), len(ids),
+                              *(np.ascontiguousarray(a) for a in (x, y, z, *hit_resolutions(
+                                  volumes))), GAUSS_NEWTON_STEPS, float(PIXEL_SIGMA ** 2),
+                              OUTLIER_SCALE, MAX_RADIUS)
+    return _helix_fit(ids, counts, *rows, field)
+
+
+def _fit_numpy(ids: np.ndarray, inverse: np.ndarray, x: np.ndarray, y: np.ndarray,
+               z: np.ndarray, volumes: np.ndarray, field: float) -> HelixFit:
+    """:func:`fit_helices` with numpy arrays over all tracks at once (the reference of the
+    compiled fit); ``inverse`` each hit's track, 0..len(ids)-1."""
+    n_tracks = len(ids)
     n = np.bincount(inverse, minlength=n_tracks).astype(np.float64)
     fitted = n >= 3
     nn = np.maximum(n, 1.0)
@@ -266,7 +264,7 @@ def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarra
     # two starts, each refined by the weighted steps: the algebraic circle, and the circle
     # through the innermost, middle and outermost hits (which a wrong hit cannot pull); the
     # one of smaller robust loss is kept
-    fits = [_weighted_circle(inverse, n_tracks, n, fitted, u, v, x, y, sigma_fine, sigma_r,
+    fits = [_weighted_circle(inverse, n_tracks, fitted, u, v, x, y, sigma_fine, sigma_r,
                              *start)
             for start in ((a, b, radius), _three_point_start(inverse, n_tracks, u, v, x, y))]
     losses = [_robust_rss(inverse, n_tracks, u, v, x, y, sigma_fine, sigma_r, *fit)
@@ -318,6 +316,17 @@ def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarra
     sigma_zz = np.sqrt(sigma_z ** 2 + (sigma_r * cot[inverse]) ** 2 + 1e-6 ** 2)
     chi2, sq_xy, sq_z = _sums(inverse, n_tracks, (res_xy / sigma_xy) ** 2 + (res_z / sigma_zz)
                               ** 2, res_xy ** 2, res_z ** 2)
+    return _helix_fit(ids, n, radius, sense, d0, phi, z0, cot, chi2, sq_xy, sq_z, field)
+
+
+def _helix_fit(ids: np.ndarray, n: np.ndarray, radius: np.ndarray, sense: np.ndarray,
+               d0: np.ndarray, phi: np.ndarray, z0: np.ndarray, cot: np.ndarray,
+               chi2: np.ndarray, sq_xy: np.ndarray, sq_z: np.ndarray,
+               field: float) -> HelixFit:
+    """The :class:`HelixFit` of the per-track circle, line and residual sums (NaN parameters
+    for tracks of < 3 hits)."""
+    fitted = n >= 3
+    nn = np.maximum(n, 1.0)
     ndf = np.maximum(2 * n - 5, 1.0)
     pt = PT_PER_TESLA_MM * abs(field) * radius
     charge = -sense * np.sign(field if field != 0 else 1.0)

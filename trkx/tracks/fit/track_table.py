@@ -29,6 +29,15 @@ from trkx.tracks.fit.helix_fit import fit_helices
 from trkx.tracks.fit.short_inputs import CONTINUATION_MAX_HITS, beamline_pt, continuation
 
 
+def distinct_layers(track: np.ndarray, layer_key: np.ndarray, n_tracks: int) -> np.ndarray:
+    """Per track 0..n_tracks-1, the distinct layer keys (non-negative) of its hits."""
+    if len(track) == 0:
+        return np.zeros(n_tracks, np.int64)
+    span = int(layer_key.max()) + 1
+    pairs = np.unique(np.asarray(track, np.int64) * span + layer_key)
+    return np.bincount(pairs // span, minlength=n_tracks)
+
+
 def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
                 layer_id: np.ndarray, src: np.ndarray, dst: np.ndarray, score: np.ndarray,
                 ) -> pd.DataFrame:
@@ -44,8 +53,7 @@ def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
     n_tracks = len(ids)
 
     layer_key = volume_id * 1000 + np.asarray(layer_id, dtype=np.int64)
-    pairs = np.unique(np.stack([inverse, layer_key], axis=1), axis=0)
-    n_layers = np.bincount(pairs[:, 0], minlength=n_tracks)
+    n_layers = distinct_layers(inverse, layer_key, n_tracks)
 
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     score = np.asarray(score, dtype=np.float64)
@@ -80,9 +88,8 @@ def refit_rows(table: pd.DataFrame, labels: np.ndarray, x: np.ndarray, y: np.nda
     quality stay those the track was judged by."""
     chosen = np.isin(labels, track_ids)
     fit = fit_helices(np.where(chosen, labels, -1), x, y, z, layer // 1000)
-    pairs = np.unique(np.stack([labels[chosen], layer[chosen]], axis=1), axis=0)
-    n_layers = np.bincount(np.searchsorted(fit.track_id, pairs[:, 0]),
-                           minlength=len(fit.track_id))
+    n_layers = distinct_layers(np.searchsorted(fit.track_id, labels[chosen]),
+                               np.asarray(layer)[chosen], len(fit.track_id))
     fresh = fit.frame().assign(n_layers=n_layers, rms_xy=fit.rms_xy, rms_z=fit.rms_z)
     fresh["layer_repeats"] = fresh["n_hits"] - fresh["n_layers"]
     table = table.copy()

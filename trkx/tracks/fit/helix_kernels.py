@@ -1,0 +1,201 @@
+"""The helix fit of every track, compiled: ``helix_fit.fit_helices`` in one pass per track.
+
+:func:`fit_tracks` computes, per track, what ``helix_fit._fit_helices_numpy`` computes with
+numpy arrays over all tracks at once (the math is in trkx.tracks.fit.helix_fit's docstring):
+the algebraic circle on centred coordinates, its two starts (algebraic, and the circle through
+the innermost, middle and outermost hits) each refined by the weighted Gauss-Newton steps
+(trkx.tracks.fit.circle_kernels), the start of smaller robust loss, the straight line when its
+loss is smaller still, the turning sense, the closest approach and the line ``z = z0 + s
+cot(theta)`` with the chi2 sums. Every sum runs over the track's hits in their original order,
+as ``np.bincount`` does, and the per-hit arithmetic is the numpy version's operation for
+operation; the 3x3 solves are Gaussian elimination, not LAPACK's code, and numpy's vectorised
+transcendental functions may differ from the C library's in their last bits, so a fit can
+differ in its last digits (the tests compare both fits and the builders' tracks).
+
+Tracks are independent: the threads share them (``prange``), so the result does not depend on
+the thread count. On event 21001 the builder fits ~25 times (track tables, the swap, the
+extension rounds, the second pass); the numpy version spent 0.6 s there, mostly in temporaries.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from trkx.tracks.fit.circle_kernels import circle_steps, floor_max, group_by_track, solve3
+
+njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+#: Per-track outputs of :func:`fit_tracks`, the rows of its result.
+OUTPUTS = ("radius", "sense", "d0", "phi", "z0", "cot", "chi2", "sq_xy", "sq_z")
+
+
+@njit
+def _remainder(a: float, b: float) -> float:
+    """``a % b`` as numpy computes it for floats (the sign of ``b``)."""
+    mod = np.fmod(a, b)
+    if mod != 0.0:
+        if (b < 0) != (mod < 0):
+            mod += b
+    else:
+        mod = math.copysign(0.0, b)
+    return mod
+
+
+@njit
+def _by_radius(hits: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The track's hits sorted by transverse radius, ties in their original order (stable)."""
+    out = hits.copy()
+    for k in range(1, out.shape[0]):
+        i = out[k]
+        key = math.hypot(x[i], y[i])
+        j = k - 1
+        while j >= 0 and math.hypot(x[out[j]], y[out[j]]) > key:
+            out[j + 1] = out[j]
+            j -= 1
+        out[j + 1] = i
+    return out
+
+
+@njit
+def _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a, b, radius, pixel_sigma2,
+                 outlier_scale) -> float:
+    """``sum_i (sigma_0 / sigma_i)^2 log(1 + (e_i / c)^2)`` over the track's hits."""
+    total = 0.0
+    for k in range(hits.shape[0]):
+        i = hits[k]
+        du, dv = u[i] - a, v[i] - b
+        res = math.hypot(du, dv) - radius
+        dist = floor_max(math.hypot(du, dv), 1e-12)
+        hit_radius = floor_max(math.hypot(x[i], y[i]), 1e-12)
+        cos_beta = (du * x[i] + dv * y[i]) / (dist * hit_radius)
+        coarse = sigma_r[i] * cos_beta
+        sigma2 = sigma_fine[i] * sigma_fine[i] + coarse * coarse
+        weight = (pixel_sigma2 / sigma2) / (1.0 + 0.0)
+        scaled = res / outlier_scale
+        total += weight * math.log1p(scaled * scaled)
+    return total
+
+
+@njit
+def _three_point_start(ordered, u, v, max_radius) -> tuple[float, float, float]:
+    """The circle through the innermost, middle and outermost hits (``ordered`` by radius);
+    ``(0, max_radius, max_radius)`` where they are on a line or the track has < 3 hits."""
+    n = ordered.shape[0]
+    i1, i2, i3 = ordered[0], ordered[(n - 1) // 2], ordered[n - 1]
+    u1, v1, u2, v2, u3, v3 = u[i1], v[i1], u[i2], v[i2], u[i3], v[i3]
+    det = 2.0 * (u1 * (v2 - v3) + u2 * (v3 - v1) + u3 * (v1 - v2))
+    q1, q2, q3 = u1 * u1 + v1 * v1, u2 * u2 + v2 * v2, u3 * u3 + v3 * v3
+    a = (q1 * (v2 - v3) + q2 * (v3 - v1) + q3 * (v1 - v2)) / det
+    b = (q1 * (u3 - u2) + q2 * (u1 - u3) + q3 * (u2 - u1)) / det
+    radius = math.hypot(u1 - a, v1 - b)
+    if math.isfinite(radius) and radius <= max_radius and n >= 3:
+        return a, b, radius
+    return 0.0, max_radius, max_radius
+
+
+@numba.njit(cache=True, nogil=True, parallel=True, fastmath=False, error_model="numpy")
+def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
+               z: np.ndarray, sigma_fine: np.ndarray, sigma_z: np.ndarray,
+               sigma_r: np.ndarray, steps: int, pixel_sigma2: float, outlier_scale: float,
+               max_radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per track (``inverse``: each hit's track 0..n_tracks-1): its hit count and the rows of
+    :data:`OUTPUTS` ``[9, n_tracks]`` (module docstring)."""
+    order, starts = group_by_track(inverse, n_tracks)
+    counts = np.zeros(n_tracks)
+    out = np.full((len(OUTPUTS), n_tracks), np.nan)
+    u, v = np.empty_like(x), np.empty_like(y)
+    for t in numba.prange(n_tracks):
+        hits = order[starts[t]:starts[t + 1]]
+        n = float(hits.shape[0])
+        nn = max(n, 1.0)
+        counts[t] = n
+        fitted = n >= 3
+        # 1. circle: the algebraic fit on centred coordinates
+        sx = sy = 0.0
+        for i in hits:
+            sx += x[i]
+            sy += y[i]
+        mx, my = sx / nn, sy / nn
+        suu = svv = suv = suw = svw = sw = 0.0
+        for i in hits:
+            u[i], v[i] = x[i] - mx, y[i] - my
+            w = u[i] * u[i] + v[i] * v[i]
+            suu += u[i] * u[i]
+            svv += v[i] * v[i]
+            suv += u[i] * v[i]
+            suw += u[i] * w
+            svw += v[i] * w
+            sw += w
+        m = np.zeros((3, 3))
+        m[0, 0], m[0, 1], m[1, 0], m[1, 1], m[2, 2] = suu, suv, suv, svv, n
+        rhs, solution = np.empty(3), np.empty(3)
+        rhs[0], rhs[1], rhs[2] = -suw, -svw, -sw
+        solve3(m, rhs, solution)
+        a, b = -0.5 * solution[0], -0.5 * solution[1]
+        radius = math.sqrt(floor_max(a * a + b * b - solution[2], 0.0))
+        angle = 0.5 * math.atan2(2 * suv, suu - svv)
+        far_a, far_b = -math.sin(angle) * max_radius, math.cos(angle) * max_radius
+        if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(radius)
+                and radius <= max_radius):
+            a, b, radius = far_a, far_b, max_radius
+        # the two starts refined, the one of smaller robust loss kept
+        ordered = _by_radius(hits, x, y)
+        a1, b1, r1 = circle_steps(hits, u, v, x, y, sigma_fine, sigma_r, a, b, radius,
+                                  fitted, steps, pixel_sigma2, outlier_scale, max_radius)
+        a2, b2, r2 = _three_point_start(ordered, u, v, max_radius)
+        a2, b2, r2 = circle_steps(hits, u, v, x, y, sigma_fine, sigma_r, a2, b2, r2,
+                                  fitted, steps, pixel_sigma2, outlier_scale, max_radius)
+        loss1 = _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a1, b1, r1, pixel_sigma2,
+                             outlier_scale)
+        loss2 = _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a2, b2, r2, pixel_sigma2,
+                             outlier_scale)
+        a, b, radius = (a2, b2, r2) if loss2 < loss1 else (a1, b1, r1)
+        # a nearly straight track: the line through the hits' principal direction
+        if _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, far_a, far_b, max_radius,
+                        pixel_sigma2, outlier_scale) < _robust_loss(
+                hits, u, v, x, y, sigma_fine, sigma_r, a, b, radius, pixel_sigma2,
+                outlier_scale):
+            a, b, radius = far_a, far_b, max_radius
+        a, b = a + mx, b + my
+        # turning sense from the innermost to the outermost hit
+        first, last = ordered[0], ordered[ordered.shape[0] - 1]
+        cross = (x[first] - a) * (y[last] - b) - (y[first] - b) * (x[last] - a)
+        sense = 1.0 if cross >= 0 else -1.0
+        # closest approach to the beam line and the direction there
+        centre = math.hypot(a, b)
+        scale = 1.0 - radius / floor_max(centre, 1e-12)
+        p0x, p0y = a * scale, b * scale
+        tx, ty = -sense * (p0y - b) / radius, sense * (p0x - a) / radius
+        alpha0 = math.atan2(p0y - b, p0x - a)
+        # 2. the line z = z0 + s cot(theta) on the path length from the closest approach
+        ss = sz = s1 = z1 = 0.0
+        for i in hits:
+            turn = math.atan2(y[i] - b, x[i] - a) - alpha0
+            turn = _remainder(turn + np.pi, 2 * np.pi) - np.pi
+            s = sense * radius * turn
+            ss += s * s
+            sz += s * z[i]
+            s1 += s
+            z1 += z[i]
+        denominator = n * ss - s1 * s1
+        flat = abs(denominator) <= 1e-12 * floor_max(n * ss, 1e-300)
+        cot = 0.0 if flat else (n * sz - s1 * z1) / denominator
+        z0 = (z1 - cot * s1) / nn
+        chi2 = sq_xy = sq_z = 0.0
+        for i in hits:
+            du, dv = x[i] - a, y[i] - b
+            res_xy = math.hypot(du, dv) - radius
+            turn = math.atan2(dv, du) - alpha0
+            turn = _remainder(turn + np.pi, 2 * np.pi) - np.pi
+            res_z = z[i] - z0 - cot * (sense * radius * turn)
+            sigma_zz = math.sqrt(sigma_z[i] * sigma_z[i] + (sigma_r[i] * cot) * (sigma_r[i] * cot)
+                                 + 1e-6 ** 2)
+            chi2 += (res_xy / sigma_fine[i]) ** 2 + (res_z / sigma_zz) ** 2
+            sq_xy += res_xy * res_xy
+            sq_z += res_z * res_z
+        out[0, t], out[1, t], out[2, t] = radius, sense, tx * p0y - ty * p0x
+        out[3, t], out[4, t], out[5, t] = math.atan2(ty, tx), z0, cot
+        out[6, t], out[7, t], out[8, t] = chi2, sq_xy, sq_z
+    return counts, out
