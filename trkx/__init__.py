@@ -1,3 +1,3 @@
 """trkx: GNN particle-track reconstruction for TrackML-format events."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
