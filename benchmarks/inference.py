@@ -23,7 +23,7 @@ FLOPs / seconds / GEMM rate); ``bf16_efficiency_delta`` per stage and ``bf16_kee
 (within 0.002); ``peak_memory_gb``; ``throughput_events_per_second`` of the batch engine
 (``trkx.pipeline.batch.infer_events``, ``--workers``); ``help_seconds`` of ``trkx --help``.
 
-``--sets PREFIX``, the cells path's cost (issue 47): the cells set on the event with its cells
+``--sets PREFIX``, the cells path's cost: the cells set on the event with its cells
 and the hits-only set on its hits, alternating ``--repeats`` times in this process; per set the
 median seconds per stage and rooflines, ``ratio`` = cells / hits-only median seconds per event
 (target <= 1.2), ``pass_ratios`` per pair of neighbouring passes (the machine's noise), and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A training recipe end to end in one call on a GPU machine (issue 58's retrain):
+# A training recipe end to end in one call on a GPU machine:
 #
 #   bash scripts/gpu_retrain.sh [RECIPE] [WORKDIR]     # default configs/pu200_cells_wide.yaml
 #

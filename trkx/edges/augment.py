@@ -13,7 +13,7 @@ layers do not move with the hits: an endcap hit lands off its disk by ``dz``, wh
 inputs see; the edge inputs, which the classifier leans on, do not.) Only the inputs move; the
 filter's scores, the labels and the truth stay as they were, so a GNN moved alone still reads
 the filter's view of where tracks start in its ``filter_score`` input: moving the filter's
-training events too is what removes that prior from both (docs/levers.md, fifteenth session).
+training events too is what removes that prior from both (docs/levers.md).
 The clusters' shapes (the cell features) give the track's direction, which a shift keeps.
 
 ``dz`` is drawn per training step from a normal distribution of width ``sigma`` (mm) by

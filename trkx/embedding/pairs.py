@@ -15,7 +15,7 @@ distance ``d2 = |e_i - e_j|^2`` and margin ``m``, the loss is
 where ``w_ij = signal_weight`` for pairs of signal hits of one particle (times
 ``secondary_weight`` when that particle was produced beyond ``PROMPT_RADIUS`` = 1 mm from the
 beam axis: the secondaries, 7% of the signal, whose pairs an unweighted loss leaves far
-apart, issue 46) and 1 otherwise: positives are pulled together, negatives pushed out of the
+apart) and 1 otherwise: positives are pulled together, negatives pushed out of the
 margin ball.
 """
 

@@ -20,7 +20,7 @@ are torch operations on the float64 hits (the same values, rounded once), return
 view of a feature-major [F, E] tensor: each column is
 computed and written whole (contiguous), where an [E, F] row-major table would be written with
 stride F for every column (``torch.cat(dim=1)`` of 29 narrow columns cost as much as the
-filter's first layer, issue 47). The network reads either layout.
+filter's first layer). The network reads either layout.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ memory) and minimises the weighted binary cross-entropy
           pos_weight if t_e and not signal(e), 1 otherwise,
 
 where r(e) is the production radius of the particle of the edge's first hit (the secondaries,
-7% of the signal, are otherwise learned as rarely as they occur: issue 46; 1: off). With
+7% of the signal, are otherwise learned as rarely as they occur; 1: off). With
 ``z_shift_sigma`` each training event is first moved along the beam by dz ~ N(0, sigma^2) mm
 (trkx.edges.augment), so the filter does not learn the luminous region's extent as a prior.
 Trained with AdamW and a linear warm-up + cosine learning-rate schedule in steps

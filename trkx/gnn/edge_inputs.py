@@ -16,7 +16,7 @@ MLP on differences would have to learn as a division. The agreement says how wel
 continuation of the edge at each of its hits shares its z0 and turning rate (the triplet cue,
 which a summed aggregation over mostly fake neighbours dilutes). The along-track agreement says
 the same in terms that do not assume the beam line (the dip and the three-hit curvature), so a
-secondary's edges, which z0 and phislope mark as fakes, can agree (issue 46, docs/levers.md).
+secondary's edges, which z0 and phislope mark as fakes, can agree (docs/levers.md).
 With ``edge_features = 0`` the model sees node features only.
 """
 

@@ -1,6 +1,6 @@
 """The committed training state of a recipe: what lets a long training continue on a fresh clone.
 
-A training that spans many sessions (issue 30: the pile-up-200 models) keeps, in the repository,
+A training that runs in many stretches (the pile-up-200 models) keeps, in the repository,
 the resumable state of each stage's Lightning run folder ``W/checkpoints/STAGE.run``:
 
     STATE/STAGE/last.ckpt      weights, optimiser, schedule, step, loop and callback state

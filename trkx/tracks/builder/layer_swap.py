@@ -6,7 +6,7 @@ vertex crosses the innermost pixel layer near a track, the walk can take its hit
 track's own hit on that layer is left alone: the extension (trkx.tracks.builder.extension)
 gives a track at most one hit per layer it lacks, so it cannot mend it. Counted on the pixel
 hits (the anchors' count, a real event's pixel truth) such a particle is lost: its track's
-pixel part is half another particle's (thirty-second session, docs/levers.md: 18 of the 33
+pixel part is half another particle's (docs/levers.md: 18 of the 33
 lost 3-pixel-layer particles with a strip track of the realistic test events).
 
 For a track ``t`` of >= ``min_hits`` hits and a layer ``L`` of ``volumes`` on which it holds
@@ -25,7 +25,7 @@ trkx.tracks.fit.helix_fit), the swap is made when
 
     chi2_ratio * chi2((t \\ H) + l) < chi2(t).
 
-Measured on the truth of 3 realistic test events (``runs/s32/swap.py`` of that session):
+Measured on the truth of 3 realistic test events (docs/levers.md):
 candidates by the windows alone swap to the particle's own hit 26 times and away from it 38
 times; with the refit at ``chi2_ratio`` 2, 20 times and 3 times.
 

@@ -27,7 +27,7 @@ whose added fakes stay within ``budget`` times the first pass's tracks of >= 3 h
 built, so that the real low-pT tracks it also adds cannot buy fakes by swelling the
 denominator of the fake rate.
 
-Measured (twenty-third session, docs/levers.md): on the shipped cells set's 10 realistic test
+Measured (docs/levers.md): on the shipped cells set's 10 realistic test
 events the hits left alone hold 140 of the 5,423 prompt and 297 of the 382 secondary signal
 particles of 5 events lost by the first pass; walked again at ``c_2 = 0.5`` with a model fitted
 on 8 other events, ``kappa_2 = 0.5`` finds 69 more signal particles for 42 more fakes.

@@ -11,7 +11,7 @@ and ``purity_pid`` counts as true any edge joining two hits of one particle (``y
 are binomial standard errors.
 
 Where the record holds the hits' ``production_radius``, both populations get their own figures
-(issue 46: the secondaries, made beyond ``PROMPT_RADIUS`` = 1 mm, are lost where the prompt
+(the secondaries, made beyond ``PROMPT_RADIUS`` = 1 mm, are lost where the prompt
 particles are not): the edge efficiency over each population's signal truth edges
 (``efficiency_prompt``, ``efficiency_secondary``), and the share of each population's signal
 particles (MetricCuts) that the kept edges leave findable (trkx.tracks.evaluate.findable: the

@@ -29,13 +29,13 @@ from: the short-track model reads :data:`SHORT_FEATURES`, the inputs above and t
 threshold is real but not wanted), and what it knows beyond its own fit (trkx.tracks.
 short_inputs): the pT of its circle through the beam line (clipped at 5 GeV; a 3-hit arc's own
 pT is loose) and ``log(1 + n)`` of the layers where its helix goes on into hits not its own,
-ahead of it and behind it (a piece's particle goes on; twenty-second session: at the same fakes
+ahead of it and behind it (a piece's particle goes on: at the same fakes
 717 signal short tracks kept against 664 on the validation events, two-fold by event). A
 working point from before those inputs keeps its model of :data:`LEGACY_SHORT_FEATURES`.
 Fitted by the same regression to the candidates of 3 hits
 up to the longest minimum length, those that find a signal particle against the fakes
 (trkx.tracks.tune.tuning), kept under the keys ``short_quality_*``; the builder keeps a
-short candidate when its ``q_t >= short_quality_cut`` (docs/levers.md, fourteenth session).
+short candidate when its ``q_t >= short_quality_cut`` (docs/levers.md).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ import pandas as pd
 
 FEATURES: tuple[str, ...] = ("n_hits", "n_layers", "layer_repeats", "logit_mean_score",
                              "logit_min_score", "leaving", "log_pt", "abs_eta")
-#: The short-track model's inputs until the twenty-second session: FEATURES, then where the
-#: track comes from and its pT (the models of working points from before then).
+#: The short-track model's first inputs: FEATURES, then where the track comes from and its pT
+#: (the models of earlier working points).
 LEGACY_SHORT_FEATURES: tuple[str, ...] = (*FEATURES, "log_abs_d0", "clipped_pt")
 #: The short-track model's inputs: LEGACY_SHORT_FEATURES, the beam-line pT and the continuation.
 SHORT_FEATURES: tuple[str, ...] = (*LEGACY_SHORT_FEATURES, "clipped_pt_beamline", "log_ahead",

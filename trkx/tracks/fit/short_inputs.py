@@ -2,7 +2,7 @@
 its helix goes on into hits that are not its own.
 
 Most candidates of 3-7 hits are pure pieces of longer particles below the signal threshold
-(twenty-first session: 1,309 of 1,520 3-hit candidates of the validation events, 92% below
+(1,309 of 1,520 3-hit candidates of the validation events, 92% below
 1 GeV), which every input of the track itself calls real. Two inputs tell them apart:
 
 - **The beam-line pT.** A 3-hit arc is short (in an endcap its hits lie a few cm apart in
@@ -27,7 +27,7 @@ Most candidates of 3-7 hits are pure pieces of longer particles below the signal
 On the shipped cells set's 8 validation events (candidates of 3-7 hits at the walk cut,
 two-fold by event, the anchors' count), at the fakes the short-track model keeps today (443),
 these inputs keep 717 signal short tracks against 664 (3 hits: 51 against 26):
-docs/levers.md, twenty-second session. The continuation is counted only for tracks of fewer
+docs/levers.md. The continuation is counted only for tracks of fewer
 than :data:`CONTINUATION_MAX_HITS` hits (the short-track model's candidates: the tuner's
 longest length), 0 for longer ones. Deterministic; vectorised over tracks (one KD-tree query
 of the sampled helix points against the hits).

@@ -282,8 +282,8 @@ def _short_model(pooled: pd.DataFrame, table: pd.DataFrame, longest: int) -> Qua
     """The short-track model fitted to the candidates of 3 to ``longest - 1`` hits: those that
     find a signal particle against the fakes (None when either is missing). A matched
     candidate of a particle outside the signal neither finds nor fakes, so it is left out: as a
-    positive it taught the model that short pieces of low-pT particles are wanted (twenty-first
-    session: at the same fakes, 372 -> 408 of 440 signal short tracks kept, two-fold by event)."""
+    positive it taught the model that short pieces of low-pT particles are wanted (at the
+    same fakes, 372 -> 408 of 440 signal short tracks kept, two-fold by event)."""
     n_hits = pooled["n_hits"].to_numpy()
     matched = table["matched"].to_numpy(bool)
     finds = table["signal_pid"].to_numpy() != 0
