@@ -152,7 +152,10 @@ def test_cuts_select_signal_particles():
     assert summary(truth, tracks)["n_signal_particles"] == 2       # C has 2 hits < 3
     assert summary(truth, tracks, max_eta=2.5)["n_signal_particles"] == 1
     assert summary(truth, tracks, pt_min=1.8)["n_signal_particles"] == 1
-    assert summary(truth, tracks, min_hits=2, min_track_hits=2)["n_signal_particles"] == 3
+    # C's 2 hits lie on 2 layers: no curvature, no signal unless the layer count is dropped
+    assert summary(truth, tracks, min_hits=2, min_track_hits=2)["n_signal_particles"] == 2
+    assert summary(truth, tracks, min_hits=2, min_track_hits=2,
+                   min_layers=0)["n_signal_particles"] == 3
 
 
 def test_duplicates_pool_over_events():
@@ -222,7 +225,8 @@ def test_edge_metrics_split_prompt_and_secondary():
                   scores=torch.tensor([0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]),
                   production_radius=torch.tensor([0.01] * 4 + [40.0] * 4 + [0.01] * 3),
                   pt=torch.tensor([2.0] * 8 + [0.5] * 3), eta=torch.zeros(n),
-                  nhits=torch.tensor([4] * 8 + [3] * 3))
+                  nhits=torch.tensor([4] * 8 + [3] * 3), volume_id=torch.full((n,), 8),
+                  layer_id=torch.tensor([2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6]))
     record.num_nodes = n
     metrics = edge_metrics(record, cut=0.5)
     assert (metrics["n_signal_truth_edges_prompt"], metrics["n_signal_kept_prompt"]) == (3, 3)

@@ -106,7 +106,8 @@ def split_record(cut_after: int, n: int = 10) -> Record:
     y = torch.tensor([1] * len(chain) + [0])
     record = Record(edge_index=edges, y=y, y_pid=torch.ones(len(chain) + 1, dtype=torch.long),
                   particle_id=torch.full((n,), 5), pt=torch.full((n,), 2.0),
-                  eta=torch.zeros(n), nhits=torch.full((n,), n))
+                  eta=torch.zeros(n), nhits=torch.full((n,), n), volume_id=torch.full((n,), 8),
+                  layer_id=2 * torch.arange(1, n + 1))
     record.num_nodes = n
     return record
 

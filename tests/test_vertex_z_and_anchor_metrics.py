@@ -62,7 +62,12 @@ def test_short_particles_on_two_layers_are_counted_apart():
     layer = [PIXEL + 2, PIXEL + 4, PIXEL + 6, PIXEL + 2, PIXEL + 2, PIXEL + 4]
     truth = hand_truth(pid, layer=layer, vertex_z=np.full(6, 5.0),
                        production_radius=np.zeros(6))
-    summary = event_summary(evaluate_event(truth, tracks_of([1, 1, 1, 7, 8, 9])))
+    # trkx's default signal needs 3 layers: particle 2 is none of it
+    assert event_summary(evaluate_event(truth, tracks_of([1, 1, 1, 7, 8, 9])))[
+        "n_signal_prompt_near_hits_3"] == 1
+    # counted without the layer condition, the particles on <= 2 layers are split off
+    summary = event_summary(evaluate_event(truth, tracks_of([1, 1, 1, 7, 8, 9]),
+                                           MetricCuts(min_layers=0)))
     assert summary["n_signal_prompt_near_hits_3"] == 2
     assert summary["efficiency_prompt_near_hits_3"] == 0.5
     assert summary["n_signal_prompt_near_hits_3_few_layers"] == 1

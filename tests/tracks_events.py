@@ -44,11 +44,17 @@ def broken_after_third_hit(record):
 def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1,
                production_radius=None, vertex_z=None, layer=None) -> EventTruth:
     """Per-hit truth for hits 1..N of the given particles (nhits computed, weight 1 except
-    noise 0 unless given; production radius, vertex z and layers unknown unless given)."""
+    noise 0 unless given; production radius and vertex z unknown unless given; each hit of a
+    particle on a pixel barrel layer of its own unless ``layer`` is given)."""
     particle_id = np.asarray(particle_id, dtype=np.int64)
     n = len(particle_id)
     _, inverse, counts = np.unique(particle_id, return_inverse=True, return_counts=True)
     nhits = np.where(particle_id != 0, counts[inverse], 0)
+    if layer is None:       # the k-th hit of its particle on layer 2 (k + 1) of volume 8
+        order = np.argsort(inverse, kind="stable")
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n) - np.repeat(np.cumsum(counts) - counts, counts)
+        layer = 8000 + 2 * (rank + 1)
     return EventTruth(
         event_id=event_id,
         hit_id=np.arange(1, n + 1, dtype=np.int64),
@@ -61,5 +67,5 @@ def hand_truth(particle_id, pt=None, eta=None, weight=None, event_id: int = 1,
         production_radius=(None if production_radius is None
                            else np.asarray(production_radius, float)),
         vertex_z=None if vertex_z is None else np.asarray(vertex_z, float),
-        layer=None if layer is None else np.asarray(layer, np.int64),
+        layer=np.asarray(layer, np.int64),
     )

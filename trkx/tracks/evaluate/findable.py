@@ -1,7 +1,8 @@
 """Which signal particles a graph still holds: the track builder's ceiling on that graph.
 
 A signal particle ``p`` (:class:`~trkx.tracks.evaluate.metrics.MetricCuts`: ``pT >= pt_min``,
-``>= min_hits`` hits, ``|eta| <= max_eta`` when set) with ``n_p`` hits is *findable* in a graph
+``>= min_hits`` hits on ``>= min_layers`` distinct layers, ``|eta| <= max_eta`` when set)
+with ``n_p`` hits is *findable* in a graph
 ``G`` when its hits joined by ``G``'s true edges of ``p`` form one connected piece that a
 double-majority match accepts:
 
@@ -23,7 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from trkx.arrays import as_numpy
+from trkx.data.truth import layer_key
 from trkx.tracks.builder.components import component_labels
+from trkx.tracks.evaluate.event_truth import distinct_layers
 from trkx.tracks.evaluate.metrics import MetricCuts
 
 
@@ -40,8 +43,18 @@ def findable_particles(record, cuts: MetricCuts | None = None,
     own = true & (pid[src] == pid[dst]) & (pid[src] != 0)
     component = component_labels(n, src[own], dst[own])
     nhits = as_numpy(record.nhits).astype(np.int64)
+    n_layers = None
+    if cuts.min_layers:
+        if getattr(record, "volume_id", None) is None or getattr(record, "layer_id", None) is None:
+            raise ValueError("min_layers needs the hits' detector layers (volume_id, layer_id)")
+        layer = layer_key(as_numpy(record.volume_id), as_numpy(record.layer_id))
+        pids = np.unique(pid[pid != 0])
+        per_particle = distinct_layers(pid[pid != 0], layer[pid != 0], pids)
+        n_layers = np.zeros(n, dtype=np.int64)
+        n_layers[pid != 0] = per_particle[np.searchsorted(pids, pid[pid != 0])]
     signal_hit = (pid != 0) & cuts.signal(as_numpy(record.pt).astype(np.float64),
-                                          as_numpy(record.eta).astype(np.float64), nhits)
+                                          as_numpy(record.eta).astype(np.float64), nhits,
+                                          n_layers)
     hits = np.flatnonzero(signal_hit)
     particles, first = np.unique(pid[hits], return_index=True)
     if len(particles) == 0:

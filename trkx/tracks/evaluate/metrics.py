@@ -3,7 +3,8 @@
 With the matching of :mod:`trkx.tracks.evaluate.matching` and the cuts of :class:`MetricCuts`:
 
 - signal particles: ``pT >= pt_min``, ``|eta| <= max_eta`` (when set), ``>= min_hits`` hits,
-  hits on ``>= min_layers`` distinct detector layers (when set);
+  hits on ``>= min_layers`` distinct detector layers (3 by default: a particle whose hits lie
+  on fewer layers has no curvature to measure; 0 drops the condition);
 - candidate tracks: tracks with ``>= min_track_hits`` hits (only these are matched);
 - efficiency = signal particles matched by >= 1 candidate track / signal particles;
 - fake rate = candidate tracks matching no particle / candidate tracks;
@@ -84,7 +85,9 @@ class MetricCuts:
     min_hits: int = SignalCuts.min_hits
     min_track_hits: int = 3
     matching: str = "double_majority"
-    min_layers: int = 0       # distinct detector layers a signal particle's hits need (0: none)
+    #: distinct detector layers a signal particle's hits need: 3, a curvature to measure (the
+    #: published definitions count >= 3 pixel layers); 0 counts every particle of >= min_hits
+    min_layers: int = 3
 
     def __post_init__(self) -> None:
         if self.matching not in MATCHINGS:
