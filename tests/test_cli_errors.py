@@ -28,7 +28,7 @@ def error_line(capsys: pytest.CaptureFixture) -> str:
     err = capsys.readouterr().err.replace("\r", "\n")
     lines = [line for line in err.splitlines()
              if line.strip() and not line.startswith("trkx: warning") and "it/s]" not in line
-             and "s/it]" not in line]
+             and "s/it]" not in line and "event/s]" not in line and "s/event]" not in line]
     assert len(lines) == 1, lines
     return lines[0]
 

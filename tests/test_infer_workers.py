@@ -117,3 +117,20 @@ def test_events_with_truth_are_evaluated_with_the_checkpoints_working_point(
     assert infer(tiny_run, workdir / "data" / "test", out, "--threads", "1") == 0
     metrics = json.loads((out / "evaluate" / "metrics.json").read_text())
     assert (metrics["overall"]["n_events"], metrics["overall"]["n_hits"]) == (1, 654)
+
+
+def test_a_killed_runs_temporary_files_are_removed(tiny_run: tuple[Path, Path], events: Path,
+                                                   tmp_path: Path, threads) -> None:
+    """A run killed while writing leaves atomic_write's temporaries; the next run into the
+    same folder removes them, and writes each event's parameters before its tracks."""
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = [out / ".event000000001-tracks.csv.k1ll3d.tmp",
+             out / ".event000000001-parameters.csv.k1ll3d.tmp"]
+    for path in stale:
+        path.write_text("event_id,hit_id,track_id\n1,1,")
+    assert infer(tiny_run, events, out, "--threads", "1", "--n-events", "1") == 0
+    assert not any(path.exists() for path in stale)
+    tracks = next(out.glob("event*-tracks.csv"))
+    parameters = tracks.with_name(tracks.name.replace("-tracks", "-parameters"))
+    assert parameters.stat().st_mtime_ns <= tracks.stat().st_mtime_ns

@@ -122,6 +122,17 @@ def test_nan_coordinates_are_rejected(tmp_path: Path) -> None:
         read_part(path, "hits")
 
 
+def test_hits_far_beyond_a_detector_or_none_are_named(tmp_path: Path) -> None:
+    path = _write_text(tmp_path / "event000000001-hits.csv.gz",
+                       GOOD_HITS.replace("-73.309", "1e30"))
+    with pytest.raises(TrackMLFormatError,
+                       match=r"x = 1e\+30 mm at line 3 lies beyond any detector"):
+        read_part(path, "hits")
+    path = _write_text(tmp_path / "event000000002-hits.csv.gz", GOOD_HITS.splitlines()[0] + "\n")
+    with pytest.raises(TrackMLFormatError, match=r"no hits \(the file holds its header only\)"):
+        read_part(path, "hits")
+
+
 def test_duplicate_hit_id(tmp_path: Path) -> None:
     path = _write_text(tmp_path / "event000000001-hits.csv.gz",
                        GOOD_HITS.replace("\n2,", "\n1,"))

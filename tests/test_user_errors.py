@@ -245,3 +245,31 @@ def test_a_builder_key_set_outside_its_section_is_refused(tmp_path: Path, capsys
     line = error_line(capsys)
     assert "unknown key(s) extend_window_xy" in line and "builder.KEY=VALUE" in line
     assert not (tmp_path / "tracks").exists()
+
+
+HITS_HEADER = "hit_id,x,y,z,volume_id,layer_id,module_id\n"
+
+
+@pytest.mark.parametrize("rows, message", [
+    ("1,-69.2717,-0.812497,-1502.5,7,2,1\n2,1e30,-8.30235,-1502.5,7,2,1\n",
+     "event000000001-hits.csv: x = 1e+30 mm at line 3 lies beyond any detector"),
+    ("", "event000000001-hits.csv: no hits (the file holds its header only)"),
+])
+def test_a_hits_file_no_detector_made_is_one_line(tmp_path: Path, capsys, rows: str,
+                                                  message: str) -> None:
+    events, out = tmp_path / "events", tmp_path / "out"
+    events.mkdir()
+    (events / "event000000001-hits.csv").write_text(HITS_HEADER + rows)
+    assert main(["infer", "--events", str(events), "--out", str(out)]) == 2
+    assert message in error_line(capsys)
+    assert not out.exists()
+
+
+def test_an_out_folder_that_cannot_be_made_is_named_before_the_work(tmp_path: Path,
+                                                                    sample_prefix: Path,
+                                                                    capsys) -> None:
+    (tmp_path / "a_file").write_text("not a folder\n")
+    assert main(["infer", "--events", str(sample_prefix.parent), "--out",
+                 str(tmp_path / "a_file" / "out")]) == 2
+    line = error_line(capsys)
+    assert "a_file/out: cannot be made a folder (its parent" in line and "(--out)" in line

@@ -69,7 +69,8 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from trkx.pipeline.preflight import check_infer_inputs
 
-    check_infer_inputs(args.events, args.out, args.config, args.checkpoints, args.workers)
+    check_infer_inputs(args.events, args.out, args.config, args.checkpoints, args.workers,
+                       args.graphs)
     from trkx.runtime.device import resolve_device
 
     device = resolve_device(args.device, "--device")   # `--device cuda` without CUDA: here

@@ -26,6 +26,22 @@ def require_folder(path: str | os.PathLike, key: str, what: str = "folder") -> P
     return path
 
 
+def require_writable_folder(path: str | os.PathLike, key: str) -> Path:
+    """``path`` as a Path, a folder that exists or can be made (its nearest existing ancestor a
+    writable folder), checked without making it; NotADirectoryError or PermissionError naming
+    ``key`` otherwise."""
+    path = Path(path)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "" if existing == path else f" (its parent {existing} is a file)"
+        raise NotADirectoryError(f"{path}: cannot be made a folder{where} ({key})")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(f"{path}: cannot be written ({existing} is not writable; {key})")
+    return path
+
+
 def has_part(prefix: str, part: str) -> bool:
     return any(Path(f"{prefix}-{part}.csv{gz}").is_file() for gz in ("", ".gz"))
 

@@ -68,6 +68,9 @@ NAN_FORBIDDEN: dict[str, tuple[str, ...]] = {
     "truth": ("tx", "ty", "tz", "weight"),
 }
 
+#: mm: a hit coordinate beyond this is no detector's (TrackML's: r < 1.1 m, |z| < 3 m).
+MAX_HIT_COORDINATE_MM = 100_000.0
+
 #: Columns whose values must be unique within one file.
 UNIQUE_KEYS: dict[str, str | None] = {
     "hits": "hit_id",

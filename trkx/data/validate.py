@@ -13,7 +13,13 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from trkx.data.schema import NAN_FORBIDDEN, OPTIONAL_COLUMNS, SCHEMAS, UNIQUE_KEYS
+from trkx.data.schema import (
+    MAX_HIT_COORDINATE_MM,
+    NAN_FORBIDDEN,
+    OPTIONAL_COLUMNS,
+    SCHEMAS,
+    UNIQUE_KEYS,
+)
 from trkx.files.errors import TrackMLFormatError
 
 
@@ -57,7 +63,8 @@ def validate_part(frame: pd.DataFrame, part: str, label: str) -> pd.DataFrame:
     """Check one table and return it with the schema's dtypes (columns in schema order).
 
     Checks: required columns present (with a spelling hint), numeric values, no NaN in
-    positions and weights, integers in integer columns, unique ids.
+    positions and weights, integers in integer columns, unique ids; a hits table has rows and
+    its coordinates lie within a detector's reach.
     """
     if part not in SCHEMAS:
         raise ValueError(f"unknown event part {part!r}")
@@ -93,6 +100,8 @@ def validate_part(frame: pd.DataFrame, part: str, label: str) -> pd.DataFrame:
                 f"{label}: non-finite value {result[column].iloc[row]!r} in column "
                 f"{column!r} at line {_line(row)}"
             )
+    if part == "hits":
+        _check_hit_positions(result, label)
     key = UNIQUE_KEYS[part]
     if key is not None:
         duplicated = result[key].duplicated().to_numpy()
@@ -102,6 +111,19 @@ def validate_part(frame: pd.DataFrame, part: str, label: str) -> pd.DataFrame:
                 f"{label}: duplicate {key} {int(result[key].iloc[row])} at line {_line(row)}"
             )
     return result
+
+
+def _check_hit_positions(hits: pd.DataFrame, label: str) -> None:
+    """A hits table has rows, and every coordinate within :data:`MAX_HIT_COORDINATE_MM`."""
+    if len(hits) == 0:
+        raise TrackMLFormatError(f"{label}: no hits (the file holds its header only)")
+    for column in ("x", "y", "z"):
+        far = np.abs(hits[column].to_numpy()) > MAX_HIT_COORDINATE_MM
+        if far.any():
+            row = int(np.flatnonzero(far)[0])
+            raise TrackMLFormatError(
+                f"{label}: {column} = {float(hits[column].iloc[row]):g} mm at line {_line(row)} lies "
+                f"beyond any detector (|{column}| <= {MAX_HIT_COORDINATE_MM:g} mm)")
 
 
 def _unknown_reference(ids: np.ndarray, known: np.ndarray) -> int | None:

@@ -107,10 +107,12 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     event = reconstruct_event(pipeline, detector, prefix, graphs_with_truth=out.graphs
                               is not None)
     start = time.perf_counter()
-    path = atomic_write(out.tracks / tracks_file_name(event.event_id),
-                        lambda tmp: event.tracks.to_csv(tmp, index=False))
+    # the parameters first: an event interrupted between the two has no tracks file, the one
+    # every reader (trkx evaluate, trkx score) takes as the event's result
     atomic_write(out.tracks / parameters_file_name(event.event_id),
                  lambda tmp: event.parameters.to_csv(tmp, index=False))
+    path = atomic_write(out.tracks / tracks_file_name(event.event_id),
+                        lambda tmp: event.tracks.to_csv(tmp, index=False))
     seconds = {**event.seconds, "write": time.perf_counter() - start}
     if out.graphs is not None:
         for stage, graph in event.graphs.items():
@@ -187,11 +189,7 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
                 bar.update(1)
             end = time.monotonic()
     except BaseException:   # atomic_write's temporary files: tracks, parameters, graphs
-        folders = [out.tracks] + ([out.graphs / stage for stage in STAGES]
-                                  if out.graphs is not None else [])
-        for folder in folders:
-            for tmp in folder.glob(".event*.tmp"):
-                tmp.unlink(missing_ok=True)
+        remove_temporaries(out)
         raise
     start = min(item[1] for item in done.values())
     peaks: dict[int, float] = {}
@@ -201,6 +199,19 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
             max(item[2] for item in done.values()), sum(peaks.values()))
 
 
+def remove_temporaries(out: Outputs) -> int:
+    """Remove the temporary files of atomic writes (``.event*.tmp``) from the output folders:
+    those of workers stopped by an error, or of an earlier run that was killed; how many."""
+    folders = [out.tracks] + ([out.graphs / stage for stage in STAGES]
+                              if out.graphs is not None else [])
+    removed = 0
+    for folder in folders:
+        for tmp in folder.glob(".event*.tmp"):
+            tmp.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
                  overrides: tuple[str, ...], device: torch.device, workers: int,
                  progress: bool = True) -> BatchResult:
@@ -208,7 +219,8 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
     events); the results in ``prefixes``' order. Before any event runs, every set is loaded here
     (when its events run in this process) or its checkpoints verified (when workers load it):
     each checkpoint is read once per process, and a bad file fails before the first event.
-    Files of other events left in the output folders by an earlier run are removed."""
+    Files of other events left in the output folders by an earlier run are removed, and the
+    temporary files of a run that was killed."""
     from tqdm import tqdm
 
     from trkx.data.listing import remove_stale
@@ -227,6 +239,7 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
         else:
             check_checkpoints(checkpoint_paths(group.checkpoints))
             plans.append((group, source, n, None))
+    remove_temporaries(out)         # a killed run's half-written files
     by_prefix: dict[str, EventResult] = {}
     wall, threads, used, workers_memory = 0.0, 1, 1, 0.0
     with tqdm(total=len(prefixes), desc="trkx infer", unit="event", disable=not progress) as bar:

@@ -78,12 +78,13 @@ def embedding_uses_cells(raw: Mapping[str, Any], base: Path) -> bool:
 
 
 def check_infer_inputs(events: Path | None, out: Path | None, config: Path | None,
-                       checkpoints: Path | None, workers: int) -> None:
+                       checkpoints: Path | None, workers: int,
+                       graphs: Path | None = None) -> None:
     """Whole-pipeline ``trkx infer``: --events and --out are given, --config and
-    --checkpoints both or neither, --workers >= 1; --events holds TrackML events and
-    --checkpoints is a folder."""
+    --checkpoints both or neither, --workers >= 1; --events holds TrackML events,
+    --checkpoints is a folder, --out (and --graphs) can be written."""
     from trkx.config import ConfigError
-    from trkx.data.folders import require_folder, require_trackml_events
+    from trkx.data.folders import require_folder, require_trackml_events, require_writable_folder
 
     missing = [name for name, value in (("--events", events), ("--out", out)) if value is None]
     if missing:
@@ -101,6 +102,9 @@ def check_infer_inputs(events: Path | None, out: Path | None, config: Path | Non
         require_trackml_events(events, "--events")
     if checkpoints is not None:
         require_folder(checkpoints, "--checkpoints", "checkpoints folder")
+    for folder, key in ((out, "--out"), (graphs, "--graphs")):
+        if folder is not None:
+            require_writable_folder(folder, key)
 
 
 def check_checkpoints(paths: Mapping[str, Path]) -> None:
