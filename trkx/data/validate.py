@@ -121,9 +121,10 @@ def _check_hit_positions(hits: pd.DataFrame, label: str) -> None:
         far = np.abs(hits[column].to_numpy()) > MAX_HIT_COORDINATE_MM
         if far.any():
             row = int(np.flatnonzero(far)[0])
+            value = float(hits[column].iloc[row])
             raise TrackMLFormatError(
-                f"{label}: {column} = {float(hits[column].iloc[row]):g} mm at line {_line(row)} lies "
-                f"beyond any detector (|{column}| <= {MAX_HIT_COORDINATE_MM:g} mm)")
+                f"{label}: {column} = {value:g} mm at line {_line(row)} lies beyond any "
+                f"detector (|{column}| <= {MAX_HIT_COORDINATE_MM:g} mm)")
 
 
 def _unknown_reference(ids: np.ndarray, known: np.ndarray) -> int | None:
