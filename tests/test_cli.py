@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -19,6 +20,8 @@ def test_info_prints_the_counts(sample_prefix: Path, capsys: pytest.CaptureFixtu
     assert "hits                    5,527" in out
     assert "cells                  18,564" in out
     assert "particles                 548  (468 with hits" in out
+    # the count `trkx infer` evaluates: of the 56 above 1 GeV, 54 have >= 3 hits on >= 3 layers
+    assert "signal particles           54  (trkx's count" in out
     assert "noise fraction         15.00%" in out
     assert "pixel barrel                1,337" in out
 
@@ -34,6 +37,23 @@ def test_score_prints_the_score_last(tmp_path: Path, sample_prefix: Path,
     pd.DataFrame({"hit_id": truth["hit_id"], "track_id": 0}).to_csv(path, index=False)
     assert main(["score", str(path), str(sample_prefix)]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "score 0.000000000"
+
+
+def test_score_names_the_missing_submission_first_and_counts_track_ids(
+        tmp_path: Path, sample_prefix: Path, capsys: pytest.CaptureFixture) -> None:
+    missing = tmp_path / "none" / "event000000001-tracks.csv"
+    assert main(["score", str(missing), str(tmp_path / "event000000009")]) == 2
+    assert f"{missing}: no such submission file" in capsys.readouterr().err
+    (truth,) = load_event(sample_prefix, ["truth"])
+    path = tmp_path / "submission.csv"
+    track = np.where(truth["particle_id"].to_numpy() == 0, -np.arange(len(truth)),
+                     truth["particle_id"].to_numpy())       # each noise hit an id of its own
+    pd.DataFrame({"hit_id": truth["hit_id"], "track_id": track}).to_csv(path, index=False)
+    assert main(["score", str(path), str(sample_prefix)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    ids = len(np.unique(track))
+    long = int((pd.Series(track).value_counts() >= 3).sum())
+    assert f"{ids:,d} track ids ({long:,d} tracks of >= 3 hits" in first
 
 
 def test_score_rejects_a_submission_for_another_event(tmp_path: Path, sample_prefix: Path,

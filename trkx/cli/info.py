@@ -38,6 +38,22 @@ def run(args: argparse.Namespace) -> int:
 
     parts = available_parts(args.prefix)
     frames = dict(zip(parts, load_event(args.prefix, parts)))
-    summary = event_summary(event_id_from_prefix(args.prefix), **frames)
-    print(format_summary(summary))
+    event_id = event_id_from_prefix(args.prefix)
+    lines = format_summary(event_summary(event_id, **frames)).splitlines()
+    if "truth" in frames and "particles" in frames:     # after the particles line
+        at = next(i for i, line in enumerate(lines) if line.startswith("  particles")) + 1
+        lines.insert(at, f"  signal particles    {signal_particles(event_id, frames):>9,d}  "
+                         "(trkx's count: pT >= 1 GeV, >= 3 hits on >= 3 layers)")
+    print("\n".join(lines))
     return 0
+
+
+def signal_particles(event_id: int, frames: dict) -> int:
+    """The signal particles of an event by trkx's count (trkx.tracks.evaluate.metrics)."""
+    from trkx.tracks.evaluate.event_truth import truth_from_frames
+    from trkx.tracks.evaluate.metrics import MetricCuts
+
+    truth = truth_from_frames(event_id, frames["hits"], frames["particles"], frames["truth"])
+    _, rows, n_layers = truth.particles
+    return int(MetricCuts().signal(truth.pt[rows], truth.eta[rows], truth.nhits[rows],
+                                   n_layers).sum())

@@ -47,20 +47,34 @@ def read_submission(path: str, event_id: int) -> pd.DataFrame:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     import numpy as np
 
     from trkx.data.io import event_id_from_prefix, load_event
+    from trkx.files.errors import EventFileNotFoundError
     from trkx.tracks.evaluate.score import match_tracks
 
-    (truth,) = load_event(args.prefix, ["truth"], detector=None)
+    if not Path(args.submission).is_file():      # the file the user made, named first
+        raise EventFileNotFoundError(f"{args.submission}: no such submission file")
+    try:
+        (truth,) = load_event(args.prefix, ["truth"], detector=None)
+    except EventFileNotFoundError as exc:
+        if any(Path(f"{args.prefix}-truth-pixel.csv{gz}").is_file() for gz in ("", ".gz")):
+            raise EventFileNotFoundError(
+                f"{args.prefix}: truth for its pixel hits only (-truth-pixel.csv), no TrackML "
+                "score; `trkx infer` scores such an event on its pixel hits") from exc
+        raise
     event_id = event_id_from_prefix(args.prefix)
     submission = read_submission(args.submission, event_id)
     match = match_tracks(truth, submission)
     good = match.good
     total = float(truth["weight"].to_numpy(np.float64).sum())
     credited = float(match.major_weight[good].sum())
+    candidates = int((match.n_hits >= 3).sum())
     print(f"event {event_id}: {len(submission):,d} submitted hits of {len(truth):,d}, "
-          f"{len(match.track_id):,d} tracks, {int(good.sum()):,d} credited")
+          f"{len(match.track_id):,d} track ids ({candidates:,d} tracks of >= 3 hits; a hit left "
+          f"alone is an id of its own), {int(good.sum()):,d} credited")
     print(f"credited truth weight {credited:.9f} of {total:.9f}")
     print(f"score {credited / total if total > 0 else 0.0:.9f}")
     return 0
