@@ -135,3 +135,12 @@ def test_the_readme_command_table_matches_every_help() -> None:
                 if not action.option_strings and action.help != argparse.SUPPRESS and \
                         not isinstance(action, argparse._SubParsersAction):
                     assert (action.metavar or action.dest.upper()) in words, (row, action.dest)
+
+
+def test_infer_usage_gives_both_forms_and_no_required_stage(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["infer", "--help"])
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    assert usage.startswith("usage: trkx infer --events DIR --out DIR")
+    assert "trkx infer STAGE --checkpoint FILE --events DIR --out DIR" in usage
+    assert not usage.splitlines()[0].rstrip().endswith("STAGE ...")

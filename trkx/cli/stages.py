@@ -28,9 +28,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     helps = {"train": f"train one pipeline stage ({', '.join(STAGES)})",
              "infer": "tracks of TrackML events with a trained pipeline (or one STAGE's "
                       "inference)"}
+    usages = {"train": None,
+              "infer": "%(prog)s --events DIR --out DIR [--config CONFIG --checkpoints DIR]\n"
+                       "                  [--n-events N] [--device {auto,cpu,cuda}] "
+                       "[--workers N]\n                  [--set KEY=VALUE] [--graphs DIR] "
+                       "[--[no-]evaluate]\n"
+                       "       %(prog)s STAGE --checkpoint FILE --events DIR --out DIR ...\n"
+                       "                  (STAGE: " + ", ".join(STAGES) + "; "
+                       "%(prog)s STAGE --help)"}
     for verb in ("train", "infer"):
         parser = subparsers.add_parser(
-            verb, help=helps[verb],
+            verb, help=helps[verb], usage=usages[verb],
             description=("Train one stage of the pipeline: trkx train STAGE --config FILE "
                          "[--set KEY=VALUE ...]" if verb == "train" else
                          "Tracks of TrackML events with a trained pipeline: trkx infer "
