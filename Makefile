@@ -20,8 +20,10 @@ test: $(VENV)/.installed
 TRKX_DATA ?= $(abspath ../shared/data/trackml)
 export TRKX_DATA
 
-# The shipped pile-up-200 models on the full real event 21001 (trkx/models/pu200): tracks in
-# runs/demo, efficiency projected on its pixel truth printed.
+# The shipped cells set (trkx/models/pu200_cells: the event has cells) on the full real
+# pile-up-200 event 21001: tracks in runs/demo, the efficiency on its pixel truth printed
+# (about 10 s on 2 CPU cores, after the models load). Not `trkx demo`, which only summarises
+# and scores the real sample event without any model.
 demo: $(VENV)/.installed
 	$(PY) -m trkx infer --events $(TRKX_DATA)/real_pixel_truth --out runs/demo
 
