@@ -119,16 +119,26 @@ def run(args: argparse.Namespace) -> int:
 def _evaluate_pixel_events(pixel: list, out: Path, cuts) -> None:
     """Events with truth for their pixel hits only (``-truth-pixel``, e.g. the real event
     21001), ``(prefix, result)``: their tracks scored on the projection onto those hits
-    (trkx.tracks.evaluate.projection), printed and written to ``out/pixel_truth.json``."""
+    (trkx.tracks.evaluate.projection), printed and written to ``out/pixel_truth.json``, and
+    into ``out`` as ``trkx evaluate`` writes (metrics.json, tables, plots: the notebook's
+    input) with ``"truth": "pixel hits"`` in metrics.json."""
     import pandas as pd
 
-    from trkx.tracks.evaluate.projection import pixel_truth_report
+    from trkx.tracks.evaluate.evaluation import assemble_evaluation
+    from trkx.tracks.evaluate.metrics import overall_summary
+    from trkx.tracks.evaluate.projection import pixel_truth_evaluations
+    from trkx.tracks.evaluate.report import write_evaluation
     from trkx.tracks.evaluate.summary_text import pixel_truth_text
     from trkx.tracks.files import atomic_write
 
-    report = pixel_truth_report([(p, pd.read_csv(r.path), r.event_id) for p, r in pixel], cuts)
+    own, anchors = pixel_truth_evaluations(
+        [(p, pd.read_csv(r.path), r.event_id) for p, r in pixel], cuts)
+    report = {**overall_summary(own), "anchors": overall_summary(anchors)}
     text = json.dumps(report, indent=1, default=float)
     atomic_write(out / "pixel_truth.json", lambda tmp: tmp.write_text(text))
+    evaluation = assemble_evaluation(own, anchors, cuts)
+    evaluation.report["truth"] = "pixel hits (the tracks projected onto the hits with truth)"
+    write_evaluation(evaluation, out)
     print(pixel_truth_text(report, len(pixel), out / "pixel_truth.json"))
 
 

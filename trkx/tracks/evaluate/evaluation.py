@@ -126,11 +126,6 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
             if metrics is not None:
                 record_edges.append({"event_id": event_id, **metrics})
 
-    particles = pd.concat([e.particles.assign(event_id=e.event_id) for e in evaluations],
-                          ignore_index=True)
-    tracks = pd.concat([e.tracks.assign(event_id=e.event_id) for e in evaluations],
-                       ignore_index=True)
-    rates = standard_rates(particles, tracks, cuts.pt_min, cuts.max_eta, cuts.min_hits)
     edges = {}
     if record_edges:
         edges["events"] = {"overall": pool_edge_metrics(record_edges), "events": record_edges}
@@ -139,16 +134,33 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
             raise ValueError("a folder of GNN records is evaluated at one edge cut")
         cut = float(edge_cut) if name == "gnn" else 0.0  # earlier stages: all edges kept
         edges[name] = stage_edge_metrics(name, folder, cut, cuts)
+    evaluation = assemble_evaluation(evaluations, anchors, cuts, edges, sets)
+    if matched:
+        fitted_rows = pd.concat(matched, ignore_index=True)
+        evaluation.report["resolution"] = resolution_summary(fitted_rows)
+        evaluation = TrackEvaluation(cuts, evaluation.report, evaluation.particles,
+                                     evaluation.tracks, evaluation.rates, fitted_rows)
+    return evaluation
+
+
+def assemble_evaluation(evaluations: Sequence, anchors: Sequence, cuts: MetricCuts,
+                        edges: dict | None = None, sets: Mapping[int, str] | None = None,
+                        ) -> TrackEvaluation:
+    """The :class:`TrackEvaluation` of per-event evaluations (trkx.tracks.evaluate.metrics.
+    EventEvaluation) counted with ``cuts`` and, ``anchors``, with the anchors' cuts: the
+    report, the particle and track tables, the binned rates (no fitted parameters)."""
+    particles = pd.concat([e.particles.assign(event_id=e.event_id) for e in evaluations],
+                          ignore_index=True)
+    tracks = pd.concat([e.tracks.assign(event_id=e.event_id) for e in evaluations],
+                       ignore_index=True)
+    rates = standard_rates(particles, tracks, cuts.pt_min, cuts.max_eta, cuts.min_hits)
     report = {"cuts": cuts_dict(cuts), "overall": overall_summary(evaluations),
               "events": [event_summary(e) for e in evaluations],
               "anchors": {"cuts": cuts_dict(ANCHOR_CUTS), "overall": overall_summary(anchors)},
               "binned": {name: rate.to_dict() for name, rate in rates.items()},
-              "edges": edges}
+              "edges": edges or {}}
     if sets is not None and len(set(sets.values())) > 1:
         report["sets"] = {name: overall_summary([e for e in evaluations
                                                  if sets.get(e.event_id) == name])
                           for name in dict.fromkeys(sets.values())}
-    fitted_rows = pd.concat(matched, ignore_index=True) if matched else None
-    if fitted_rows is not None:
-        report["resolution"] = resolution_summary(fitted_rows)
-    return TrackEvaluation(cuts, report, particles, tracks, rates, fitted_rows)
+    return TrackEvaluation(cuts, report, particles, tracks, rates, None)

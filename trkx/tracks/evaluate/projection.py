@@ -127,13 +127,14 @@ def evaluate_pixel_truth(prefix: str | Path, tracks: pd.DataFrame, event_id: int
     return projected_evaluation(record, mask, labels, event_id, cuts)
 
 
-def pixel_truth_report(events: list[tuple[str, pd.DataFrame, int]], cuts=None) -> dict:
-    """The pooled evaluation of tracks on events with a pixel-truth part: ``events`` are
+def pixel_truth_evaluations(events: list[tuple[str, pd.DataFrame, int]], cuts=None,
+                            ) -> tuple[list, list]:
+    """The projected evaluations of tracks on events with a pixel-truth part: ``events`` are
     ``(prefix, tracks, event_id)``; each event is read once and counted with ``cuts``
     (trkx.tracks.evaluate.metrics.MetricCuts, default its defaults) and as the anchors count
-    (trkx.tracks.evaluate.anchors): trkx's summary, with the anchors' under ``anchors``."""
+    (trkx.tracks.evaluate.anchors): the two lists of per-event evaluations."""
     from trkx.tracks.evaluate.anchors import ANCHOR_CUTS
-    from trkx.tracks.evaluate.metrics import MetricCuts, overall_summary
+    from trkx.tracks.evaluate.metrics import MetricCuts
 
     cuts = cuts or MetricCuts()
     own, anchors = [], []
@@ -141,4 +142,13 @@ def pixel_truth_report(events: list[tuple[str, pd.DataFrame, int]], cuts=None) -
         record, mask, labels = pixel_truth_labels(prefix, tracks, event_id, cuts.pt_min)
         own.append(projected_evaluation(record, mask, labels, event_id, cuts))
         anchors.append(projected_evaluation(record, mask, labels, event_id, ANCHOR_CUTS))
+    return own, anchors
+
+
+def pixel_truth_report(events: list[tuple[str, pd.DataFrame, int]], cuts=None) -> dict:
+    """:func:`pixel_truth_evaluations` pooled: trkx's summary, the anchors' under
+    ``anchors``."""
+    from trkx.tracks.evaluate.metrics import overall_summary
+
+    own, anchors = pixel_truth_evaluations(events, cuts)
     return {**overall_summary(own), "anchors": overall_summary(anchors)}
