@@ -42,7 +42,9 @@ import argparse
 import time
 from pathlib import Path
 
-STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
+from trkx.stages import LEARNED_STAGES
+
+STAGE_NAMES = LEARNED_STAGES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trkx.stages import LEARNED_STAGES
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from trkx.cli._help import description
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     signatures = export_networks(pipeline, args.out)
     differences = ", ".join(f"{stage} {signatures[stage]['max_difference']:.1e}"
-                            for stage in ("embedding", "filter", "gnn"))
+                            for stage in LEARNED_STAGES)
     print(f"{name}: embedding.onnx, filter.onnx, gnn.onnx, signatures.json -> {args.out} "
           f"(onnxruntime against trkx, largest score difference: {differences})")
     return 0

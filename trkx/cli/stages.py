@@ -12,9 +12,10 @@ import functools
 import importlib
 from typing import cast
 
+from trkx.stages import LEARNED_STAGES
 from trkx.stages.commands import StageCommands
 
-STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+STAGES = LEARNED_STAGES
 
 
 def stage_module(stage: str) -> StageCommands:

@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from trkx.files.errors import TrackMLFormatError
+from trkx.stages import LEARNED_STAGES
 from trkx.words import with_article
 
 FORMAT = "trkx-checkpoint/1"
-STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+STAGES = LEARNED_STAGES
 
 
 class CheckpointError(TrackMLFormatError):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trkx.files.checkpoint import CheckpointError
+from trkx.stages import LEARNED_STAGES
 
 #: The models ``trkx infer`` uses by default: pile-up 200, hits only (configs/pu200.yaml).
 DEFAULT = "pu200"
@@ -58,7 +59,7 @@ class ShippedModels:
     def megabytes(self) -> float:
         """Size of the three checkpoint files in MB (10^6 bytes)."""
         return sum((self.folder / f"{s}.pt").stat().st_size
-                   for s in ("embedding", "filter", "gnn")) / 1e6
+                   for s in LEARNED_STAGES) / 1e6
 
 
 def file_sha256(path: Path) -> str:

@@ -15,7 +15,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+from trkx.stages import LEARNED_STAGES
+
+STAGES = LEARNED_STAGES
 
 #: Benchmark JSON name -> (the command that writes it, the keys the card quotes).
 BENCHMARKS: dict[str, tuple[str, tuple[str, ...]]] = {

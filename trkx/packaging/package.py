@@ -24,8 +24,9 @@ from typing import Any
 import yaml
 
 from trkx.models import FILES, MANIFEST, manifest_text, verify
+from trkx.stages import LEARNED_STAGES
 
-STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+STAGES = LEARNED_STAGES
 CARD = "card.md"
 #: The learning curves beside the card (trkx.packaging.curves): documentation, not in SHA256SUMS.
 CURVES_JSON, CURVES_PLOT = "curves.json", "curves.png"

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trkx.stages import LEARNED_STAGES
+
 #: The stages whose graph records :class:`Outputs` can hold.
-STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
+STAGES = LEARNED_STAGES
 
 if TYPE_CHECKING:
     from trkx.pipeline.inference import TrainedPipeline

@@ -31,11 +31,12 @@ from trkx.config import (
     section,
 )
 from trkx.data.simulate.fitted_spectra import FIT
+from trkx.stages import LEARNED_STAGES
 
 #: sigma_z (mm) of the later release of the real data (event 21001: 52, the sample event: 56,
 #: spread of their primary-vertex z positions), the second length of the default event mix.
 LATER_RELEASE_SIGMA_Z = 50.0
-STAGE_NAMES: tuple[str, ...] = ("embedding", "filter", "gnn")
+STAGE_NAMES = LEARNED_STAGES
 SECTIONS: tuple[str, ...] = ("events", "stages", "tracks", "inference", "state")
 
 

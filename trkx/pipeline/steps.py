@@ -31,6 +31,7 @@ from pathlib import Path
 
 from trkx.pipeline.config import PipelineConfig, StagePlan, resolve_relative
 from trkx.pipeline.runner import Step
+from trkx.stages import LEARNED_STAGES
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 TRAINING_SPLITS: tuple[str, ...] = ("train", "val")
@@ -126,7 +127,7 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
     def inputs(*names: str | None) -> tuple[str, ...]:
         return tuple(name for name in names if name is not None)
 
-    for stage in ("embedding", "filter", "gnn"):
+    for stage in LEARNED_STAGES:
         plan = config.stages[stage]
         folders = (events if PREVIOUS[stage] is None else
                    {split: graphs / split / PREVIOUS[stage] for split in TRAINING_SPLITS})

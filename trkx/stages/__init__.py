@@ -1,2 +1,6 @@
 """The shape every learned stage implements: its ``trkx train`` / ``trkx infer STAGE`` command
 plumbing (tools, commands) and its learning-rate schedule (schedules)."""
+
+#: The learned stages, in pipeline order: the names of their configs, checkpoints
+#: (``embedding.pt``, ...), graph folders and ``trkx train`` / ``trkx infer`` subcommands.
+LEARNED_STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
