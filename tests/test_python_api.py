@@ -1,5 +1,5 @@
-"""The Python API of the README: ``TrainedPipeline.load(config, checkpoints).reconstruct(event)``
-gives exactly the tracks `trkx run` (that is, `trkx infer`) wrote for the same event."""
+"""The Python API of the README: ``Reconstructor(config, checkpoints)(event)`` gives exactly the
+tracks `trkx run` (that is, `trkx infer`) wrote for the same event."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from trkx.data.io import load_event
 from trkx.pipeline.inference import TrainedPipeline
+from trkx.pipeline.reconstruct import Reconstructor
 from trkx.tracks.evaluate.score import score_event
 
 pytestmark = pytest.mark.slow
@@ -18,10 +19,11 @@ pytestmark = pytest.mark.slow
 def test_reconstruct_gives_the_tracks_of_trkx_run(tiny_run: tuple[Path, Path]) -> None:
     config, workdir = tiny_run
     event = workdir / "data" / "test" / "event000300000"
-    pipeline = TrainedPipeline.load(config, workdir / "checkpoints",
-                                    overrides=["inference.precision=fp32"])
-    assert pipeline.precisions == {"embedding": "fp32", "filter": "fp32", "gnn": "fp32"}
-    tracks = pipeline.reconstruct(event)
+    reconstructor = Reconstructor(config, workdir / "checkpoints",
+                                  overrides=("inference.precision=fp32",))
+    assert reconstructor.pipeline(None).precisions == {"embedding": "fp32", "filter": "fp32",
+                                                       "gnn": "fp32"}
+    tracks = reconstructor(event).tracks
     run = pd.read_csv(workdir / "tracks" / "event000300000-tracks.csv")
     pd.testing.assert_frame_equal(tracks.sort_values("hit_id", ignore_index=True),
                                   run.sort_values("hit_id", ignore_index=True))

@@ -15,7 +15,7 @@ from trkx.cli import main as trkx_main
 from trkx.files.checkpoint import CheckpointError
 from trkx.models import FILES, MANIFEST, verify
 from trkx.packaging.package import CARD, package
-from trkx.pipeline.inference import TrainedPipeline
+from trkx.pipeline.reconstruct import Reconstructor
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +35,8 @@ def test_package_is_self_contained_and_gives_the_same_tracks(
     card = (moved / CARD).read_text()
     assert f"trkx run {config}" in card and "| gnn |" in card
     event = workdir / "data" / "test" / "event000300000"
-    ours = TrainedPipeline.load(moved / "pipeline.yaml", moved).reconstruct(event)
-    theirs = TrainedPipeline.load(config, workdir / "checkpoints").reconstruct(event)
+    ours = Reconstructor(moved / "pipeline.yaml", moved)(event).tracks
+    theirs = Reconstructor(config, workdir / "checkpoints")(event).tracks
     pd.testing.assert_frame_equal(ours, theirs)
 
 

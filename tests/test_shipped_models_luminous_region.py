@@ -13,7 +13,7 @@ import pytest
 
 from trkx.cli import main as trkx_main
 from trkx.models import CELLS, shipped_models
-from trkx.pipeline.inference import TrainedPipeline
+from trkx.pipeline.reconstruct import Reconstructor
 from trkx.tracks.evaluate.event_truth import truth_from_frames
 from trkx.tracks.evaluate.metrics import evaluate_event, event_summary
 
@@ -49,7 +49,7 @@ def test_the_cells_set_keeps_its_efficiency_along_the_beam(wide_event: Path) -> 
     from trkx.data.io import load_event
 
     models = shipped_models(CELLS)
-    tracks = TrainedPipeline.load(models.config, models.checkpoints).reconstruct(wide_event)
+    tracks = Reconstructor(models.config, models.checkpoints)(wide_event).tracks
     hits, particles, truth = load_event(wide_event, ["hits", "particles", "truth"],
                                         detector=None)
     summary = event_summary(evaluate_event(truth_from_frames(580, hits, particles, truth),

@@ -107,7 +107,7 @@ def test_the_hits_only_set_finds_tracks_in_the_real_event(trackml_dir: Path) -> 
     assert not pipeline.use_cells
     assert pipeline.precisions == {"embedding": "fp32", "filter": "fp32", "gnn": "fp32"}
     prefix = trackml_dir / "real_pixel_truth" / "event000021001"
-    tracks = pipeline.reconstruct(prefix)
+    tracks = Reconstructor(models.config, models.checkpoints)(prefix).tracks
     assert len(tracks) == 120_844
     summary = _pixel_summary(prefix, tracks)
     assert summary["efficiency"] >= EFFICIENCY_FLOORS[DEFAULT]

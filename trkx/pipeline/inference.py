@@ -10,13 +10,12 @@ the pipeline YAML's own ``inference`` section (precision, graph_ops) is applied 
 as an override of those sections (:meth:`trkx.pipeline.config.PipelineConfig.stage_configs`),
 so one setting decides the precision of all three learned stages.
 
-    pipeline = TrainedPipeline.load("configs/quickstart.yaml", "runs/quickstart/checkpoints")
-    tracks = pipeline.reconstruct("data/event000000001")  # event_id, hit_id, track_id
-
-:func:`reconstruct_event` is the engine of ``trkx infer`` (trkx.pipeline.batch): it reads one
-event, runs the pipeline and returns the tracks, their parameters and the seconds per stage.
-The shipped models are two sets, chosen per event (cells or not): their Python face is
-:class:`trkx.pipeline.reconstruct.Reconstructor`, which makes ``trkx infer``'s tracks.
+Users reconstruct events with :class:`trkx.pipeline.reconstruct.Reconstructor` (the one public
+entry: the shipped sets chosen per event, or your own models), which makes ``trkx infer``'s
+tracks. Its engine is :class:`TrainedPipeline` (one model set: ``run(record)`` gives every
+stage's graph) and :func:`reconstruct_event`, which reads one event, runs the pipeline and
+returns the tracks, their parameters and the seconds per stage (``trkx infer``'s batch runs
+it too: trkx.pipeline.batch).
 
 Edge truth labels are attached only when asked (``edge_labels=True``, for per-stage figures):
 inference does not need them.
@@ -310,14 +309,6 @@ class TrainedPipeline:
         from trkx.tracks.fit.parameters import track_parameters
 
         return track_parameters(graph, labels, self.builder, table)
-
-    def reconstruct(self, prefix: str | os.PathLike) -> pd.DataFrame:
-        """Tracks of one TrackML event (``dir/eventNNNNNNNNN``; truth is never read): the
-        submission frame ``event_id, hit_id, track_id``, one row per hit of the event
-        (trkx.pipeline.reconstruct, the engine of ``trkx infer``)."""
-        from trkx.data.detector import load_detector
-
-        return reconstruct_event(self, load_detector(), prefix).tracks
 
 
 @dataclass(frozen=True, eq=False)
