@@ -9,10 +9,10 @@ must have its output in place; its marker records the step's current command fin
 later change of the recipe still reruns it) and SECONDS, the time it took where it was made
 (the model card adds them up). `trkx run` keeps an adopted step when its inputs are made again
 (trkx.pipeline.runner.adopt), so a recipe whose records are gone is adopted and run in one
-go. Example, the wide recipe's GPU-trained stages:
+go. Example, a recipe whose embedding and filter were trained on a GPU (MODELS: their folder):
 
-    cp state/pu200_cells_wide/models/{embedding,filter}.pt runs/pu200_cells_wide/checkpoints/
-    python scripts/adopt_steps.py configs/pu200_cells_wide.yaml runs/pu200_cells_wide \\
+    cp MODELS/{embedding,filter}.pt runs/pu200_cells_far/checkpoints/
+    python scripts/adopt_steps.py configs/pu200_cells_far.yaml runs/pu200_cells_far \\
         train-embedding=182 train-filter=130
 """
 

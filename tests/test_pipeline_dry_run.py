@@ -165,24 +165,24 @@ def test_dry_run_into_a_reader_that_stops_after_one_line(tmp_path: Path) -> None
 
 def test_init_from_is_taken_relative_to_the_recipe(tmp_path: Path) -> None:
     """A stage's trainer.init_from in a recipe names a model file relative to the recipe (as
-    its stage configs are), whatever the current directory: the cells recipe's GNN starts
-    from the shipped hits-only GNN, which must exist."""
-    config = load_pipeline_config(CONFIGS / "pu200_cells.yaml")
+    its stage configs are), whatever the current directory: the hits-only recipe moved along
+    the beam starts its GNN from the model kept in its state folder, which must exist."""
+    config = load_pipeline_config(CONFIGS / "pu200_far.yaml")
     step = next(s for s in plan_steps(config, tmp_path) if s.name == "train-gnn")
     init = [a for a in step.argv if a.startswith("trainer.init_from=")]
     assert len(init) == 1
     path = Path(init[0].split("=", 1)[1])
-    assert path.is_absolute() and path.resolve() == REPO / "trkx" / "models" / "pu200" / "gnn.pt"
+    assert path.is_absolute() and path.resolve() == REPO / "state" / "pu200_far" / "init_gnn.pt"
     assert path.is_file()
 
 
 def test_the_cells_recipe_checks_its_init_from_before_any_step(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    """From any directory the cells recipe's dry run passes (its GNN's init_from is the shipped
-    hits-only GNN, relative to the recipe); an init_from naming no file is one line, exit 2,
-    before the first step."""
+    """From any directory a recipe's dry run passes (its GNN's init_from is a model file
+    relative to the recipe); an init_from naming no file is one line, exit 2, before the first
+    step."""
     monkeypatch.chdir(tmp_path)
-    recipe = str(CONFIGS / "pu200_cells.yaml")
+    recipe = str(CONFIGS / "pu200_far.yaml")
     assert trkx_main(["run", recipe, "--workdir", str(tmp_path / "w"), "--dry-run"]) == 0
     capsys.readouterr()
     gnn = ["trainer.max_steps=10", "trainer.init_from=nowhere.pt"]
