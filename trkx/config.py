@@ -76,13 +76,15 @@ _PARSED: dict[tuple[str, int, int], dict[str, Any]] = {}
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
+    from trkx.files.read_once import file_bytes
+
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     if key not in _PARSED:
         try:
-            content = yaml.safe_load(path.read_text())
+            content = yaml.safe_load(file_bytes(path).decode("utf-8"))
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
         if content is None:

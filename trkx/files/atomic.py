@@ -60,24 +60,23 @@ _PICKLE = b"\x80"
 _ZIP = b"PK\x03\x04"
 
 
-def torch_file_problem(path: str | os.PathLike) -> str | None:
-    """Why the file at ``path`` cannot have been written by ``torch.save`` ("empty file", "a
-    text file", "a zip archive without data.pkl" ...), or None when it may have been.
+def torch_file_problem(data: bytes) -> str | None:
+    """Why a file of bytes ``data`` cannot have been written by ``torch.save`` ("empty file",
+    "a text file", "a zip archive without data.pkl" ...), or None when it may have been.
 
     ``torch.save`` writes a zip archive holding ``NAME/data.pkl`` (a pickle before torch 1.6);
     anything else is named by what it looks like, so the user sees "a text file", not
     torch's "pop from empty list" or a multi-paragraph ``weights_only`` notice.
     """
+    import io
     import zipfile
 
-    path = Path(path)
-    with open(path, "rb") as file:
-        head = file.read(4096)
+    head = data[:4096]
     if not head:
         return "empty file"
     if head.startswith(_ZIP):
         try:
-            with zipfile.ZipFile(path) as archive:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 names = archive.namelist()
         except (zipfile.BadZipFile, OSError, EOFError):
             return None                      # damaged (truncated?): torch.load names it
@@ -109,19 +108,26 @@ def _weights_only_refusal(exc: BaseException) -> str | None:
     return text.split(marker, 1)[1].strip().split("\n", 1)[0].split(". ", 1)[0]
 
 
-def load_tensors(path: str | os.PathLike, what: str) -> dict[str, Any]:
-    """``torch.load(weights_only=True)`` of a dict written by :func:`save_tensors`; a file that
-    is none names what it is instead (:func:`torch_file_problem`)."""
+def load_tensors(path: str | os.PathLike, what: str, keep: bool = False) -> dict[str, Any]:
+    """``torch.load(weights_only=True)`` of a dict written by :func:`save_tensors`, the file
+    read once; a file that is none names what it is instead (:func:`torch_file_problem`).
+    ``keep``: a small file (a checkpoint) is read once per process
+    (trkx.files.read_once)."""
+    import io
+
+    from trkx.files.read_once import file_bytes
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such {what}")
-    problem = torch_file_problem(path)
+    data = file_bytes(path) if keep else path.read_bytes()   # checked, then loaded from memory
+    problem = torch_file_problem(data)
     if problem is not None:
         raise TrackMLFormatError(f"{path}: not {with_article(what)} ({problem})")
     import torch
 
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for corrupt or unsafe files
         refused = _weights_only_refusal(exc)
         if refused is not None:

@@ -122,7 +122,7 @@ def load_checkpoint(path: str | os.PathLike, stage: str) -> Checkpoint:
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint (train one with `trkx train {stage}`)")
     try:
-        payload = load_tensors(path, "trkx checkpoint")
+        payload = load_tensors(path, "trkx checkpoint", keep=True)
     except DamagedFileError as exc:
         raise CheckpointError(f"{exc}; corrupted? re-train with `trkx train {stage}`") from exc
     except TrackMLFormatError as exc:   # another kind of file

@@ -63,11 +63,10 @@ class ShippedModels:
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The SHA-256 of a model set's file (read once per process: trkx.files.read_once)."""
+    from trkx.files.read_once import file_bytes
+
+    return hashlib.sha256(file_bytes(path)).hexdigest()
 
 
 def manifest_text(folder: Path) -> str:
