@@ -31,10 +31,15 @@ def floor_max(value: float, floor: float) -> float:
 
 
 @njit
-def solve3(m: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
-    """``out = m^-1 rhs`` for a 3x3 ``m`` (copied), NaN when ``|det m| <= 1e-300``."""
-    a = m.copy()
-    b = rhs.copy()
+def solve3(m: np.ndarray, rhs: np.ndarray, out: np.ndarray, a: np.ndarray,
+           b: np.ndarray) -> None:
+    """``out = m^-1 rhs`` for a 3x3 ``m``, NaN when ``|det m| <= 1e-300``; ``a`` [3, 3] and
+    ``b`` [3] are scratch (the elimination works on copies of ``m`` and ``rhs`` there, so a
+    track's steps allocate nothing)."""
+    for r in range(3):
+        b[r] = rhs[r]
+        for c in range(3):
+            a[r, c] = m[r, c]
     det = 1.0
     for k in range(3):
         pivot = k
@@ -85,12 +90,13 @@ def group_by_track(inverse: np.ndarray, n_tracks: int) -> tuple[np.ndarray, np.n
 def circle_steps(hits: np.ndarray, u: np.ndarray, v: np.ndarray, x: np.ndarray, y: np.ndarray,
                  sigma_fine: np.ndarray, sigma_r: np.ndarray, a: float, b: float,
                  radius: float, fitted: bool, steps: int, pixel_sigma2: float,
-                 outlier_scale: float, max_radius: float) -> tuple[float, float, float]:
+                 outlier_scale: float, max_radius: float,
+                 work: np.ndarray) -> tuple[float, float, float]:
     """``steps`` Gauss-Newton steps of one track (its hits ``hits``, in their original order)
-    from ``(a, b, radius)`` (module docstring); the new ``(a, b, radius)``."""
-    m = np.empty((3, 3))
-    rhs = np.empty(3)
-    step = np.empty(3)
+    from ``(a, b, radius)`` (module docstring); the new ``(a, b, radius)``. ``work`` [4, 3, 3]
+    is scratch: the normal equations, the right-hand side and step, the solver's copies."""
+    m, scratch = work[0], work[1]
+    rhs, step, scratch_rhs = work[2, 0], work[2, 1], work[2, 2]
     for _ in range(steps):
         s_uu = s_uv = s_vv = s_u = s_v = s_1 = r_u = r_v = r_1 = 0.0
         for k in range(hits.shape[0]):
@@ -118,7 +124,7 @@ def circle_steps(hits: np.ndarray, u: np.ndarray, v: np.ndarray, x: np.ndarray, 
         m[1, 0], m[1, 1], m[1, 2] = s_uv, s_vv, -s_v
         m[2, 0], m[2, 1], m[2, 2] = -s_u, -s_v, s_1
         rhs[0], rhs[1], rhs[2] = -r_u, -r_v, r_1
-        solve3(m, rhs, step)
+        solve3(m, rhs, step, scratch, scratch_rhs)
         for c in range(3):          # np.nan_to_num(step, nan=np.inf)
             if step[c] != step[c]:
                 step[c] = np.inf

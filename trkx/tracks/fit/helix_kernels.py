@@ -44,9 +44,10 @@ def _remainder(a: float, b: float) -> float:
 
 
 @njit
-def _by_radius(hits: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The track's hits sorted by transverse radius, ties in their original order (stable)."""
-    out = hits.copy()
+def _by_radius(hits: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+    """``out`` = the track's hits sorted by transverse radius, ties in their original order
+    (stable)."""
+    out[:] = hits
     for k in range(1, out.shape[0]):
         i = out[k]
         key = math.hypot(x[i], y[i])
@@ -55,7 +56,6 @@ def _by_radius(hits: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
             out[j + 1] = out[j]
             j -= 1
         out[j + 1] = i
-    return out
 
 
 @njit
@@ -106,8 +106,10 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
     counts = np.zeros(n_tracks)
     out = np.full((len(OUTPUTS), n_tracks), np.nan)
     u, v = np.empty_like(x), np.empty_like(y)
+    by_radius = np.empty_like(order)
     for t in numba.prange(n_tracks):
         hits = order[starts[t]:starts[t + 1]]
+        work = np.empty((5, 3, 3))        # the track's only allocation: every 3x3 solve's
         n = float(hits.shape[0])
         nn = max(n, 1.0)
         counts[t] = n
@@ -128,11 +130,11 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
             suw += u[i] * w
             svw += v[i] * w
             sw += w
-        m = np.zeros((3, 3))
+        m, rhs, solution = work[4], work[3, 0], work[3, 1]
+        m[:] = 0.0
         m[0, 0], m[0, 1], m[1, 0], m[1, 1], m[2, 2] = suu, suv, suv, svv, n
-        rhs, solution = np.empty(3), np.empty(3)
         rhs[0], rhs[1], rhs[2] = -suw, -svw, -sw
-        solve3(m, rhs, solution)
+        solve3(m, rhs, solution, work[1], work[3, 2])
         a, b = -0.5 * solution[0], -0.5 * solution[1]
         radius = math.sqrt(floor_max(a * a + b * b - solution[2], 0.0))
         angle = 0.5 * math.atan2(2 * suv, suu - svv)
@@ -141,12 +143,13 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
                 and radius <= max_radius):
             a, b, radius = far_a, far_b, max_radius
         # the two starts refined, the one of smaller robust loss kept
-        ordered = _by_radius(hits, x, y)
+        ordered = by_radius[starts[t]:starts[t + 1]]
+        _by_radius(hits, x, y, ordered)
         a1, b1, r1 = circle_steps(hits, u, v, x, y, sigma_fine, sigma_r, a, b, radius,
-                                  fitted, steps, pixel_sigma2, outlier_scale, max_radius)
+                                  fitted, steps, pixel_sigma2, outlier_scale, max_radius, work)
         a2, b2, r2 = _three_point_start(ordered, u, v, max_radius)
         a2, b2, r2 = circle_steps(hits, u, v, x, y, sigma_fine, sigma_r, a2, b2, r2,
-                                  fitted, steps, pixel_sigma2, outlier_scale, max_radius)
+                                  fitted, steps, pixel_sigma2, outlier_scale, max_radius, work)
         loss1 = _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a1, b1, r1, pixel_sigma2,
                              outlier_scale)
         loss2 = _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a2, b2, r2, pixel_sigma2,
