@@ -47,12 +47,22 @@ from trkx.stages import LEARNED_STAGES
 STAGE_NAMES = LEARNED_STAGES
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from trkx.cli._help import description
+#: What `trkx evaluate --help` says (every field of metrics.json: this module's docstring).
+HELP = """\
+The tracks of --tracks (eventNNNNNNNNN-tracks.csv) against the truth of --events (event records
+*.pt, or TrackML files with truth), written to --out: metrics.json (efficiency, prompt and
+secondary, by vertex |z| and hit count; fake rate by kind; duplicates; TrackML score; edge
+figures per stage with --stage), particles.csv, tracks.csv and plots; with trkx infer's
+parameters files, the fitted parameters' resolution too. Two counts are printed: trkx's
+(signal pT >= 1 GeV, >= 3 hits on >= 3 layers: the metrics section of --config, --set) and the
+published pipelines' (HEPTv2's definitions, the pixel part). Each field: docs/tracks.md and
+the module trkx.cli.evaluate."""
 
+
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "evaluate", help="efficiency, fake/duplicate rate, TrackML score and plots",
-        description=description(__doc__), formatter_class=argparse.RawTextHelpFormatter)
+        description=HELP, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--tracks", type=Path, required=True,
                         help="folder of eventNNNNNNNNN-tracks.csv files")
     parser.add_argument("--events", type=Path, required=True,
