@@ -1,7 +1,8 @@
 """The fast CPU paths on a real event: the shipped cells set on the sample event gives, with the
 fused MLPs (trkx.runtime.fused_mlp), the plain modules' filter and GNN scores to float32
-rounding and the same tracks; the compiled circle steps (trkx.tracks.fit.circle_kernels) give
-the numpy steps' tracks from the same scored graph."""
+rounding and the same tracks; the compiled helix fit (trkx.tracks.fit.helix_kernels) gives
+the numpy fit's tracks, and the compiled continuation (trkx.tracks.fit.continuation_kernels) the
+k-d tree's counts, from the same scored graph."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 import trkx.tracks.fit.helix_fit as helix_fit
+import trkx.tracks.fit.short_inputs as short_inputs
 from trkx.data.detector import load_detector
 from trkx.data.events import event_record
 from trkx.pipeline.reconstruct import Reconstructor
@@ -57,3 +59,18 @@ def test_compiled_helix_fit_gives_the_numpy_fits_tracks(cells_pipeline_and_recor
     assert list(ours["track_id"]) == list(theirs["track_id"])
     # the curvature (what the fit measures) to 1e-5 / GeV: the stiffest tracks' pT moves most
     np.testing.assert_allclose(1 / ours["pt"], 1 / theirs["pt"], rtol=0, atol=1e-5)
+
+
+def test_compiled_continuation_gives_the_k_d_trees_counts(cells_pipeline_and_record,
+                                                          monkeypatch):
+    pipeline, record = cells_pipeline_and_record
+    graphs, _, _ = pipeline.run(record)
+    built = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(short_inputs, "COMPILED_CONTINUATION", compiled)
+        built[compiled] = pipeline.builder.build_with_table(graphs["gnn"])
+    np.testing.assert_array_equal(built[True][0], built[False][0])
+    ours, theirs = built[True][1], built[False][1]
+    assert (ours["ahead"] > 0).sum() > 5 and (ours["behind"] > 0).sum() > 0
+    np.testing.assert_array_equal(ours["ahead"].to_numpy(), theirs["ahead"].to_numpy())
+    np.testing.assert_array_equal(ours["behind"].to_numpy(), theirs["behind"].to_numpy())
