@@ -21,19 +21,9 @@ import math
 import numba
 import numpy as np
 
+from trkx.tracks.fit.helix_kernels import remainder
+
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-
-
-@njit
-def _remainder(a: float, b: float) -> float:
-    """``a % b`` as numpy computes it for floats (the sign of ``b``)."""
-    mod = np.fmod(a, b)
-    if mod != 0.0:
-        if (b < 0) != (mod < 0):
-            mod += b
-    else:
-        mod = math.copysign(0.0, b)
-    return mod
 
 
 @njit
@@ -128,7 +118,7 @@ def _count(t, direction, x, y, z, labels, layer, ids, a, b, radius, sense, alpha
     for h in candidates:
         e = math.hypot(x[h] - a[t], y[h] - b[t]) - radius[t]
         turn = math.atan2(y[h] - b[t], x[h] - a[t]) - alpha0[t]
-        turn = _remainder(turn + np.pi, 2 * np.pi) - np.pi
+        turn = remainder(turn + np.pi, 2 * np.pi) - np.pi
         s = sense[t] * radius[t] * turn
         dz = z[h] - z0[t] - cot[t] * s
         if not (abs(e) < window_xy and abs(dz) < window_z and labels[h] != ids[t]):

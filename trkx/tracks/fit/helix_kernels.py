@@ -32,7 +32,7 @@ OUTPUTS = ("radius", "sense", "d0", "phi", "z0", "cot", "chi2", "sq_xy", "sq_z")
 
 
 @njit
-def _remainder(a: float, b: float) -> float:
+def remainder(a: float, b: float) -> float:
     """``a % b`` as numpy computes it for floats (the sign of ``b``)."""
     mod = np.fmod(a, b)
     if mod != 0.0:
@@ -176,7 +176,7 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
         ss = sz = s1 = z1 = 0.0
         for i in hits:
             turn = math.atan2(y[i] - b, x[i] - a) - alpha0
-            turn = _remainder(turn + np.pi, 2 * np.pi) - np.pi
+            turn = remainder(turn + np.pi, 2 * np.pi) - np.pi
             s = sense * radius * turn
             ss += s * s
             sz += s * z[i]
@@ -191,7 +191,7 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
             du, dv = x[i] - a, y[i] - b
             res_xy = math.hypot(du, dv) - radius
             turn = math.atan2(dv, du) - alpha0
-            turn = _remainder(turn + np.pi, 2 * np.pi) - np.pi
+            turn = remainder(turn + np.pi, 2 * np.pi) - np.pi
             res_z = z[i] - z0 - cot * (sense * radius * turn)
             sigma_zz = math.sqrt(sigma_z[i] * sigma_z[i] + (sigma_r[i] * cot) * (sigma_r[i] * cot)
                                  + 1e-6 ** 2)
