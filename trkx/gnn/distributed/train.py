@@ -155,7 +155,7 @@ def graph_parallel_fit(section: dict[str, Any], label: str) -> Callable[..., Any
         options = replace(options, devices=local)
         strategy = GraphParallelStrategy(**section)
         try:
-            return fit_stage(*args, options=options, strategy=strategy, **kwargs)
+            result = fit_stage(*args, options=options, strategy=strategy, **kwargs)
         except Exception as exc:
             if not _timed_out(exc):
                 raise
@@ -165,5 +165,18 @@ def graph_parallel_fit(section: dict[str, Any], label: str) -> Callable[..., Any
                               f"{timeout:g} s for another rank (stopped, dead or far slower); "
                               "stopping. Raise distributed.timeout_s if one step takes that "
                               "long") from exc
+        close_process_group()
+        return result
 
     return fit
+
+
+def close_process_group() -> None:
+    """Every rank waits for the others, then the process group (and its subgroups) is
+    destroyed: gloo's worker threads are joined here, not by the interpreter's exit, where a
+    rank that finished first could abort ("terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
