@@ -58,13 +58,11 @@ residuals above decide. Deterministic: a function of the labels, positions and f
 
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 import pandas as pd
-from scipy.spatial import cKDTree
 
 from trkx.data.detector import PIXEL_VOLUMES
+from trkx.tracks.builder.ball_kernels import ball_pairs, grid_side
 from trkx.tracks.fit.helix_fit import BARREL_VOLUMES, FIELD_TESLA, PT_PER_TESLA_MM, hit_resolutions
 
 #: The helix columns :func:`extend_tracks` reads (a track table or HelixFit.frame()).
@@ -179,7 +177,8 @@ def candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarra
     """(helix row, lone hit) pairs to test: per layer of the lone hits, each helix's crossing
     of the layer's cylinder (barrel: its median r) or plane (its median z), paired with the
     layer's hits within ``reach`` plus the layer's depth (the spread of its hits' r or z
-    about that level) stretched along the helix's slope."""
+    about that level) stretched along the helix's slope (the compiled search of
+    trkx.tracks.builder.ball_kernels); per layer, ordered by helix row then hit."""
     cot = np.abs(geometry["cot"])
     tracks, hits = [], []
     r = np.hypot(x, y)
@@ -194,13 +193,12 @@ def candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarra
             continue
         slope = np.sqrt(1 + cot[rows] ** 2) if barrel else np.sqrt(1 + 1 / np.maximum(
             cot[rows], 1e-9) ** 2)
-        found = cKDTree(np.stack([x[on], y[on], z[on]], 1)).query_ball_point(
-            points, reach + depth * slope)
-        length = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
-        if length.sum():
-            tracks.append(np.repeat(rows, length))
-            hits.append(on[np.fromiter(chain.from_iterable(found), dtype=np.int64,
-                                       count=int(length.sum()))])
+        lx, ly, lz = x[on], y[on], z[on]
+        query, found = ball_pairs(np.ascontiguousarray(points), reach + depth * slope, lx, ly,
+                                  lz, grid_side(lx, ly, reach + depth))
+        if len(found):
+            tracks.append(rows[query])
+            hits.append(on[found])
     if not tracks:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(tracks), np.concatenate(hits)

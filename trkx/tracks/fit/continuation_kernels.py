@@ -51,7 +51,7 @@ def square_grid(x: np.ndarray, y: np.ndarray, z: np.ndarray, side: float):
 
 
 @njit
-def _first_at_least(values: np.ndarray, run: np.ndarray, target: float) -> int:
+def first_at_least(values: np.ndarray, run: np.ndarray, target: float) -> int:
     """The first position of ``run`` whose ``values`` is >= ``target`` (``run`` sorted by it)."""
     lo, hi = 0, run.shape[0]
     while lo < hi:
@@ -95,7 +95,7 @@ def _count(t, direction, x, y, z, labels, layer, ids, a, b, radius, sense, alpha
                 lo, hi = starts[i * ny + j], starts[i * ny + j + 1]
                 if hi == lo:
                     continue
-                first = lo + _first_at_least(z, order[lo:hi], pz - search_radius)
+                first = lo + first_at_least(z, order[lo:hi], pz - search_radius)
                 for q in range(first, hi):
                     h = order[q]
                     dz = z[h] - pz

@@ -1,0 +1,91 @@
+"""Hits within a radius of points, compiled: the search behind the extension's candidate pairs
+(trkx.tracks.builder.extension.candidate_pairs) and the layer swap.
+
+For points ``p_q`` with radii ``rho_q`` and hits ``h_i``,
+
+    pairs = { (q, i) : |h_i - p_q| <= rho_q }        (3-D Euclidean distance)
+
+ordered by ``q``, then ``i`` (the order of a k-d tree's sorted ball query). The hits are binned
+in the transverse plane in squares of side ``side`` and sorted by z within each square
+(trkx.tracks.fit.continuation_kernels.square_grid); a point's hits lie in the squares within
+``ceil(rho_q / side)`` of its own, at z within ``rho_q`` of it (a binary search per square).
+Two passes, each parallel over the points: count, then fill at the counts' running sum.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from trkx.tracks.fit.continuation_kernels import first_at_least, square_grid
+
+njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+
+#: At most this many squares along x or y: a small radius on a wide layer gets wider squares.
+MAX_SQUARES_PER_SIDE = 1024
+
+
+@njit
+def _scan(px: float, py: float, pz: float, rho: float, x, y, z, order, starts, x0, y0, nx, ny,
+          side, out, at: int, write: bool) -> int:
+    """The hits within ``rho`` of ``(px, py, pz)``: their number, and with ``write`` their
+    indices in ``out[at:at + number]`` (in the grid's order)."""
+    span = int(min(np.ceil(rho / side), float(nx + ny)))
+    ci = int(min(max(np.floor((px - x0) / side), -1.0), float(nx)))
+    cj = int(min(max(np.floor((py - y0) / side), -1.0), float(ny)))
+    r2 = rho * rho
+    n = 0
+    for i in range(max(ci - span, 0), min(ci + span + 1, nx)):
+        for j in range(max(cj - span, 0), min(cj + span + 1, ny)):
+            lo, hi = starts[i * ny + j], starts[i * ny + j + 1]
+            if hi == lo:
+                continue
+            for k in range(lo + first_at_least(z, order[lo:hi], pz - rho), hi):
+                h = order[k]
+                dz = z[h] - pz
+                if dz > rho:
+                    break
+                dx, dy = x[h] - px, y[h] - py
+                if dx * dx + dy * dy + dz * dz <= r2:
+                    if write:
+                        out[at + n] = h
+                    n += 1
+    return n
+
+
+@njit
+def ball_pairs(points: np.ndarray, radii: np.ndarray, x: np.ndarray, y: np.ndarray,
+               z: np.ndarray, side: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(q, i)`` of every hit ``i`` within ``radii[q]`` of ``points[q]`` (module docstring),
+    ordered by ``q`` then ``i``; ``side`` (mm, > 0) the grid's square."""
+    n_points = points.shape[0]
+    empty = np.zeros(0, np.int64)
+    if n_points == 0 or x.shape[0] == 0:
+        return empty, empty
+    order, starts, x0, y0, nx, ny = square_grid(x, y, z, side)
+    counts = np.zeros(n_points, np.int64)
+    for q in range(n_points):
+        counts[q] = _scan(points[q, 0], points[q, 1], points[q, 2], radii[q], x, y, z, order,
+                          starts, x0, y0, nx, ny, side, empty, 0, False)
+    offsets = np.zeros(n_points + 1, np.int64)
+    for q in range(n_points):
+        offsets[q + 1] = offsets[q] + counts[q]
+    query = np.empty(offsets[n_points], np.int64)
+    hits = np.empty(offsets[n_points], np.int64)
+    for q in range(n_points):
+        a, b = offsets[q], offsets[q + 1]
+        if a == b:
+            continue
+        _scan(points[q, 0], points[q, 1], points[q, 2], radii[q], x, y, z, order, starts, x0,
+              y0, nx, ny, side, hits, a, True)
+        hits[a:b] = np.sort(hits[a:b])
+        query[a:b] = q
+    return query, hits
+
+
+def grid_side(x: np.ndarray, y: np.ndarray, smallest_radius: float) -> float:
+    """The grid's square for a search whose radii are >= ``smallest_radius``: that radius,
+    or wider where the hits' transverse extent would need more than
+    :data:`MAX_SQUARES_PER_SIDE` squares."""
+    extent = max(float(np.ptp(x)), float(np.ptp(y))) if len(x) else 0.0
+    return max(float(smallest_radius), extent / MAX_SQUARES_PER_SIDE, 1e-6)
