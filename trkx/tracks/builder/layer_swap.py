@@ -37,6 +37,7 @@ of the two fits). Deterministic: a function of the labels, positions and layers.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from trkx.data.detector import PIXEL_VOLUMES
 from trkx.tracks.builder.extension import (
@@ -54,27 +55,52 @@ SWAP_MIN_HITS = 5
 SWAP_WINDOWS = (1.0, 3.0)
 
 
+def _fits_without_layer(labels: np.ndarray, size: np.ndarray, x: np.ndarray, y: np.ndarray,
+                        z: np.ndarray, layer: np.ndarray, keys: np.ndarray, min_hits: int,
+                        ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """For every layer of ``keys`` and track of >= ``min_hits`` hits holding hits on it, the
+    helix of the track's other hits: one batched fit of the virtual tracks ``(layer, track)``
+    (ordered by layer, then track; each one's hits in index order, as a fit of the track
+    alone sees them). ``(layer, track, fit frame)`` of the virtual tracks the fit returns."""
+    span = int(layer.max()) + 1
+    eligible = size[labels] >= min_hits
+    held = np.unique(labels[eligible] * span + layer[eligible])       # (track, layer) pairs
+    held = held[np.isin(held % span, keys)]
+    order = np.lexsort((held // span, held % span))
+    tracks, layers = held[order] // span, held[order] % span
+    by_label = np.argsort(labels, kind="stable")
+    start = np.searchsorted(labels[by_label], tracks)
+    length = np.searchsorted(labels[by_label], tracks, side="right") - start
+    virtual = np.repeat(np.arange(len(tracks)), length)
+    offset = np.arange(len(virtual)) - np.repeat(np.cumsum(length) - length, length)
+    hits = by_label[np.repeat(start, length) + offset]
+    other = layer[hits] != layers[virtual]
+    hits, virtual = hits[other], virtual[other]
+    frame = fit_helices(virtual, x[hits], y[hits], z[hits], layer[hits] // 1000).frame()
+    rows = frame["track_id"].to_numpy(np.int64)
+    return layers[rows], tracks[rows], frame
+
+
 def _swap_candidates(labels: np.ndarray, size: np.ndarray, x: np.ndarray, y: np.ndarray,
-                     z: np.ndarray, layer: np.ndarray, key: int, min_hits: int,
-                     windows: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """On layer ``key``: the tracks of >= ``min_hits`` hits (``size``: hits per track id)
-    whose held hits lie outside ``windows`` of the helix of their other hits, and for each the
-    cheapest lone hit inside (module docstring); ``(tracks, lone hits)``."""
+                     z: np.ndarray, layer: np.ndarray, key: int,
+                     windows: tuple[float, float], fits: pd.DataFrame,
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """On layer ``key``: the tracks (``size``: hits per track id) whose held hits lie outside
+    ``windows`` of the helix of their other hits (``fits``, their rows of
+    :func:`_fits_without_layer`, ``track_id`` the track's), and for each the cheapest lone hit
+    inside (module docstring); ``(tracks, lone hits)``."""
     none = np.zeros(0, dtype=np.int64)
     on = layer == key
-    tracks = np.unique(labels[on & (size[labels] >= min_hits)])
-    if len(tracks) == 0:
+    frame = fits[fits["n_hits"].to_numpy() >= 3].reset_index(drop=True)
+    if len(frame) == 0:
         return none, none
-    members = np.isin(labels, tracks) & ~on
-    fit = fit_helices(np.where(members, labels, -1), x, y, z, layer // 1000)
-    fitted = fit.n_hits >= 3
-    if not fitted.any():
-        return none, none
-    frame = fit.frame()[fitted].reset_index(drop=True)
     ids = frame["track_id"].to_numpy(np.int64)
     geometry = helix_geometry(frame)
-    held_members = np.flatnonzero(members & np.isin(labels, ids))
-    rows = np.searchsorted(ids, labels[held_members])
+    row_of = np.full(len(size), -1, dtype=np.int64)
+    row_of[ids] = np.arange(len(ids))
+    in_ids = row_of[labels] >= 0
+    held_members = np.flatnonzero(in_ids & ~on)
+    rows = row_of[labels[held_members]]
     line = weighted_lines(geometry, rows, x[held_members], y[held_members], z[held_members],
                           layer[held_members] // 1000)
     usable = np.isfinite(line["z0"]) & np.isfinite(line["cot"])
@@ -82,8 +108,8 @@ def _swap_candidates(labels: np.ndarray, size: np.ndarray, x: np.ndarray, y: np.
                 "cot": np.where(usable, line["cot"], geometry["cot"])}
     wxy, wz = windows
 
-    held = np.flatnonzero(on & np.isin(labels, ids))
-    held_rows = np.searchsorted(ids, labels[held])
+    held = np.flatnonzero(on & in_ids)
+    held_rows = row_of[labels[held]]
     e, dz, _ = helix_residuals(geometry, held_rows, x[held], y[held], z[held])
     held_cost = np.full(len(ids), np.inf)
     np.minimum.at(held_cost, held_rows, (e / wxy) ** 2 + (dz / wz) ** 2)
@@ -121,8 +147,13 @@ def swap_layer_hits(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
     pos = np.asarray(pos, dtype=np.float64)
     x, y, z = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1]), pos[:, 2]
     size = np.bincount(labels)
-    found = [_swap_candidates(labels, size, x, y, z, layer, int(key), min_hits, windows)
-             for key in np.unique(layer[np.isin(layer // 1000, volumes)])]
+    keys = np.unique(layer[np.isin(layer // 1000, volumes)])
+    fit_layer, fit_track, fits = _fits_without_layer(labels, size, x, y, z, layer, keys,
+                                                     min_hits)
+    fits["track_id"] = fit_track
+    found = [_swap_candidates(labels, size, x, y, z, layer, int(key), windows,
+                              fits[fit_layer == key])
+             for key in keys]
     tracks = np.concatenate([f[0] for f in found] or [none])
     lone = np.concatenate([f[1] for f in found] or [none])
     if len(tracks) == 0:
