@@ -96,14 +96,9 @@ def candidate_table(candidates: np.ndarray, graph: ScoredGraph, pos: np.ndarray,
                     cut: float) -> pd.DataFrame:
     """The track-table rows (trkx.tracks.fit.track_table) of the candidates, ``track_id`` their
     candidate number, on the edges of ``graph`` with score ``>= cut``."""
-    n_candidates = int(candidates.max()) + 1 if len(candidates) else 0
-    singles = candidates < 0
-    labels = candidates.copy()
-    labels[singles] = n_candidates + np.arange(int(singles.sum()))
     above = graph.score >= cut
-    table = track_table(labels, pos, graph.layer // 1000, graph.layer % 1000, graph.src[above],
-                        graph.dst[above], graph.score[above])
-    return table[table["track_id"].to_numpy() < n_candidates].reset_index(drop=True)
+    return track_table(candidates, pos, graph.layer // 1000, graph.layer % 1000,
+                       graph.src[above], graph.dst[above], graph.score[above])
 
 
 def add_tracks(labels: np.ndarray, candidates: np.ndarray, kept: np.ndarray) -> np.ndarray:

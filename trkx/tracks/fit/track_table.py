@@ -42,30 +42,32 @@ def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
                 layer_id: np.ndarray, src: np.ndarray, dst: np.ndarray, score: np.ndarray,
                 ) -> pd.DataFrame:
     """One row per track id of ``labels`` (ascending), the module docstring's columns;
-    ``(src, dst, score)`` are the graph edges above the builder's cut."""
+    ``(src, dst, score)`` are the graph edges above the builder's cut. A hit of negative id
+    belongs to no track: it is not fitted, and an edge to it leaves its other end's track."""
     labels = np.asarray(labels, dtype=np.int64)
     pos = np.asarray(pos, dtype=np.float64)
     x, y = pos[:, 0] * np.cos(pos[:, 1]), pos[:, 0] * np.sin(pos[:, 1])
     volume_id = np.asarray(volume_id, dtype=np.int64)
     fit = fit_helices(labels, x, y, pos[:, 2], volume_id)
     ids = fit.track_id
-    inverse = np.searchsorted(ids, labels)
+    tracked = labels >= 0
+    inverse = np.where(tracked, np.searchsorted(ids, labels), -1)
     n_tracks = len(ids)
 
     layer_key = volume_id * 1000 + np.asarray(layer_id, dtype=np.int64)
-    n_layers = distinct_layers(inverse, layer_key, n_tracks)
+    n_layers = distinct_layers(inverse[tracked], layer_key[tracked], n_tracks)
 
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     score = np.asarray(score, dtype=np.float64)
-    inside = inverse[src] == inverse[dst]
+    inside = (inverse[src] == inverse[dst]) & (inverse[src] >= 0)
     owner = inverse[src[inside]]
     n_edges = np.bincount(owner, minlength=n_tracks)
     mean_score = np.bincount(owner, weights=score[inside], minlength=n_tracks) / np.maximum(
         n_edges, 1)
     min_score = np.ones(n_tracks)
     np.minimum.at(min_score, owner, score[inside])
-    leaving = (np.bincount(inverse[src[~inside]], minlength=n_tracks)
-               + np.bincount(inverse[dst[~inside]], minlength=n_tracks))
+    ends = np.concatenate([inverse[src[~inside]], inverse[dst[~inside]]])
+    leaving = np.bincount(ends[ends >= 0], minlength=n_tracks)
     helices = fit.frame()
     short = (fit.n_hits >= 3) & (fit.n_hits < CONTINUATION_MAX_HITS)
     ahead, behind = np.zeros(n_tracks, np.int64), np.zeros(n_tracks, np.int64)
@@ -77,7 +79,8 @@ def track_table(labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
         "leaving": leaving / np.maximum(fit.n_hits, 1),
         "pt": fit.pt, "eta": fit.eta, "phi": fit.phi, "d0": fit.d0, "z0": fit.z0,
         "charge": fit.charge, "chi2_ndf": fit.chi2_ndf, "rms_xy": fit.rms_xy,
-        "rms_z": fit.rms_z, "pt_beamline": beamline_pt(inverse, n_tracks, x, y),
+        "rms_z": fit.rms_z,
+        "pt_beamline": beamline_pt(inverse[tracked], n_tracks, x[tracked], y[tracked]),
         "ahead": ahead, "behind": behind})
 
 
