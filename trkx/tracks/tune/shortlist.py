@@ -1,9 +1,9 @@
 """The tuner's rule over working points, and the shortlist it builds exactly.
 
-A point is ``(cut, central, forward, efficiency, fake, short_score, quality_cut,
-short_quality_cut)`` (trkx.tracks.tune.tuning). The rule (:func:`choose`): the best efficiency at
-the fake target among the plain points (no quality cut, no short-track model), then with a
-``quality_budget`` the point of fewest fakes among all points whose efficiency is at least
+A point is a :class:`TrackPoint` (trkx.tracks.tune.tuning scores them). The rule
+(:func:`choose`): the best efficiency at the fake target among the plain points (no quality
+cut, no short-track model), then with a ``quality_budget`` the point of fewest fakes among
+all points whose efficiency is at least
 
     floor = efficiency(plain choice) - quality_budget.
 
@@ -20,92 +20,116 @@ its moved fake rates meet the target.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
-Point = tuple
+
+class TrackPoint(NamedTuple):
+    """A working point of the track builder and its validation figures: the walk (or
+    components) ``cut``, the minimum lengths in the ``central`` and ``forward`` regions
+    (None: the central one everywhere), the gates of the short tracks and the quality cut
+    (None: off), and the ``efficiency`` and ``fake_rate`` they give."""
+
+    cut: float
+    central: int
+    forward: int | None
+    efficiency: float
+    fake_rate: float
+    short_score: float | None = None
+    quality_cut: float | None = None
+    short_quality_cut: float | None = None
 
 
-def is_plain(point: Point) -> bool:
+
+def is_plain(point: TrackPoint) -> bool:
     """True for a point without a quality cut or a short-track model."""
-    return point[6] is None and point[7] is None
+    return point.quality_cut is None and point.short_quality_cut is None
 
 
-def family(point: Point) -> tuple[bool, bool, bool]:
+def family(point: TrackPoint) -> tuple[bool, bool, bool]:
     """Which gates a point uses: (short score, quality cut, short-track model)."""
-    return point[5] is not None, point[6] is not None, point[7] is not None
+    return (point.short_score is not None, point.quality_cut is not None,
+            point.short_quality_cut is not None)
 
 
-def best_point(points: list[Point], fake_target: float) -> Point:
+def best_point(points: list[TrackPoint], fake_target: float) -> TrackPoint:
     """The point of best efficiency at the fake target, or of the lowest fake rate when none
     meets it."""
-    meeting = [p for p in points if p[4] <= fake_target]
+    meeting = [p for p in points if p.fake_rate <= fake_target]
     if meeting:    # ties: higher cut, looser (or no) quality cut, shorter lengths, stricter
         # (or no) short-track score, no short-track model, then a stricter one
-        return max(meeting, key=lambda p: (p[3], p[0], -(0.0 if p[6] is None else p[6] + 1e-9),
-                                           -p[1], -(p[2] or 0),
-                                           2.0 if p[5] is None else p[5],
-                                           2.0 if p[7] is None else p[7]))
-    return min(points, key=lambda p: (p[4], -p[3]))
+        return max(meeting, key=lambda p: (
+            p.efficiency, p.cut, -(0.0 if p.quality_cut is None else p.quality_cut + 1e-9),
+            -p.central, -(p.forward or 0), 2.0 if p.short_score is None else p.short_score,
+            2.0 if p.short_quality_cut is None else p.short_quality_cut))
+    return min(points, key=lambda p: (p.fake_rate, -p.efficiency))
 
 
-def choose(points: list[Point], fake_target: float, quality_budget: float | None) -> Point:
+def choose(points: list[TrackPoint], fake_target: float,
+           quality_budget: float | None) -> TrackPoint:
     """The tuner's rule (module docstring) over ``points``."""
     best = best_point([p for p in points if is_plain(p) or quality_budget is None], fake_target)
     if quality_budget is not None:
-        within = [p for p in points if p[3] >= best[3] - quality_budget - 1e-12]
-        best = min(within, key=lambda p: (p[4], -p[3], -p[0], p[1], p[2] or 0,
-                                          -(2.0 if p[5] is None else p[5])))
+        within = [p for p in points if p.efficiency >= best.efficiency - quality_budget - 1e-12]
+        best = min(within, key=lambda p: (p.fake_rate, -p.efficiency, -p.cut, p.central,
+                                          p.forward or 0,
+                                          -(2.0 if p.short_score is None else p.short_score)))
     return best
 
 
-def frontier(points: list[Point]) -> list[Point]:
+def frontier(points: list[TrackPoint]) -> list[TrackPoint]:
     """The points no other point beats in both efficiency and fake rate, by efficiency."""
     front, best = [], -1.0
-    for point in sorted(points, key=lambda p: (p[4], -p[3])):
-        if point[3] > best:
+    for point in sorted(points, key=lambda p: (p.fake_rate, -p.efficiency)):
+        if point.efficiency > best:
             front.append(point)
-            best = point[3]
+            best = point.efficiency
     return front
 
 
-def spread(front: list[Point], size: int) -> list[Point]:
+def spread(front: list[TrackPoint], size: int) -> list[TrackPoint]:
     """``size`` points of ``front`` evenly spread along it (its ends among them)."""
     if len(front) <= size:
         return list(front)
     return [front[i] for i in np.unique(np.linspace(0, len(front) - 1, size).round().astype(int))]
 
 
-def _exact_fake(point: Point, probe: list[Point], exact: dict[Point, Point]) -> float:
+def _exact_fake(point: TrackPoint, probe: list[TrackPoint],
+                exact: dict[TrackPoint, TrackPoint]) -> float:
     """``point``'s fake rate as the extension would move it: interpolated in the formula fake
     rates of the built ``probe`` points of its cut (their exact fake rates)."""
-    pairs = sorted((p[4], exact[p][4]) for p in probe)
-    return float(np.interp(point[4], [a for a, _ in pairs], [b for _, b in pairs]))
+    pairs = sorted((p.fake_rate, exact[p].fake_rate) for p in probe)
+    return float(np.interp(point.fake_rate, [a for a, _ in pairs], [b for _, b in pairs]))
 
 
-def _cut_reach(front: list[Point], probe: list[Point], exact: dict[Point, Point],
+def _cut_reach(front: list[TrackPoint], probe: list[TrackPoint],
+               exact: dict[TrackPoint, TrackPoint],
                fake_target: float) -> float:
     """The best efficiency a cut's frontier may build at the fake target: its points whose
     moved fake rate (:func:`_exact_fake`) meets the target, their efficiencies moved by the
     probe's largest (exact - formula) efficiency; -inf when none meets it."""
-    lift = max(exact[p][3] - p[3] for p in probe)
-    meeting = [p[3] for p in front if _exact_fake(p, probe, exact) <= fake_target]
+    lift = max(exact[p].efficiency - p.efficiency for p in probe)
+    meeting = [p.efficiency for p in front if _exact_fake(p, probe, exact) <= fake_target]
     return max(meeting) + lift if meeting else float("-inf")
 
 
-def _reached(exact: dict[Point, Point], fake_target: float) -> float:
+def _reached(exact: dict[TrackPoint, TrackPoint], fake_target: float) -> float:
     """The best exact efficiency built so far at the fake target (-inf: none yet)."""
-    meeting = [q[3] for q in exact.values() if q[4] <= fake_target]
+    meeting = [q.efficiency for q in exact.values() if q.fake_rate <= fake_target]
     return max(meeting) if meeting else float("-inf")
 
 
-def _nearest(front: list[Point], column: int, value: float, size: int) -> list[Point]:
-    return sorted(front, key=lambda p: (abs(p[column] - value), p[4]))[:size]
+def _nearest(front: list[TrackPoint], figure: str, value: float,
+             size: int) -> list[TrackPoint]:
+    """The ``size`` points of ``front`` whose ``figure`` (efficiency or fake_rate) is
+    nearest ``value`` (ties: fewer fakes)."""
+    return sorted(front, key=lambda p: (abs(getattr(p, figure) - value), p.fake_rate))[:size]
 
 
-def exact_shortlist(points: list[Point], size: int, fake_target: float,
+def exact_shortlist(points: list[TrackPoint], size: int, fake_target: float,
                     quality_budget: float | None,
-                    build: Callable[[list[Point]], list[Point]]) -> list[Point]:
+                    build: Callable[[list[TrackPoint]], list[TrackPoint]]) -> list[TrackPoint]:
     """The points built exactly (``build``: formula points -> exact points) on the way to the
     rule's choice:
 
@@ -130,13 +154,13 @@ def exact_shortlist(points: list[Point], size: int, fake_target: float,
     fronts = [frontier(points)]
     if quality_budget is not None:
         fronts.append(frontier([p for p in points if is_plain(p)]))
-    exact: dict[Point, Point] = {}
+    exact: dict[TrackPoint, TrackPoint] = {}
 
-    def add(chosen: list[Point]) -> None:
+    def add(chosen: list[TrackPoint]) -> None:
         fresh = list(dict.fromkeys(p for p in chosen if p not in exact))
         exact.update(zip(fresh, build(fresh)))
 
-    def refine(front: list[Point], chosen: Point) -> None:
+    def refine(front: list[TrackPoint], chosen: TrackPoint) -> None:
         formula = next(p for p, q in exact.items() if q == chosen)
         if formula not in front:
             return
@@ -147,26 +171,26 @@ def exact_shortlist(points: list[Point], size: int, fake_target: float,
         add(spread(front[low + 1:at] + front[at + 1:high], size))
 
     add([p for front in fronts for p in spread(front, size)])
-    add(_nearest(fronts[-1], 4, fake_target, size))     # where the (plain) rule's choice lies
+    add(_nearest(fronts[-1], "fake_rate", fake_target, size))   # where the (plain) choice lies
     first = [p for p in points if is_plain(p)] if quality_budget is not None else points
-    for cut in sorted({p[0] for p in first}, reverse=True):
-        front = frontier([p for p in first if p[0] == cut])
+    for cut in sorted({p.cut for p in first}, reverse=True):
+        front = frontier([p for p in first if p.cut == cut])
         probe = spread(front, max(2, size // 2))
         add(probe)      # how the extension moves this cut's fake rates, then its points there
         fronts.append(front)
         if _cut_reach(front, probe, exact, fake_target) < _reached(exact, fake_target) - 0.002:
             continue    # this cut's best at the target stays below a built point's
         add(sorted(front, key=lambda p: (abs(_exact_fake(p, probe, exact) - fake_target),
-                                         -p[3]))[:max(2, size // 2)])
+                                         -p.efficiency))[:max(2, size // 2)])
     if quality_budget is not None:
         plain = [q for p, q in exact.items() if is_plain(p)]
-        floor = best_point(plain, fake_target)[3] - quality_budget
+        floor = best_point(plain, fake_target).efficiency - quality_budget
         for kind in sorted({family(p) for p in points if not is_plain(p)}):
             front = frontier([p for p in points if family(p) == kind])
-            window = _nearest(front, 3, floor, size)
+            window = _nearest(front, "efficiency", floor, size)
             add(window)   # then again where the window's exact efficiencies say the floor is
-            offset = float(np.median([exact[p][3] - p[3] for p in window]))
-            add(_nearest(front, 3, floor - offset, size))
+            offset = float(np.median([exact[p].efficiency - p.efficiency for p in window]))
+            add(_nearest(front, "efficiency", floor - offset, size))
             fronts.append(front)
     best = choose(list(exact.values()), fake_target, quality_budget)
     for front in fronts:

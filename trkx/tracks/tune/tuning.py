@@ -68,7 +68,7 @@ from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import EventEvaluation, MetricCuts, evaluate_event
 from trkx.tracks.fit.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
 from trkx.tracks.fit.track_table import track_table
-from trkx.tracks.tune.shortlist import choose, exact_shortlist
+from trkx.tracks.tune.shortlist import TrackPoint, choose, exact_shortlist
 
 DEFAULT_CUTS: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 DEFAULT_LENGTHS: tuple[int, ...] = (3, 4, 5, 6, 7, 8)
@@ -203,10 +203,15 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     without a quality cut are chosen among first; then, among all points whose efficiency is
     at least that point's less ``quality_budget``, the one of lowest fake rate (ties: best
     efficiency) is taken. ``efficiency_count`` ``"anchors"`` counts the efficiency on the
-    published pipelines' definitions (trkx.tracks.evaluate.anchors: each track's pixel projection,
-    signal
-    pT > 0.9 GeV on >= 3 pixel layers) in place of ``metric_cuts``; the fake rate stays
-    trkx's own (every candidate of the whole track counted).
+    published pipelines' definitions (trkx.tracks.evaluate.anchors: each track's pixel
+    projection, signal pT > 0.9 GeV on >= 3 pixel layers) in place of ``metric_cuts``; the
+    fake rate stays trkx's own (every candidate of the whole track counted).
+
+    Per cut: the candidates built and evaluated once (:func:`_candidates_at_cut`), the quality
+    models fitted to them (:func:`_fit_models`), every point scored by the formulas
+    (:func:`_formula_points`); then, with the extension, a shortlist built exactly
+    (trkx.tracks.tune.shortlist.exact_shortlist, :func:`_extended_points`), and the rule
+    (trkx.tracks.tune.shortlist.choose) takes the point.
     """
     if efficiency_count not in EFFICIENCY_COUNTS:
         raise ValueError(f"efficiency_count {efficiency_count!r}: expected one of "
@@ -215,67 +220,101 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
     metric_cuts = metric_cuts if metric_cuts is not None else MetricCuts()
     if not records:
         raise ValueError("tuning the track builder needs at least one validation event")
-    field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
     forward_lengths = tuple(lengths) if forward_lengths is None else tuple(forward_lengths)
     truths = [truth_from_record(r) for r in records]
     extending = builder.extend_window_xy is not None
-    scan, points, models, candidates = [], [], {}, {}   # candidates[cut, i]: (labels, graph, table)
     longest = max((*lengths, *forward_lengths))
-    for cut in cuts:
-        unshortened = replace(builder, **{field: float(cut)}, min_length=1,
-                              min_length_forward=None, short_score=None, quality_cut=None,
-                              extend_window_xy=None)
-        tables, features, n_signal = [], [], 0
-        for i, (record, truth) in enumerate(zip(records, truths)):
-            graph = graph_from_record(record, builder.orientation, min_score=cut)
-            labels = unshortened.build_graph(graph, getattr(record, "pos", None))
-            fitted = _candidates_table(record, labels, graph)
-            if extending:
-                candidates[float(cut), i] = (labels, graph, fitted)
-            evaluation, found, signal = _evaluated(
-                truth, tracks_frame(record.hit_id, labels, int(getattr(record, "event_id", -1))),
-                metric_cuts, efficiency_count)
-            tables.append(_track_table(evaluation, _mean_scores(record, labels, cut), found)
-                          .assign(event=i))
-            features.append(None if fitted is None else fitted.set_index("track_id").loc[
-                tables[-1]["track_id"].to_numpy()].reset_index())
-            n_signal += signal
-        table = pd.concat(tables, ignore_index=True)
-        model = short_model = None
-        if all(f is not None for f in features) and 0 < table["matched"].mean() < 1:
-            pooled = pd.concat(features, ignore_index=True)
-            model = fit_quality(pooled, table["matched"].to_numpy(bool))
-            table["quality"] = model.score(pooled)
-            short_model = _short_model(pooled, table, longest)
-            if short_model is not None:
-                table["short_quality"] = short_model.score(pooled)
-        models[float(cut)] = (model, short_model)
+    scan, points, models, candidates = [], [], {}, {}   # candidates[cut, i]: (labels, graph, table)
+    for cut in map(float, cuts):
+        table, features, n_signal, built = _candidates_at_cut(
+            records, truths, builder, cut, metric_cuts, efficiency_count)
+        if extending:
+            candidates.update({(cut, i): one for i, one in enumerate(built)})
+        models[cut] = _fit_models(table, features, longest)
         gates = [(sure, None) for sure in short_scores]
-        if short_model is not None:
+        if models[cut][1] is not None:
             gates += [(None, lam) for lam in short_quality_cuts if lam is not None]
+        kappas = quality_cuts if models[cut][0] is not None else (None,)
         for central in lengths:
-            efficiency, fake = length_figures(table, n_signal, central, central, 0.0)
-            scan.append((float(cut), int(central), efficiency, fake))
-            for forward in forward_lengths or (None,):
-                for sure, lam in gates:
-                    for kappa in quality_cuts if model is not None else (None,):
-                        eff, fk = (efficiency, fake) if (forward, sure, kappa, lam) == (
-                            None, None, None, None) else length_figures(
-                                table, n_signal, central,
-                                central if forward is None else forward,
-                                builder.forward_eta, sure, kappa, lam)
-                        points.append((float(cut), int(central), forward, eff, fk, sure, kappa,
-                                       lam))
+            plain = length_figures(table, n_signal, central, central, 0.0)
+            scan.append((cut, int(central), *plain))
+            points += _formula_points(table, n_signal, cut, int(central), plain,
+                                      forward_lengths, gates, kappas, builder.forward_eta)
     if extending:
         points = exact_shortlist(points, extension_points, fake_target, quality_budget,
-                               lambda chosen: _extended_points(records, truths, builder,
-                                                               metric_cuts, efficiency_count,
-                                                               models, candidates, chosen))
+                                 lambda chosen: _extended_points(records, truths, builder,
+                                                                 metric_cuts, efficiency_count,
+                                                                 models, candidates, chosen))
     best = choose(points, fake_target, quality_budget)
-    model, short_model = models[best[0]]
-    return TunedCut(best[0], best[1], best[3], best[4], tuple(scan), best[2], best[5], best[6],
-                    model if best[6] is not None else None, best[7],
-                    short_model if best[7] is not None else None)
+    model, short_model = models[best.cut]
+    return TunedCut(best.cut, best.central, best.efficiency, best.fake_rate, tuple(scan),
+                    best.forward, best.short_score, best.quality_cut,
+                    model if best.quality_cut is not None else None, best.short_quality_cut,
+                    short_model if best.short_quality_cut is not None else None)
+
+
+def _candidates_at_cut(records: Sequence, truths: list, builder: TrackBuilder, cut: float,
+                       metric_cuts: MetricCuts, count: str,
+                       ) -> tuple[pd.DataFrame, list, int, list[tuple]]:
+    """Step 1 at one cut: every event's candidates built once, unshortened (lengths 1, no
+    gate, no quality cut, no extension), and evaluated once. Returns their table
+    (:func:`_track_table`, all events), the quality models' inputs per event (None where a
+    record has no positions or layers), the signal particles counted as ``count`` says, and
+    per event ``(labels, graph, track table)`` for building points exactly from them."""
+    field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
+    unshortened = replace(builder, **{field: cut}, min_length=1, min_length_forward=None,
+                          short_score=None, quality_cut=None, extend_window_xy=None)
+    tables, features, built, n_signal = [], [], [], 0
+    for i, (record, truth) in enumerate(zip(records, truths)):
+        graph = graph_from_record(record, builder.orientation, min_score=cut)
+        labels = unshortened.build_graph(graph, getattr(record, "pos", None))
+        fitted = _candidates_table(record, labels, graph)
+        built.append((labels, graph, fitted))
+        evaluation, found, signal = _evaluated(
+            truth, tracks_frame(record.hit_id, labels, int(getattr(record, "event_id", -1))),
+            metric_cuts, count)
+        tables.append(_track_table(evaluation, _mean_scores(record, labels, cut), found)
+                      .assign(event=i))
+        features.append(None if fitted is None else fitted.set_index("track_id").loc[
+            tables[-1]["track_id"].to_numpy()].reset_index())
+        n_signal += signal
+    return pd.concat(tables, ignore_index=True), features, n_signal, built
+
+
+def _fit_models(table: pd.DataFrame, features: list, longest: int,
+                ) -> tuple[QualityModel | None, QualityModel | None]:
+    """Step 2 at one cut: the track quality model and the short-track model fitted to its
+    candidates (None where a record has no features, or the candidates are all matched or
+    all fakes); their scores are written into ``table`` (``quality``, ``short_quality``)."""
+    if not all(f is not None for f in features) or not 0 < table["matched"].mean() < 1:
+        return None, None
+    pooled = pd.concat(features, ignore_index=True)
+    model = fit_quality(pooled, table["matched"].to_numpy(bool))
+    table["quality"] = model.score(pooled)
+    short_model = _short_model(pooled, table, longest)
+    if short_model is not None:
+        table["short_quality"] = short_model.score(pooled)
+    return model, short_model
+
+
+def _formula_points(table: pd.DataFrame, n_signal: int, cut: float, central: int,
+                    plain: tuple[float, float], forward_lengths: Sequence[int],
+                    gates: list[tuple], kappas: Sequence[float | None],
+                    forward_eta: float) -> list[TrackPoint]:
+    """Step 3 at one cut and central length: every combination of a forward length, a gate
+    of the short tracks (``(short_score, None)`` or ``(None, short_quality_cut)``) and a
+    quality cut, scored by the formulas (:func:`length_figures`; ``plain`` the figures
+    without any of them)."""
+    points = []
+    for forward in forward_lengths or (None,):
+        for sure, lam in gates:
+            for kappa in kappas:
+                figures = plain if (forward, sure, kappa, lam) == (None, None, None, None) \
+                    else length_figures(table, n_signal, central,
+                                        central if forward is None else forward, forward_eta,
+                                        sure, kappa, lam)
+                points.append(TrackPoint(cut, central, forward, *figures, sure, kappa, lam))
+    return points
 
 
 def _short_model(pooled: pd.DataFrame, table: pd.DataFrame, longest: int) -> QualityModel | None:
@@ -295,21 +334,22 @@ def _short_model(pooled: pd.DataFrame, table: pd.DataFrame, longest: int) -> Qua
 
 def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
                      metric_cuts: MetricCuts, efficiency_count: str, models: dict,
-                     candidates: dict, points: list[tuple]) -> list[tuple]:
+                     candidates: dict, points: list[TrackPoint]) -> list[TrackPoint]:
     """``points`` with the efficiency and fake rate of their tracks built exactly, extension
     included, from the candidates (and graph) of their cut."""
     field = "walk_cut" if builder.method == "walkthrough" else "cc_cut"
     out = []
-    for cut, central, forward, _, _, sure, kappa, lam in points:
-        model, short_model = models[cut]
-        point = replace(builder, **{field: cut}, min_length=central, min_length_forward=forward,
-                        short_score=sure, quality_cut=kappa,
-                        quality=model if kappa is not None else None,
-                        short_quality_cut=lam,
-                        short_quality=short_model if lam is not None else None)
+    for p in points:
+        model, short_model = models[p.cut]
+        point = replace(builder, **{field: p.cut}, min_length=p.central,
+                        min_length_forward=p.forward, short_score=p.short_score,
+                        quality_cut=p.quality_cut,
+                        quality=model if p.quality_cut is not None else None,
+                        short_quality_cut=p.short_quality_cut,
+                        short_quality=short_model if p.short_quality_cut is not None else None)
         tables, n_signal = [], 0
         for i, (record, truth) in enumerate(zip(records, truths)):
-            labels, graph, fitted = candidates[cut, i]
+            labels, graph, fitted = candidates[p.cut, i]
             labels, _ = point.finish(labels, graph, getattr(record, "pos", None), fitted)
             evaluation, found, signal = _evaluated(truth, tracks_frame(record.hit_id, labels, i),
                                                    metric_cuts, efficiency_count)
@@ -317,7 +357,7 @@ def _extended_points(records: Sequence, truths: list, builder: TrackBuilder,
             n_signal += signal
         efficiency, fake = length_figures(pd.concat(tables, ignore_index=True), n_signal,
                                           0, 0, 0.0)
-        out.append((cut, central, forward, efficiency, fake, sure, kappa, lam))
+        out.append(p._replace(efficiency=efficiency, fake_rate=fake))
     return out
 
 
