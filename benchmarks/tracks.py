@@ -46,8 +46,7 @@ from trkx.tracks.evaluate.metrics import evaluate_event, event_summary
 BUILDERS = [TrackBuilder("components", cc_cut=c) for c in (0.3, 0.5, 0.7, 0.8, 0.9)] + [
     TrackBuilder("walkthrough", walk_cut=c, max_layer_hits=m)
     for c in (0.1, 0.3, 0.5) for m in (1, 2, 3, 4)] + [
-    TrackBuilder("walkthrough", walk_cut=0.3, sibling_ratio=r) for r in (0.0, 0.5, 1.0)] + [
-    TrackBuilder("walkthrough", walk_cut=c, orientation="radius") for c in (0.3, 0.5)]
+    TrackBuilder("walkthrough", walk_cut=0.3, sibling_ratio=r) for r in (0.0, 0.5, 1.0)]
 
 
 def replicate_event(record: Data, copies: int, seed: int = 0) -> Data:
@@ -144,17 +143,16 @@ def scored_event(record, seed: int):
 
 def run_builders(record) -> list[dict]:
     truth = truth_from_record(record)
-    graphs = {o: graph_from_record(record, o) for o in ("given", "radius")}
+    graph = graph_from_record(record)
     rows = []
     for builder in BUILDERS:
-        labels, seconds = harness.best_of(lambda b=builder: b.build_graph(graphs[b.orientation]))
+        labels, seconds = harness.best_of(lambda b=builder: b.build_graph(graph))
         summary = event_summary(evaluate_event(truth, tracks_frame(record.hit_id, labels, 0)))
         rows.append({"method": builder.method,
                      "cut": builder.cc_cut if builder.method == "components"
                      else builder.walk_cut,
                      "max_layer_hits": builder.max_layer_hits
                      if builder.method == "walkthrough" else None,
-                     "orientation": builder.orientation,
                      "sibling_ratio": builder.sibling_ratio
                      if builder.method == "walkthrough" else None,
                      "build_s": seconds,
@@ -167,12 +165,12 @@ def print_table(name: str, stats: dict, rows: list[dict]) -> None:
     print(f"\n{name}: {stats['n_hits']:,d} hits, {stats['n_edges']:,d} edges, "
           f"purity {stats['edge_purity_at_0.5']:.3f} and truth-edge efficiency "
           f"{stats['truth_edges_at_0.5']:.3f} at score 0.5")
-    print(f"{'method':<12s} {'orient':<6s} {'cut':>4s} {'layer':>5s} {'ratio':>5s} {'eff':>6s} "
+    print(f"{'method':<12s} {'cut':>4s} {'layer':>5s} {'ratio':>5s} {'eff':>6s} "
           f"{'fake':>6s} {'dup':>6s} {'score':>6s} {'tracks':>7s} {'build s':>8s}")
     for row in rows:
         layer = "-" if row["max_layer_hits"] is None else str(row["max_layer_hits"])
         ratio = "-" if row["sibling_ratio"] is None else f"{row['sibling_ratio']:.1f}"
-        print(f"{row['method']:<12s} {row['orientation']:<6s} {row['cut']:>4.1f} {layer:>5s} "
+        print(f"{row['method']:<12s} {row['cut']:>4.1f} {layer:>5s} "
               f"{ratio:>5s} {row['efficiency']:>6.3f} "
               f"{row['fake_rate']:>6.3f} {row['duplicate_rate']:>6.3f} "
               f"{row['trackml_score']:>6.3f} {row['n_tracks']:>7,d} {row['build_s']:>8.3f}")

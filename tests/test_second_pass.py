@@ -70,7 +70,7 @@ def _grouping(labels: np.ndarray, hits: np.ndarray) -> set[tuple[int, ...]]:
 def test_the_second_pass_walks_only_the_lone_hits_and_only_above_its_cut():
     record = _half_sure_record()
     pos = as_numpy(record.pos).astype(np.float64)
-    graph = graph_from_record(record, "given", min_score=0.5)
+    graph = graph_from_record(record, min_score=0.5)
     labels = _first_pass().build_graph(graph, pos)
     alone = np.bincount(labels)[labels] == 1
     candidates = second_candidates(labels, graph, pos, 0.5)

@@ -49,7 +49,7 @@ def test_a_piece_goes_on_and_a_whole_short_particle_does_not():
     labels = builder.build(record)
     truth = truth_from_record(record)
     evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels, 7), MetricCuts())
-    graph = graph_from_record(record, "given", min_score=0.5)
+    graph = graph_from_record(record, min_score=0.5)
     table = track_table(labels, as_numpy(record.pos), graph.layer // 1000,
                         graph.layer % 1000, graph.src, graph.dst, graph.score)
     assert (table.loc[table["n_hits"] < 3, ["ahead", "behind"]].to_numpy() == 0).all()

@@ -100,7 +100,7 @@ def test_every_short_track_point_builds_its_figures_and_the_working_point_carrie
     labels = builder.build(record)
     evaluation = evaluate_event(truth, tracks_frame(record.hit_id, labels, 7), MetricCuts())
     table = _track_table(evaluation, _mean_scores(record, labels, 0.5))
-    rows = _candidates_table(record, labels, graph_from_record(record, "given", min_score=0.5)
+    rows = _candidates_table(record, labels, graph_from_record(record, min_score=0.5)
                              ).set_index("track_id").loc[table["track_id"].to_numpy()
                                                          ].reset_index()
     matched = table["matched"].to_numpy(bool)
@@ -147,7 +147,7 @@ def test_finishing_from_the_candidates_table_builds_what_fitting_each_point_buil
     record = _pieces_record(seed=6, mu=8.0)
     builder = TrackBuilder(method="components", stitch=False, extend_window_xy=2.0,
                            extend_window_z=5.0, extend_rounds=2)
-    graph = graph_from_record(record, "given", min_score=0.5)
+    graph = graph_from_record(record, min_score=0.5)
     pos = record.pos.numpy()
     labels = replace(builder, extend_window_xy=None).build_graph(graph, pos)
     candidates = _candidates_table(record, labels, graph)

@@ -107,8 +107,6 @@ def test_scored_graph_orients_and_deduplicates():
     given = scored_graph(edges, scores, 3, pos)
     pairs = {(int(a), int(b)): float(s) for a, b, s in zip(given.src, given.dst, given.score)}
     assert pairs == {(0, 1): 0.7, (1, 2): 0.9}
-    radius = scored_graph(np.array([[1], [0]]), np.array([0.5]), 3, pos, orientation="radius")
-    assert (int(radius.src[0]), int(radius.dst[0])) == (0, 1)
     with pytest.raises(ValueError, match="refers to hit 5"):
         scored_graph(np.array([[0], [5]]), np.array([1.0]), 3)
     with pytest.raises(ValueError, match="scores has 2 entries for 1 edges"):

@@ -22,7 +22,7 @@ from trkx.tracks.fit.helix_fit import fit_helices
 from trkx.tracks.fit.track_table import track_table
 
 pytest.importorskip("numba")
-from trkx.tracks.builder.ball_kernels import ball_pairs, grid_side  # noqa: E402
+from trkx.tracks.builder.ball_kernels import ball_pairs, grid_side
 
 
 def k_d_tree_pairs(points: np.ndarray, radii: np.ndarray, hits: np.ndarray):
@@ -63,12 +63,12 @@ def built_sample_event(sample_prefix):
     record = event_record(str(sample_prefix), load_detector(), pipeline.use_cells,
                           pipeline.signal_pt_min, with_truth=False)
     graphs, labels, _ = pipeline.run(record)
-    return pipeline, graphs["gnn"], np.asarray(labels, dtype=np.int64)
+    return graphs["gnn"], np.asarray(labels, dtype=np.int64)
 
 
 def test_the_swaps_batched_fit_is_each_layers_own(built_sample_event) -> None:
-    pipeline, record, labels = built_sample_event
-    graph = graph_from_record(record, pipeline.builder.orientation)
+    record, labels = built_sample_event
+    graph = graph_from_record(record)
     r, phi, z = (record.pos[:, i].double().numpy() for i in range(3))
     x, y, layer = r * np.cos(phi), r * np.sin(phi), np.asarray(graph.layer, dtype=np.int64)
     size = np.bincount(labels)
@@ -88,8 +88,8 @@ def test_the_swaps_batched_fit_is_each_layers_own(built_sample_event) -> None:
 
 
 def test_a_table_with_hits_of_no_track_has_the_rows_of_their_own_tracks(built_sample_event):
-    pipeline, record, labels = built_sample_event
-    graph = graph_from_record(record, pipeline.builder.orientation)
+    record, labels = built_sample_event
+    graph = graph_from_record(record)
     pos = record.pos.double().numpy()
     candidates = second_candidates(labels, graph, pos, 0.3)
     n_candidates = int(candidates.max()) + 1

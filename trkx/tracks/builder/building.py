@@ -83,7 +83,7 @@ import pandas as pd
 from trkx.arrays import as_numpy
 from trkx.tracks.builder.components import connected_component_tracks
 from trkx.tracks.builder.extension import extend_tracks
-from trkx.tracks.builder.graph import ORIENTATIONS, ScoredGraph, graph_from_record
+from trkx.tracks.builder.graph import ScoredGraph, graph_from_record
 from trkx.tracks.builder.layer_swap import SWAP_WINDOWS, swap_layer_hits
 from trkx.tracks.builder.second_pass import WalkOptions, second_pass
 from trkx.tracks.builder.stitching import stitch_pieces
@@ -105,7 +105,6 @@ class TrackBuilder:
     walk_cut: float = 0.3
     max_layer_hits: int = 3
     sibling_ratio: float = 0.7
-    orientation: str = "given"
     min_length: int = 1
     min_length_forward: int | None = None   # |eta_t| >= forward_eta; None: min_length
     forward_eta: float = 2.0
@@ -149,9 +148,6 @@ class TrackBuilder:
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {value}")
-        if self.orientation not in ORIENTATIONS:
-            raise ValueError(f"orientation {self.orientation!r} is not one of "
-                             f"{', '.join(ORIENTATIONS)}")
         if self.max_layer_hits < 1:
             raise ValueError(f"max_layer_hits must be >= 1, got {self.max_layer_hits}")
         for name in ("min_length", "min_length_forward"):
@@ -369,7 +365,7 @@ class TrackBuilder:
     def build_with_table(self, record) -> tuple[np.ndarray, pd.DataFrame | None]:
         """:meth:`build`'s track ids and :meth:`build_graph_with_table`'s track table."""
         return self.build_graph_with_table(
-            graph_from_record(record, self.orientation, min_score=self.lowest_cut),
+            graph_from_record(record, min_score=self.lowest_cut),
             getattr(record, "pos", None))
 
 

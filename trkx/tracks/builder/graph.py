@@ -2,15 +2,9 @@
 
 Edges arrive as ``edge_index`` [2, E] with ``scores`` [E], directed inner -> outer by the
 docs/design.md contract. Track building wants every hit pair once, oriented along the particle's
-path. Two orientations:
-
-- ``"given"`` (default): keep each edge's direction (the truth graph's is the particle's own
-  order, so a looper that curls back inwards stays one chain); a pair given in both
-  directions keeps the direction of its higher score (ties: from the smaller ``r``);
-- ``"radius"``: orient every edge by the hits' transverse radius ``r`` (``pos`` = (r, phi, z)):
-  ``i -> j`` when ``(r_i, i) < (r_j, j)``. A particle's ``r`` grows along its path until it has
-  turned half a circle, whatever the z of its vertex (``sqrt(r^2 + z^2)`` does not: it first
-  falls for a particle produced at z > 0 heading to z < 0).
+path: each edge keeps its given direction (the truth graph's is the particle's own order, so a
+looper that curls back inwards stays one chain); a pair given in both directions keeps the
+direction of its higher score (ties: from the smaller ``r``).
 
 A pair given twice keeps its highest score. Hits are ranked inner to outer by ``r`` (without
 ``pos``, by index); the walkthrough starts its walks in that order. When the record has
@@ -28,7 +22,6 @@ from trkx.arrays import as_numpy
 from trkx.data.record import EDGE_INDEX, SCORES
 from trkx.data.truth import layer_key as hit_layer_key
 
-ORIENTATIONS = ("given", "radius")
 
 @dataclass(frozen=True, eq=False)
 class ScoredGraph:
@@ -60,7 +53,7 @@ def radial_rank(pos: np.ndarray | None, num_nodes: int) -> np.ndarray:
 
 
 def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
-                 orientation: str = "given", min_score: float | None = None) -> ScoredGraph:
+                 min_score: float | None = None) -> ScoredGraph:
     """Orient, deduplicate and validate scored edges (see the module docstring).
 
     ``layer`` [N] is an optional per-hit layer key (``volume_id * 1000 + layer_id``).
@@ -83,11 +76,6 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
     if min_score is not None:
         not_loop &= score >= min_score
     a, b, score = a[not_loop], b[not_loop], score[not_loop]
-    if orientation not in ORIENTATIONS:
-        raise ValueError(f"orientation {orientation!r} is not one of {', '.join(ORIENTATIONS)}")
-    if orientation == "radius":
-        flip = rank[a] > rank[b]
-        a, b = np.where(flip, b, a), np.where(flip, a, b)
     src, dst = a, b
     # Deduplicate unordered pairs: the highest score wins, then the inner-to-outer direction.
     key = np.minimum(src, dst) * num_nodes + np.maximum(src, dst)
@@ -103,8 +91,7 @@ def scored_graph(edge_index, scores, num_nodes: int, pos=None, layer=None,
     return ScoredGraph(num_nodes, src[keep], dst[keep], score[keep], rank, layer)
 
 
-def graph_from_record(record, orientation: str = "given",
-                      min_score: float | None = None) -> ScoredGraph:
+def graph_from_record(record, min_score: float | None = None) -> ScoredGraph:
     """The :class:`ScoredGraph` of a record with ``edge_index``, ``scores``, ``num_nodes``
     (edges scoring below ``min_score`` left out, see :func:`scored_graph`)."""
     for field in (EDGE_INDEX, SCORES):
@@ -115,4 +102,4 @@ def graph_from_record(record, orientation: str = "given",
     layer_key = None if volume is None or layer is None else \
         hit_layer_key(as_numpy(volume), as_numpy(layer))
     return scored_graph(record.edge_index, record.scores, int(record.num_nodes),
-                        getattr(record, "pos", None), layer_key, orientation, min_score)
+                        getattr(record, "pos", None), layer_key, min_score)

@@ -21,17 +21,19 @@ polar angle across the gap. The window compares the pieces' own directions, not 
 along the beam (on the cells set's 8 validation events, stitching by the hits' ``asinh(z /
 r)`` found 0.9007 of the signal particles at fake rate 0.0344, by the pieces' directions 0.9025
 at 0.0337; docs/levers.md). Candidates are taken in order of the cost
-``dk / max_curvature + dt / max_angle`` (ties: in the KD-tree's pair order, a function of
-the input), each piece's end and each piece's start at most once; the accepted links
-form chains (rank grows along every link and within every piece, so no cycle), and each
-chain becomes one track. Deterministic: a function of the labels, positions and ranks.
+``dk / max_curvature + dt / max_angle`` (ties: in the order of the ends, then of the
+starts; the pairs within ``window`` come from the compiled ball search,
+trkx.tracks.builder.ball_kernels), each piece's end and each piece's start at most once;
+the accepted links form chains (rank grows along every link and within every piece, so no
+cycle), and each chain becomes one track. Deterministic: a function of the labels, positions
+and ranks.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial import cKDTree
 
+from trkx.tracks.builder.ball_kernels import ball_pairs, grid_side
 from trkx.tracks.builder.components import component_labels
 
 
@@ -88,11 +90,11 @@ def stitch_pieces(labels: np.ndarray, pos: np.ndarray, rank: np.ndarray, window:
                         np.sin(phi[3])], axis=-1)                          # [P, 3]
     start_key = np.stack([_direction_eta(r[0], z[0], r[1], z[1]), np.cos(phi[0]),
                           np.sin(phi[0])], axis=-1)
-    near = cKDTree(end_key).sparse_distance_matrix(cKDTree(start_key), window,
-                                                   output_type="ndarray")
-    if len(near) == 0:
+    i, j = ball_pairs(end_key, np.full(len(end_key), float(window)),
+                      *(np.ascontiguousarray(start_key[:, c]) for c in range(3)),
+                      grid_side(start_key[:, 0], start_key[:, 1], window))  # end i, start j
+    if len(i) == 0:
         return labels
-    i, j = near["i"].astype(np.int64), near["j"].astype(np.int64)     # end of i, start of j
     ok = (i != j) & (rank[ends[0][j]] > rank[ends[3][i]]) & (
         np.hypot(x[0, j] - x[3, i], y[0, j] - y[3, i]) < max_gap)
     i, j = i[ok], j[ok]

@@ -35,7 +35,7 @@ def track_parameters(record, labels: np.ndarray, builder: TrackBuilder,
     if table is not None:
         return table[list(COLUMNS)].reset_index(drop=True)
     cut = builder.edge_cut
-    graph = graph_from_record(record, builder.orientation, min_score=cut)
+    graph = graph_from_record(record, min_score=cut)
     table = track_table(labels, as_numpy(record.pos), as_numpy(record.volume_id),
                         as_numpy(record.layer_id), graph.src, graph.dst, graph.score)
     table = table[table["n_hits"].to_numpy() >= 3].reset_index(drop=True)

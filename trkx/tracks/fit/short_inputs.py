@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.spatial import cKDTree
 
 from trkx.runtime.device import numba_importable
 from trkx.tracks.builder.extension import helix_geometry, helix_residuals
@@ -111,6 +110,8 @@ def continuation(labels: np.ndarray, pos: np.ndarray, layer: np.ndarray,
                 "a", "b", "radius", "sense", "alpha0", "z0", "cot")),
             s_min, s_max, fitted, own_layers.astype(np.int64), float(window_xy),
             float(window_z), float(reach), float(step), float(max(window_z, step)), 100_000)
+    from scipy.spatial import cKDTree  # the reference: imported only when it runs
+
     hits = cKDTree(np.stack([x, y, z], axis=1))
     steps = np.arange(0.0, reach, step)
     for out, start, stop, beyond in (

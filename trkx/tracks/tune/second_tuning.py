@@ -71,7 +71,7 @@ def tune_second_pass(records: Sequence, builder: TrackBuilder, budget: float,
     for i, record in enumerate(records):
         truth = truth_from_record(record)
         pos = np.asarray(as_numpy(record.pos), dtype=np.float64)
-        graph = graph_from_record(record, builder.orientation, min_score=float(min(cuts)))
+        graph = graph_from_record(record, min_score=float(min(cuts)))
         labels, _ = first.build_graph_with_table(graph, pos)
         evaluation, found, _ = _evaluated(truth, tracks_frame(record.hit_id, labels, i),
                                           metric_cuts, efficiency_count)

@@ -266,7 +266,7 @@ def _candidates_at_cut(records: Sequence, truths: list, builder: TrackBuilder, c
                           short_score=None, quality_cut=None, extend_window_xy=None)
     tables, features, built, n_signal = [], [], [], 0
     for i, (record, truth) in enumerate(zip(records, truths)):
-        graph = graph_from_record(record, builder.orientation, min_score=cut)
+        graph = graph_from_record(record, min_score=cut)
         labels = unshortened.build_graph(graph, getattr(record, "pos", None))
         fitted = _candidates_table(record, labels, graph)
         built.append((labels, graph, fitted))
