@@ -158,42 +158,15 @@ def test_the_embedding_weighs_secondary_signal_pairs() -> None:
                         secondary_weight=0.0)
 
 
-def test_short_particles_signal_edges_weigh_more_through_the_sampler() -> None:
-    """The short factor: signal edges whose first hit's particle has at most ``short_hits``
-    hits weigh ``short_weight`` times more (not the other true or fake edges), with the hit
-    counts carried through the minibatch sampler; without them, and graph-parallel, refused."""
-    from trkx.config import ConfigError
-    from trkx.gnn.distributed.train import check_config
-
-    y = torch.tensor([True, True, True, False])
-    signal = torch.tensor([True, True, False, False])
-    nhits = torch.tensor([3, 12, 4, 3])
-    assert edge_weights(y, signal, 1.0, 0.5, 0.1, signal_nhits=nhits, short_weight=3.0,
-                        short_hits=4).tolist() == pytest.approx([3.0, 1.0, 0.5, 0.1])
-    with pytest.raises(ValueError, match="hit counts"):
-        edge_weights(y, signal, 1.0, 0.5, 0.1, short_weight=3.0)
+def test_the_sampler_carries_each_hits_particle_hit_count() -> None:
+    """The loss's signal (``signal_pt_min``: particles of >= 3 hits) reads each hit's particle
+    hit count: a sampled subgraph carries its nodes' counts."""
     data = random_graph(5, 300, 800)
     generator = torch.Generator().manual_seed(3)
     data.nhits = torch.randint(3, 14, (300,), generator=generator)
-    module = GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1),
-                       graph_ops="csr", signal_weight=1.0, true_weight=0.0, fake_weight=0.1,
-                       short_weight=5.0, short_hits=5)
     record = sample_subgraphs(data, [torch.tensor([3, 50, 77, 120, 200])], hops=2)[0]
-    mask = record.target_edge_mask
+    assert len(record.node_ids) > 5
     assert torch.equal(record.nhits, data.nhits[record.node_ids])
-    short = record.signal & (data.nhits[data.edge_index[0, record.edge_ids]] <= 5)
-    assert bool((short & mask).any()) and bool((record.signal & ~short & mask).any())
-    expected = edge_weights(record.y, record.signal, 1.0, 0.0, 0.1)
-    expected[short] *= 5.0
-    loss = module.training_step(record, 0)
-    assert torch.allclose(loss, weighted_bce(module(record)[mask], record.y[mask],
-                                             expected[mask]))
-    del data.nhits
-    with pytest.raises(ValueError, match="short_weight"):
-        module.training_step(data, 0)
-    with pytest.raises(ConfigError, match="short_weight"):
-        check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
-                                 "short_weight": 2.0}}, "gnn.yaml")
 
 
 def test_the_loss_signal_threshold_counts_true_edges_of_lower_pt_as_signal() -> None:

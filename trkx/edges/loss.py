@@ -41,12 +41,10 @@ from trkx.data.truth import PROMPT_RADIUS
 def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: float,
                  fake_weight: float, signal_pt: Tensor | None = None, pt_power: float = 0.0,
                  pt_cap: float = 10.0, signal_radius: Tensor | None = None,
-                 secondary_weight: float = 1.0, signal_nhits: Tensor | None = None,
-                 short_weight: float = 1.0, short_hits: int = 4) -> Tensor:
+                 secondary_weight: float = 1.0) -> Tensor:
     """Per-edge loss weight: ``signal_weight`` on signal edges (times ``min(pT, pt_cap)^pt_power``
     when ``pt_power > 0``; ``signal_pt`` [E] in GeV; times ``secondary_weight`` where
-    ``signal_radius`` [E], the production radius in mm, exceeds 1 mm; times ``short_weight``
-    where ``signal_nhits`` [E], the particle's hits, is at most ``short_hits``),
+    ``signal_radius`` [E], the production radius in mm, exceeds 1 mm),
     ``true_weight`` on other true edges (``y``), ``fake_weight`` on the others (float32 [E])."""
     weights = torch.full(y.shape, fake_weight, dtype=torch.float32, device=y.device)
     weights[y.bool()] = true_weight
@@ -62,11 +60,6 @@ def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: f
             raise ValueError("a secondary weight needs the edges' production radius")
         secondary = signal & (signal_radius.float() > PROMPT_RADIUS)
         weights[secondary] = weights[secondary] * secondary_weight
-    if short_weight != 1.0:
-        if signal_nhits is None:
-            raise ValueError("a short-particle weight needs the edges' particle hit counts")
-        short = signal & (signal_nhits <= short_hits)
-        weights[short] = weights[short] * short_weight
     return weights
 
 

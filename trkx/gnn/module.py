@@ -53,9 +53,6 @@ class GNNModule(pl.LightningModule):
         signal_pt_cap: the pT (GeV) above which the factor stops growing.
         secondary_weight: factor on the weight of secondary particles' signal edges
             (production radius > 1 mm; trkx.edges.loss); 1: off.
-        short_weight: factor on the weight of the signal edges of particles of at most
-            ``short_hits`` hits (trkx.edges.loss); 1: off.
-        short_hits: the most hits of a particle whose edges ``short_weight`` weighs.
         signal_pt_min: the loss's signal threshold (GeV): with a value, the edges the loss
             weighs as signal are the true edges (``y``) of particles of pT >= this and at
             least trkx.data.truth.SignalCuts.min_hits hits (the records' ``signal`` flag is
@@ -112,8 +109,7 @@ class GNNModule(pl.LightningModule):
                  lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
                  signal_pt_cap: float = 10.0, quality_budget: float | None = None,
                  secondary_weight: float = 1.0, extend_window_xy: float | None = None,
-                 extend_window_z: float = 3.0, short_weight: float = 1.0,
-                 short_hits: int = 4, z_shift_sigma: float = 0.0,
+                 extend_window_z: float = 3.0, z_shift_sigma: float = 0.0,
                  extend_overlap_xy: float | None = None, extend_overlap_z: float = 1.0,
                  extend_pixel_xy: float | None = None,
                  extend_pixel_z: float | None = None,
@@ -146,11 +142,6 @@ class GNNModule(pl.LightningModule):
         if secondary_weight <= 0:
             raise ValueError(f"secondary_weight must be > 0, got {secondary_weight}")
         self.secondary_weight = secondary_weight
-        if short_weight <= 0 or short_hits < 2:
-            raise ValueError(f"short_weight must be > 0 and short_hits >= 2, got {short_weight} "
-                             f"and {short_hits}")
-        self.short_weight = short_weight
-        self.short_hits = short_hits
         if signal_pt_min is not None and not signal_pt_min > 0:
             raise ValueError(f"signal_pt_min must be > 0 GeV or null, got {signal_pt_min}")
         self.signal_pt_min = signal_pt_min
@@ -220,14 +211,12 @@ class GNNModule(pl.LightningModule):
 
     def _weights(self, data: Record) -> Tensor:
         """The loss weights (with the pT factor when ``signal_pt_power > 0``, the secondary
-        factor when ``secondary_weight != 1``, the short factor when ``short_weight != 1``)."""
-        if self.signal_pt_power <= 0 and self.secondary_weight == 1.0 and \
-                self.short_weight == 1.0:
+        factor when ``secondary_weight != 1``)."""
+        if self.signal_pt_power <= 0 and self.secondary_weight == 1.0:
             return self._class_weights(data)
         for key, name, used in ((PT, "signal_pt_power", self.signal_pt_power > 0),
                                 (PRODUCTION_RADIUS, "secondary_weight",
-                                 self.secondary_weight != 1.0),
-                                (NHITS, "short_weight", self.short_weight != 1.0)):
+                                 self.secondary_weight != 1.0)):
             if used and (getattr(data, key, None) is None or "edge_index" not in data):
                 raise ValueError(f"module.{name} needs the hits' truth {key} and the edge_index"
                                  " in each training graph (records with truth, not a graph "
@@ -238,9 +227,7 @@ class GNNModule(pl.LightningModule):
                             self.fake_weight,
                             data[PT][first] if self.signal_pt_power > 0 else None,
                             self.signal_pt_power, self.signal_pt_cap, radius,
-                            self.secondary_weight,
-                            data[NHITS][first] if self.short_weight != 1.0 else None,
-                            self.short_weight, self.short_hits)
+                            self.secondary_weight)
 
     def _class_weights(self, data: Record) -> Tensor:
         """The weights of the validation metrics: signal / other true / fake only."""

@@ -96,7 +96,7 @@ def check_config(config: dict[str, Any], label: str) -> None:
     that cannot act on graph-parallel blocks: ``module.graph_ops`` must be ``csr`` or ``auto``
     (both run the CSR incidence kernels per block), ``module.tune_tracks`` must be false (the
     track builder needs whole events; tune it single-process), ``module.signal_pt_power`` must
-    be 0, ``module.secondary_weight`` and ``module.short_weight`` 1 and
+    be 0, ``module.secondary_weight`` 1 and
     ``module.signal_pt_min`` null (a block has no hit pT, production radius or particle hit
     count), ``module.z_shift_sigma`` 0 (a block's edge inputs are
     computed beforehand), and no
@@ -119,10 +119,6 @@ def check_config(config: dict[str, Any], label: str) -> None:
         raise ConfigError(f"{label}: module.secondary_weight with a 'distributed' section: the "
                           "secondary weights need each edge's production radius, which a block "
                           "does not carry; set 1")
-    if float(module.get("short_weight", 1.0) or 1.0) != 1.0:
-        raise ConfigError(f"{label}: module.short_weight with a 'distributed' section: the "
-                          "short-particle weights need each edge's particle hit count, which a "
-                          "block does not carry; set 1")
     if module.get("signal_pt_min") is not None:
         raise ConfigError(f"{label}: module.signal_pt_min with a 'distributed' section: the "
                           "loss's own signal threshold needs each edge's hit pT, which a block "
