@@ -45,7 +45,7 @@ def test_run_trains_the_gnn_with_the_recipe_kernel(tmp_path: Path) -> None:
 
 
 def test_a_run_resumes_under_another_kernel() -> None:
-    # the stored GNN state (e.g. state/pu200) was trained under auto: still resumable
+    # a stored GNN state trained under auto is still resumable
     auto = {"module": {"graph_ops": "auto", "learning_rate": 0.002}, "trainer": {"seed": 0}}
     csr = {"module": {"graph_ops": "csr", "learning_rate": 0.002}, "trainer": {"seed": 0}}
     assert _same_run(_resume_key(auto), csr)

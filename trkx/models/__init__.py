@@ -29,7 +29,7 @@ from pathlib import Path
 from trkx.files.checkpoint import CheckpointError
 from trkx.stages import LEARNED_STAGES
 
-#: The models ``trkx infer`` uses by default: pile-up 200, hits only (configs/pu200.yaml).
+#: The models ``trkx infer`` uses by default: pile-up 200, hits only (configs/pu200_far.yaml).
 DEFAULT = "pu200"
 #: The models ``trkx infer`` uses for events that come with cells, where this set is shipped:
 #: pile-up 200, the hits and their cluster shapes (configs/pu200_cells_far.yaml).

@@ -145,7 +145,7 @@ class InferencePlan:
 @dataclass(frozen=True)
 class StatePlan:
     """Where the recipe keeps its resumable training state (trkx.pipeline.state): ``folder``
-    relative to the pipeline file, e.g. ``../state/pu200`` (None: no stored state)."""
+    relative to the pipeline file, e.g. ``../state/pu200_far`` (None: no stored state)."""
 
     folder: str | None = None
 
