@@ -21,8 +21,9 @@ from trkx.tracks.fit.continuation_kernels import first_at_least, square_grid
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 
-#: At most this many squares along x or y: a small radius on a wide layer gets wider squares.
-MAX_SQUARES_PER_SIDE = 1024
+#: At most this many squares per hit: a small radius on a sparse layer gets wider squares (the
+#: grid's set-up visits every square, the search only those near a point).
+SQUARES_PER_HIT = 2.0
 
 
 @njit
@@ -83,9 +84,12 @@ def ball_pairs(points: np.ndarray, radii: np.ndarray, x: np.ndarray, y: np.ndarr
     return query, hits
 
 
-def grid_side(x: np.ndarray, y: np.ndarray, smallest_radius: float) -> float:
-    """The grid's square for a search whose radii are >= ``smallest_radius``: that radius,
-    or wider where the hits' transverse extent would need more than
-    :data:`MAX_SQUARES_PER_SIDE` squares."""
-    extent = max(float(np.ptp(x)), float(np.ptp(y))) if len(x) else 0.0
-    return max(float(smallest_radius), extent / MAX_SQUARES_PER_SIDE, 1e-6)
+def grid_side(x: np.ndarray, y: np.ndarray, radius: float) -> float:
+    """The grid's square for a search of typical ``radius`` (e.g. the radii's median): that
+    radius, or wider where the hits are too few for :data:`SQUARES_PER_HIT` squares per hit
+    over their transverse extent."""
+    if len(x) == 0:
+        return max(float(radius), 1e-6)
+    extent = max(float(np.ptp(x)), float(np.ptp(y)))
+    per_side = max(1.0, float(np.sqrt(SQUARES_PER_HIT * len(x))))
+    return max(float(radius), extent / per_side, 1e-6)

@@ -193,9 +193,9 @@ def candidate_pairs(geometry: dict[str, np.ndarray], x: np.ndarray, y: np.ndarra
             continue
         slope = np.sqrt(1 + cot[rows] ** 2) if barrel else np.sqrt(1 + 1 / np.maximum(
             cot[rows], 1e-9) ** 2)
-        lx, ly, lz = x[on], y[on], z[on]
-        query, found = ball_pairs(np.ascontiguousarray(points), reach + depth * slope, lx, ly,
-                                  lz, grid_side(lx, ly, reach + depth))
+        lx, ly, lz, radii = x[on], y[on], z[on], reach + depth * slope
+        query, found = ball_pairs(np.ascontiguousarray(points), radii, lx, ly, lz,
+                                  grid_side(lx, ly, float(np.median(radii))))
         if len(found):
             tracks.append(rows[query])
             hits.append(on[found])
