@@ -5,11 +5,10 @@ For points ``p_q`` with radii ``rho_q`` and hits ``h_i``,
 
     pairs = { (q, i) : |h_i - p_q| <= rho_q }        (3-D Euclidean distance)
 
-ordered by ``q``, then ``i`` (the order of a k-d tree's sorted ball query). The hits are binned
-in the transverse plane in squares of side ``side`` and sorted by z within each square
-(trkx.tracks.fit.continuation_kernels.square_grid); a point's hits lie in the squares within
-``ceil(rho_q / side)`` of its own, at z within ``rho_q`` of it (a binary search per square).
-Two passes, each parallel over the points: count, then fill at the counts' running sum.
+ordered by ``q``, then ``i`` (the order of a k-d tree's sorted ball query), from the grid
+search of trkx.tracks.grid_kernels: two passes over the points, count, then fill at the counts'
+running sum (serial: a search is one layer's, too short for a parallel region to pay on a busy
+machine).
 """
 
 from __future__ import annotations
@@ -17,41 +16,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from trkx.tracks.fit.continuation_kernels import first_at_least, square_grid
+from trkx.tracks.grid_kernels import gather_within, square_grid
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 
 #: At most this many squares per hit: a small radius on a sparse layer gets wider squares (the
 #: grid's set-up visits every square, the search only those near a point).
 SQUARES_PER_HIT = 2.0
-
-
-@njit
-def _scan(px: float, py: float, pz: float, rho: float, x, y, z, order, starts, x0, y0, nx, ny,
-          side, out, at: int, write: bool) -> int:
-    """The hits within ``rho`` of ``(px, py, pz)``: their number, and with ``write`` their
-    indices in ``out[at:at + number]`` (in the grid's order)."""
-    span = int(min(np.ceil(rho / side), float(nx + ny)))
-    ci = int(min(max(np.floor((px - x0) / side), -1.0), float(nx)))
-    cj = int(min(max(np.floor((py - y0) / side), -1.0), float(ny)))
-    r2 = rho * rho
-    n = 0
-    for i in range(max(ci - span, 0), min(ci + span + 1, nx)):
-        for j in range(max(cj - span, 0), min(cj + span + 1, ny)):
-            lo, hi = starts[i * ny + j], starts[i * ny + j + 1]
-            if hi == lo:
-                continue
-            for k in range(lo + first_at_least(z, order[lo:hi], pz - rho), hi):
-                h = order[k]
-                dz = z[h] - pz
-                if dz > rho:
-                    break
-                dx, dy = x[h] - px, y[h] - py
-                if dx * dx + dy * dy + dz * dz <= r2:
-                    if write:
-                        out[at + n] = h
-                    n += 1
-    return n
 
 
 @njit
@@ -66,8 +37,8 @@ def ball_pairs(points: np.ndarray, radii: np.ndarray, x: np.ndarray, y: np.ndarr
     order, starts, x0, y0, nx, ny = square_grid(x, y, z, side)
     counts = np.zeros(n_points, np.int64)
     for q in range(n_points):
-        counts[q] = _scan(points[q, 0], points[q, 1], points[q, 2], radii[q], x, y, z, order,
-                          starts, x0, y0, nx, ny, side, empty, 0, False)
+        counts[q] = gather_within(points[q, 0], points[q, 1], points[q, 2], radii[q], x, y, z,
+                                  order, starts, x0, y0, nx, ny, side, empty, 0, False)[1]
     offsets = np.zeros(n_points + 1, np.int64)
     for q in range(n_points):
         offsets[q + 1] = offsets[q] + counts[q]
@@ -77,9 +48,10 @@ def ball_pairs(points: np.ndarray, radii: np.ndarray, x: np.ndarray, y: np.ndarr
         a, b = offsets[q], offsets[q + 1]
         if a == b:
             continue
-        _scan(points[q, 0], points[q, 1], points[q, 2], radii[q], x, y, z, order, starts, x0,
-              y0, nx, ny, side, hits, a, True)
-        hits[a:b] = np.sort(hits[a:b])
+        segment = hits[a:b]             # exactly their number: filled in place, not grown
+        gather_within(points[q, 0], points[q, 1], points[q, 2], radii[q], x, y, z, order,
+                      starts, x0, y0, nx, ny, side, segment, 0)
+        hits[a:b] = np.sort(segment)
         query[a:b] = q
     return query, hits
 

@@ -8,10 +8,9 @@ windows around the helix (``|e| < window_xy``, ``|dz| < window_z``), is not the 
 and is beyond ``s_max`` (ahead) or in ``(0, s_min)`` (behind); the result per helix and
 direction is the number of distinct layers of counted hits that the track has no hit on.
 
-The hits are binned in the transverse plane in squares of side ``radius`` and sorted by z
-within each square, so a point's neighbours are those of the 3 x 3 squares around it whose z
-lies within ``radius`` (two binary searches per square). Helices are independent: the threads
-share them (``prange``).
+The hits within ``radius`` of a point come from the grid search of trkx.tracks.grid_kernels
+(squares of side ``radius``: the 3 x 3 squares around the point). Helices are independent: the
+threads share them (``prange``).
 """
 
 from __future__ import annotations
@@ -22,45 +21,9 @@ import numba
 import numpy as np
 
 from trkx.tracks.fit.helix_kernels import remainder
+from trkx.tracks.grid_kernels import gather_within, square_grid
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-
-
-@njit
-def square_grid(x: np.ndarray, y: np.ndarray, z: np.ndarray, side: float):
-    """``(order, starts, x0, y0, nx, ny)``: the hits of square ``(i, j)`` (``i = floor((x -
-    x0) / side)``) are ``order[starts[i * ny + j]:starts[i * ny + j + 1]]``, sorted by z."""
-    x0, y0 = x.min() - side, y.min() - side
-    nx = int((x.max() - x0) / side) + 2
-    ny = int((y.max() - y0) / side) + 2
-    cell = np.empty(x.shape[0], np.int64)
-    for i in range(x.shape[0]):
-        cell[i] = int((x[i] - x0) / side) * ny + int((y[i] - y0) / side)
-    order = np.argsort(cell, kind="mergesort")
-    starts = np.zeros(nx * ny + 1, np.int64)
-    for i in range(x.shape[0]):
-        starts[cell[i] + 1] += 1
-    for c in range(nx * ny):
-        starts[c + 1] += starts[c]
-    for c in range(nx * ny):
-        lo, hi = starts[c], starts[c + 1]
-        if hi - lo > 1:
-            run = order[lo:hi]
-            order[lo:hi] = run[np.argsort(z[run], kind="mergesort")]
-    return order, starts, x0, y0, nx, ny
-
-
-@njit
-def first_at_least(values: np.ndarray, run: np.ndarray, target: float) -> int:
-    """The first position of ``run`` whose ``values`` is >= ``target`` (``run`` sorted by it)."""
-    lo, hi = 0, run.shape[0]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if values[run[mid]] < target:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @njit
@@ -74,7 +37,6 @@ def _count(t, direction, x, y, z, labels, layer, ids, a, b, radius, sense, alpha
            s_min, s_max, own_keys, window_xy, window_z, reach, step, search_radius, key_scale,
            order, starts, x0, y0, nx, ny) -> int:
     """One helix's count in one direction (0: ahead, 1: behind; module docstring)."""
-    r2 = search_radius * search_radius
     n_steps = int(np.ceil(reach / step))
     start = s_max[t] + step if direction == 0 else step
     stop = s_max[t] + reach if direction == 0 else s_min[t] - step
@@ -88,28 +50,8 @@ def _count(t, direction, x, y, z, labels, layer, ids, a, b, radius, sense, alpha
         px = a[t] + radius[t] * math.cos(angle)
         py = b[t] + radius[t] * math.sin(angle)
         pz = z0[t] + cot[t] * path
-        ci = int((px - x0) / search_radius)
-        cj = int((py - y0) / search_radius)
-        for i in range(max(ci - 1, 0), min(ci + 2, nx)):
-            for j in range(max(cj - 1, 0), min(cj + 2, ny)):
-                lo, hi = starts[i * ny + j], starts[i * ny + j + 1]
-                if hi == lo:
-                    continue
-                first = lo + first_at_least(z, order[lo:hi], pz - search_radius)
-                for q in range(first, hi):
-                    h = order[q]
-                    dz = z[h] - pz
-                    if dz > search_radius:
-                        break
-                    dx, dy = x[h] - px, y[h] - py
-                    if dx * dx + dy * dy + dz * dz <= r2:
-                        if n_found == found.shape[0]:
-                            grown = np.empty(2 * n_found, np.int64)
-                            for c in range(n_found):
-                                grown[c] = found[c]
-                            found = grown
-                        found[n_found] = h
-                        n_found += 1
+        found, n_found = gather_within(px, py, pz, search_radius, x, y, z, order, starts,
+                                       x0, y0, nx, ny, search_radius, found, n_found)
     if n_found == 0:
         return 0
     candidates = np.unique(found[:n_found])
