@@ -45,17 +45,22 @@ def test_fused_scores_and_tracks_match_the_plain_modules(cells_pipeline_and_reco
     assert len(np.unique(fused_labels[fused_labels >= 0])) > 50
 
 
+def built_both_ways(pipeline, record, monkeypatch, module, switch: str):
+    """The builder's (labels, track table) on the record's GNN graph with ``module.switch``
+    True (compiled) and False (the reference), and the compiled labels checked equal."""
+    graphs, _, _ = pipeline.run(record)
+    built = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(module, switch, compiled)
+        built[compiled] = pipeline.builder.build_with_table(graphs["gnn"])
+    np.testing.assert_array_equal(built[True][0], built[False][0])
+    return built[True][1], built[False][1]
+
+
 def test_compiled_helix_fit_gives_the_numpy_fits_tracks(cells_pipeline_and_record,
                                                            monkeypatch):
-    pipeline, record = cells_pipeline_and_record
-    graphs, _, _ = pipeline.run(record)
-    tracks = {}
-    for compiled in (True, False):
-        monkeypatch.setattr(helix_fit, "COMPILED_FIT", compiled)
-        labels, table = pipeline.builder.build_with_table(graphs["gnn"])
-        tracks[compiled] = (labels, table)
-    np.testing.assert_array_equal(tracks[True][0], tracks[False][0])
-    ours, theirs = tracks[True][1], tracks[False][1]
+    ours, theirs = built_both_ways(*cells_pipeline_and_record, monkeypatch, helix_fit,
+                                   "COMPILED_FIT")
     assert list(ours["track_id"]) == list(theirs["track_id"])
     # the curvature (what the fit measures) to 1e-5 / GeV: the stiffest tracks' pT moves most
     np.testing.assert_allclose(1 / ours["pt"], 1 / theirs["pt"], rtol=0, atol=1e-5)
@@ -63,14 +68,8 @@ def test_compiled_helix_fit_gives_the_numpy_fits_tracks(cells_pipeline_and_recor
 
 def test_compiled_continuation_gives_the_k_d_trees_counts(cells_pipeline_and_record,
                                                           monkeypatch):
-    pipeline, record = cells_pipeline_and_record
-    graphs, _, _ = pipeline.run(record)
-    built = {}
-    for compiled in (True, False):
-        monkeypatch.setattr(short_inputs, "COMPILED_CONTINUATION", compiled)
-        built[compiled] = pipeline.builder.build_with_table(graphs["gnn"])
-    np.testing.assert_array_equal(built[True][0], built[False][0])
-    ours, theirs = built[True][1], built[False][1]
+    ours, theirs = built_both_ways(*cells_pipeline_and_record, monkeypatch, short_inputs,
+                                   "COMPILED_CONTINUATION")
     assert (ours["ahead"] > 0).sum() > 5 and (ours["behind"] > 0).sum() > 0
     np.testing.assert_array_equal(ours["ahead"].to_numpy(), theirs["ahead"].to_numpy())
     np.testing.assert_array_equal(ours["behind"].to_numpy(), theirs["behind"].to_numpy())
