@@ -38,7 +38,7 @@ def first(items):
 def main(train_dir: str, val_dir: str, out_dir: str, strategy: str, devices: str) -> None:
     register_graph_parallel_strategy()
     module = GNNModule(make_model(), graph_ops="csr", lr_step_size=1000,  # a constant rate
-                       tune_tracks=False, **LOSS)
+                       **LOSS)
     recorder = GradientRecorder()
     trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=int(devices),
                          max_epochs=EPOCHS, gradient_clip_val=CLIP, num_sanity_val_steps=0,

@@ -76,8 +76,7 @@ def test_the_module_trains_on_the_shifted_minibatch_and_refuses_it_graph_paralle
     with pytest.raises(ValueError, match="z_shift_sigma"):
         GNNModule(model, z_shift_sigma=-1.0)
     with pytest.raises(ConfigError, match="z_shift_sigma"):
-        check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
-                                 "z_shift_sigma": 50.0}}, "gnn.yaml")
+        check_config({"module": {"graph_ops": "csr", "z_shift_sigma": 50.0}}, "gnn.yaml")
 
 
 def test_the_filter_trains_on_the_shifted_event() -> None:

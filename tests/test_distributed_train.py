@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODEL = {"hidden": 8, "n_graph_iters": 2, "n_mlp_layers": 1, "edge_features": 5}
 # a constant rate (lr_step_size beyond the budget), so resumed runs compare exactly
 MODULE = {"graph_ops": "csr", "learning_rate": 1e-3, "signal_weight": 3.0, "true_weight": 1.5,
-          "lr_step_size": 1000, "tune_tracks": False, "edge_cut": 0.05}
+          "lr_step_size": 1000, "edge_cut": 0.05}
 TRAINER = {"seed": 3, "gradient_clip_val": 0.5, "accelerator": "cpu", "logger": "none",
            "progress_bar": False, "val_every_n_epochs": 1, "min_signal_efficiency": 0.0,
            "max_time": None}
@@ -205,8 +205,7 @@ def test_keys_that_cannot_act_on_blocks_are_refused(tmp_path: Path, capsys) -> N
     events = tmp_path / "events"
     write_events(events)
     config = yaml.safe_load(write_config(tmp_path, events, {"timeout_s": 5}).read_text())
-    cases = {"module.tune_tracks": ("module", "tune_tracks", True),
-             "module.graph_ops": ("module", "graph_ops", "scatter"),
+    cases = {"module.graph_ops": ("module", "graph_ops", "scatter"),
              "module.signal_pt_power": ("module", "signal_pt_power", 1.0),
              "distributed.timeout_s": ("distributed", "timeout_s", -1)}
     for key, (name, field, value) in cases.items():

@@ -12,8 +12,6 @@ import torch
 
 from trkx.cli import main
 from trkx.data.record import build_event_record, save_record
-from trkx.files.checkpoint import save_checkpoint
-from trkx.gnn.model import InteractionGNN
 from trkx.tracks.builder.building import TrackBuilder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,22 +58,25 @@ def test_build_tracks_writes_one_submission_per_event(evaluated):
     assert np.array_equal(table["track_id"].to_numpy(), TrackBuilder().build(record))
 
 
-def test_null_builder_keys_take_the_gnn_working_point(evaluated, tmp_path, capsys):
+def test_build_tracks_takes_a_tuned_config_and_refuses_an_untuned_one(evaluated, tmp_path,
+                                                                       capsys):
+    """A tuned tracks config (written by trkx.tracks.stage_config) builds with its values;
+    the recipe's configs/tracks.yaml, whose walk cut is left to the tuner, is refused."""
+    from trkx.tracks.stage_config import write_tuned_config
+
     root, record = evaluated
-    checkpoint = tmp_path / "gnn.pt"
-    model = InteractionGNN(node_features=3, hidden=4, n_graph_iters=1)
-    save_checkpoint(checkpoint, "gnn", {"node_features": 3, "hidden": 4, "n_graph_iters": 1},
-                    model.state_dict(), {"walk_cut": 0.5, "min_length": 6.0}, {}, {})
+    chosen = TrackBuilder(walk_cut=0.5, min_length=6)
+    tuned = write_tuned_config(tmp_path / "tuned", chosen, {}, {}, "a test")
+    assert main(["build-tracks", "--events", str(root / "records"), "--out",
+                 str(tmp_path / "t"), "--config", str(tuned)]) == 0
+    table = pd.read_csv(tmp_path / "t" / "event000000042-tracks.csv")
+    labels = chosen.build(record)
+    assert np.array_equal(table["track_id"].to_numpy(), labels)
+    assert len(np.unique(labels)) > len(np.unique(TrackBuilder(walk_cut=0.5).build(record)))
     config = str(REPO / "configs/tracks.yaml")
     assert main(["build-tracks", "--events", str(root / "records"), "--out",
-                 str(tmp_path / "t"), "--config", config, "--checkpoint", str(checkpoint)]) == 0
-    table = pd.read_csv(tmp_path / "t" / "event000000042-tracks.csv")
-    tuned = TrackBuilder(walk_cut=0.5, min_length=6).build(record)
-    assert np.array_equal(table["track_id"].to_numpy(), tuned)
-    assert len(np.unique(tuned)) > len(np.unique(TrackBuilder(walk_cut=0.5).build(record)))
-    assert main(["build-tracks", "--events", str(root / "records"), "--out",
                  str(tmp_path / "u"), "--config", config]) == 2
-    assert "walk_cut is null: give the GNN checkpoint (--checkpoint)" in capsys.readouterr().err
+    assert "builder.walk_cut is null: tune the builder" in capsys.readouterr().err
 
 
 def test_evaluate_round_trip(evaluated, capsys):

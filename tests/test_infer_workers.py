@@ -109,9 +109,9 @@ def test_a_bad_event_in_a_worker_is_one_line_and_leaves_no_partial_file(
                 or n == "timing.json"], written
 
 
-def test_events_with_truth_are_evaluated_with_the_checkpoints_working_point(
+def test_events_with_truth_are_evaluated_with_the_tuned_tracks_config(
         tiny_run: tuple[Path, Path], tmp_path: Path, threads) -> None:
-    # the tracks config leaves walk_cut null: evaluate must get it from the GNN checkpoint
+    # the recipe's tracks config leaves walk_cut null: evaluate takes the run's tuned one
     _, workdir = tiny_run
     out = tmp_path / "out"
     assert infer(tiny_run, workdir / "data" / "test", out, "--threads", "1") == 0

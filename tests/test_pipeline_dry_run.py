@@ -27,11 +27,12 @@ CONFIGS = REPO / "configs"
 SIMULATE = ["simulate-train", "simulate-val", "simulate-test"]
 EMBEDDING = ["train-embedding", "infer-embedding-train", "infer-embedding-val"]
 FILTER = ["train-filter", "infer-filter-train", "infer-filter-val"]
-GNN = ["train-gnn"]
-TRACKS = ["infer-test", "evaluate"]       # trkx infer on the test events, then evaluation
+GNN = ["train-gnn", "infer-gnn-val"]
+#: the builder tuned on the GNN's validation scores, trkx infer on the test events, evaluation
+TRACKS = ["tune-tracks", "infer-test", "evaluate"]
 #: The steps that run each stage (the ones whose command line names its config; `trkx infer`
 #: reads every stage config, tracks.yaml included).
-OWN_STEPS = {"embedding": EMBEDDING, "filter": FILTER, "gnn": GNN, "tracks": ["infer-test"]}
+OWN_STEPS = {"embedding": EMBEDDING, "filter": FILTER, "gnn": GNN, "tracks": ["tune-tracks"]}
 #: What an edit of each stage config must rerun: the stage and everything downstream of it.
 RERUN = {"embedding": [*EMBEDDING, *FILTER, *GNN, *TRACKS],
          "filter": [*FILTER, *GNN, *TRACKS],
@@ -62,6 +63,9 @@ def produce(steps: list[Step], ran: list[str]):
         if step.output.suffix == ".pt":
             step.output.parent.mkdir(parents=True, exist_ok=True)
             step.output.write_bytes(b"stand-in")
+        elif step.output.suffix == ".yaml":         # the tuned tracks config
+            step.output.parent.mkdir(parents=True, exist_ok=True)
+            step.output.write_text("builder: {}\n")
         else:
             step.output.mkdir(parents=True, exist_ok=True)
             (step.output / "stand-in").write_text("")

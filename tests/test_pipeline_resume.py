@@ -20,7 +20,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 SIMULATE = ["simulate-train", "simulate-val", "simulate-test"]
 EMBEDDING = ["train-embedding", "infer-embedding-train", "infer-embedding-val"]
 FILTER = ["train-filter", "infer-filter-train", "infer-filter-val"]
-GNN = ["train-gnn"]
+GNN = ["train-gnn", "infer-gnn-val"]
+TUNE = ["tune-tracks"]                     # the builder tuned on the GNN's validation scores
 TRACKS = ["infer-test", "evaluate"]        # trkx infer on the test events, then evaluation
 
 
@@ -46,6 +47,9 @@ def execute_all(steps: list[Step], workdir: Path) -> list[str]:
         if step.output.suffix == ".pt":
             step.output.parent.mkdir(parents=True, exist_ok=True)
             step.output.write_bytes(b"weights")
+        elif step.output.suffix == ".yaml":         # the tuned tracks config
+            step.output.parent.mkdir(parents=True, exist_ok=True)
+            step.output.write_text("builder: {}\n")
         else:
             step.output.mkdir(parents=True, exist_ok=True)
             (step.output / "event000000001.pt").write_bytes(b"record")
@@ -67,7 +71,7 @@ def test_an_override_in_the_pipeline_reruns_its_stage_and_downstream(tmp_path: P
     execute_all(plan_steps(load_pipeline_config(path, []), workdir), workdir)
     edited = load_pipeline_config(path, ["stages.filter.overrides=[trainer.max_steps=1]"])
     steps = plan_steps(edited, workdir)
-    assert execute_all(steps, workdir) == FILTER + GNN + TRACKS
+    assert execute_all(steps, workdir) == FILTER + GNN + TUNE + TRACKS
 
 
 def test_a_deleted_output_reruns_its_step_and_downstream(tmp_path: Path) -> None:
@@ -76,7 +80,7 @@ def test_a_deleted_output_reruns_its_step_and_downstream(tmp_path: Path) -> None
     steps = plan_steps(load_pipeline_config(path, []), workdir)
     execute_all(steps, workdir)
     (workdir / "checkpoints" / "gnn.pt").unlink()
-    assert execute_all(steps, workdir) == GNN + TRACKS
+    assert execute_all(steps, workdir) == GNN + TUNE + TRACKS
     shutil.rmtree(workdir / "data" / "test")           # the test events: only their chain reruns
     assert execute_all(steps, workdir) == [SIMULATE[2], *TRACKS]
     assert to_do(path, workdir) == []

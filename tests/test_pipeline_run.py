@@ -14,6 +14,8 @@ import yaml
 from trkx.cli import main as trkx_main
 from trkx.data.record import load_record
 from trkx.files.checkpoint import load_checkpoint
+from trkx.tracks.stage_config import track_builder
+from trkx.tracks.tune.tuning import DEFAULT_CUTS, DEFAULT_LENGTHS
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -52,7 +54,9 @@ def test_run_end_to_end(tiny_run: tuple[Path, Path]) -> None:
     assert filter_.config["model"]["hit_features"] == 3
     assert set(filter_.working_point) == {"score_cut"}
     gnn = load_checkpoint(workdir / "checkpoints" / "gnn.pt", "gnn")
-    assert {"walk_cut", "min_length"} <= set(gnn.working_point)
+    assert set(gnn.working_point) == {"edge_cut"}
+    tuned = track_builder(workdir / "checkpoints" / "tracks.yaml")     # every key concrete
+    assert tuned.walk_cut in DEFAULT_CUTS and tuned.min_length in DEFAULT_LENGTHS
     metrics = json.loads((workdir / "evaluate" / "metrics.json").read_text())
     overall = metrics["overall"]
     # The seeded test event (seed 5, pile-up 3, id 300000): measured once, 654 hits and 11
@@ -100,8 +104,9 @@ def test_resume_skips_finished_steps(tiny_run: tuple[Path, Path],
              if line.startswith("[") and ("done before" in line or "finished" in line)]
     skipped = [line.split("] ", 1)[1].split(":")[0] for line in out.splitlines()
                if line.startswith("[") and "done before" in line]
-    assert len(steps) == 12 and skipped == steps[:11] and steps[11] == "evaluate"
-    assert f"[12/12] evaluate: trkx evaluate --tracks {workdir / 'tracks'}" in out
+    assert len(steps) == 14 and skipped == steps[:13] and steps[13] == "evaluate"
+    assert "tune-tracks" in skipped and "infer-gnn-val" in skipped
+    assert f"[14/14] evaluate: trkx evaluate --tracks {workdir / 'tracks'}" in out
 
 
 def gnn_scores(workdir: Path) -> torch.Tensor:

@@ -12,11 +12,9 @@ import torch
 from tests.test_short_track_model import _pieces_record
 from tests.tracks_events import noise_free_simulated_record
 from trkx.arrays import as_numpy
-from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.graph import graph_from_record
 from trkx.tracks.builder.second_pass import (
-    SECOND_PREFIX,
     LabelledCandidates,
     choose_second,
     second_candidates,
@@ -25,7 +23,7 @@ from trkx.tracks.builder.second_pass import (
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, event_summary
 from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel
-from trkx.tracks.tune.second_tuning import tune_second_pass, tuned_builder
+from trkx.tracks.tune.second_tuning import tune_second_pass
 
 
 def _half_sure_record(seed: int = 3, mu: float = 6.0):
@@ -153,43 +151,33 @@ def test_the_chosen_point_keeps_its_fakes_within_the_budget():
     assert choose_second(none_found, first_tracks=1000, budget=0.2) is None
 
 
-def test_a_working_point_carries_the_second_pass_to_the_builder():
+def test_the_tuned_second_pass_reaches_the_builder():
     tuned = choose_second({0.5: [_labelled(np.random.default_rng(1), 200, 30)]}, 1000, 0.05)
-    point = {"walk_cut": 0.9, "min_length": 5, **tuned.working_point()}
-    options = builder_options({"walk_cut": None, "min_length": None}, point)
-    builder = TrackBuilder(**options)
+    builder = with_second_pass(TrackBuilder(walk_cut=0.9, min_length=5), tuned)
     assert (builder.second_cut, builder.second_quality_cut, builder.second_min_hits) == (
         tuned.cut, tuned.quality_cut, tuned.min_hits)
     assert builder.second_quality == tuned.model
-    assert tuned_builder(point) == builder           # the GNN module's way to the same builder
-    without = {k: v for k, v in point.items()
-               if not k.startswith(SECOND_PREFIX) or k == "second_quality_cut"}
-    with pytest.raises(ValueError, match="second-pass quality"):
-        builder_options({"walk_cut": None, "min_length": None}, without)
-    assert TrackBuilder(**builder_options({"walk_cut": None, "min_length": None},
-                                          {"walk_cut": 0.9, "min_length": 5})).second_cut is None
+    assert with_second_pass(TrackBuilder(walk_cut=0.9), None).second_cut is None
     with pytest.raises(ValueError, match="second_cut"):
         TrackBuilder(walk_cut=0.5, second_cut=0.6)
 
 
-def test_the_gnn_tunes_the_second_pass_when_given_a_budget_and_resumes_under_another():
-    """``module.second_fake_budget`` reaches the GNN's working point (a second pass the
-    builder takes from it), a budget out of [0, 1) is refused, and a run resumes under
-    another budget (it only chooses the working point)."""
-    import json
+def test_tune_tracks_tunes_the_second_pass_with_a_budget_and_writes_it(tmp_path):
+    """``tune.second_fake_budget`` reaches the tuner: the tuned builder walks the lone hits
+    below its cut with a model, which the tuned tracks config's file gives back; without a
+    budget there is no second pass, and a budget out of [0, 1) is refused."""
+    from trkx.tracks.stage_config import track_builder, write_tuned_config
+    from trkx.tracks.tune.tune_tracks import TrackTuning, tune_tracks
 
-    from trkx.gnn.model import InteractionGNN
-    from trkx.gnn.module import GNNModule
-    from trkx.training.fit import _same_run
-
-    model = InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1, edge_features=8)
     with pytest.raises(ValueError, match="second_fake_budget"):
-        GNNModule(model, second_fake_budget=1.5)
-    module = GNNModule(model, second_fake_budget=0.5, fake_rate_target=0.01)
-    module._val_events = [_with_fake_edges(_half_sure_record())]
-    point = module.working_point()
-    assert point["second_cut"] < point["walk_cut"] and point["val_second_signal"] > 0
-    assert tuned_builder(point).second_quality is not None
-    assert "second_cut" not in GNNModule(model).working_point()   # no events, no budget
-    config = {"model": {"hidden": 8}, "module": {"second_fake_budget": 0.002}}
-    assert _same_run(json.dumps(config), {**config, "module": {"second_fake_budget": 0.01}})
+        TrackTuning(second_fake_budget=1.5)
+    records = [_with_fake_edges(_half_sure_record())]
+    builder, figures = tune_tracks(records, TrackBuilder(),
+                                   TrackTuning(fake_rate_target=0.01, second_fake_budget=0.5))
+    assert builder.second_cut < builder.walk_cut and figures["val_second_signal"] > 0
+    assert builder.second_quality is not None
+    path = write_tuned_config(tmp_path, builder, {}, figures, "a test")
+    assert (tmp_path / "second_quality.json").is_file()
+    assert track_builder(path) == builder
+    plain, figures = tune_tracks(records, TrackBuilder(), TrackTuning(fake_rate_target=0.01))
+    assert plain.second_cut is None and "val_second_signal" not in figures

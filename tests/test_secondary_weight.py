@@ -63,7 +63,7 @@ def test_the_secondary_weight_needs_the_radius_and_a_single_process() -> None:
         GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1),
                   secondary_weight=0.0)
     with pytest.raises(ConfigError, match="secondary_weight"):
-        check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
+        check_config({"module": {"graph_ops": "csr",
                                  "secondary_weight": 2.0}}, "gnn.yaml")
 
 
@@ -203,5 +203,5 @@ def test_the_loss_signal_threshold_counts_true_edges_of_lower_pt_as_signal() -> 
     with pytest.raises(ValueError, match="signal_pt_min must be > 0"):
         GNNModule(InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1), signal_pt_min=0.0)
     with pytest.raises(ConfigError, match="signal_pt_min"):
-        check_config({"module": {"graph_ops": "csr", "tune_tracks": False,
+        check_config({"module": {"graph_ops": "csr",
                                  "signal_pt_min": 0.9}}, "gnn.yaml")

@@ -13,7 +13,7 @@ import pytest
 
 from trkx.cli import main as trkx_main
 from trkx.files.checkpoint import CheckpointError
-from trkx.models import FILES, MANIFEST, verify
+from trkx.models import MANIFEST, MODELS_ROOT, set_files, verify
 from trkx.packaging.package import CARD, package
 from trkx.pipeline.reconstruct import Reconstructor
 
@@ -31,13 +31,38 @@ def test_package_is_self_contained_and_gives_the_same_tracks(
     config, workdir = tiny_run
     moved = tmp_path / "elsewhere"          # no path back to configs/ or the workdir
     shutil.copytree(packaged, moved)
-    assert sorted(p.name for p in moved.iterdir()) == sorted([*FILES, MANIFEST, CARD])
+    assert sorted(p.name for p in moved.iterdir()) == sorted([*set_files(moved), MANIFEST, CARD])
     card = (moved / CARD).read_text()
     assert f"trkx run {config}" in card and "| gnn |" in card
     event = workdir / "data" / "test" / "event000300000"
     ours = Reconstructor(moved / "pipeline.yaml", moved)(event).tracks
     theirs = Reconstructor(config, workdir / "checkpoints")(event).tracks
     pd.testing.assert_frame_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("name", ["pu200", "pu200_cells"])
+def test_a_shipped_sets_track_builder_is_its_tracks_config_alone(name: str) -> None:
+    """Every builder key is written in the shipped tracks.yaml (none left to a checkpoint), its
+    quality models are files of the set, and gnn.pt knows its edge cut only."""
+    from dataclasses import fields
+
+    from trkx.config import load_config
+    from trkx.files.checkpoint import load_checkpoint
+    from trkx.tracks.builder.building import TrackBuilder
+    from trkx.tracks.stage_config import MODEL_FILES, track_builder
+
+    folder = MODELS_ROOT / name
+    verify(folder)
+    written = load_config(folder / "tracks.yaml")["builder"]
+    assert set(written) == {f.name for f in fields(TrackBuilder)}
+    builder = track_builder(folder / "tracks.yaml")
+    assert builder.walk_cut is not None and builder.min_length > 1
+    for key, file in MODEL_FILES.items():
+        assert (written[key] == file) == (getattr(builder, key) is not None), key
+        assert (written[key] is None) or (file in set_files(folder))
+    gnn = load_checkpoint(folder / "gnn.pt", "gnn")
+    assert set(gnn.working_point) == {"edge_cut"}
+    assert gnn.working_point["edge_cut"] == builder.edge_cut
 
 
 @pytest.mark.parametrize("name", ["gnn.pt", "tracks.yaml"])

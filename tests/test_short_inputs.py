@@ -14,13 +14,7 @@ from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.graph import graph_from_record
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
-from trkx.tracks.fit.quality import (
-    LEGACY_SHORT_FEATURES,
-    SHORT_FEATURES,
-    SHORT_PREFIX,
-    QualityModel,
-    fit_quality,
-)
+from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel, fit_quality
 from trkx.tracks.fit.short_inputs import beamline_pt
 from trkx.tracks.fit.track_table import track_table
 
@@ -72,14 +66,15 @@ def test_a_piece_goes_on_and_a_whole_short_particle_does_not():
     assert (table.loc[~short, ["ahead", "behind"]].to_numpy() == 0).all()
     rows, matched = table[short], whole[short]
     new = fit_quality(rows, matched, features=SHORT_FEATURES).score(rows)
-    old = fit_quality(rows, matched, features=LEGACY_SHORT_FEATURES).score(rows)
+    own_fit_only = SHORT_FEATURES[:-3]       # without the beam-line pT and the continuation
+    old = fit_quality(rows, matched, features=own_fit_only).score(rows)
     errors = lambda q: int(((q >= 0.5) != matched).sum())
     assert errors(new) < errors(old)
 
 
-def test_a_working_point_from_before_the_new_inputs_keeps_its_model():
-    """A short-track model of the legacy inputs in a working point reads them (the shipped
-    sets of before keep their tracks); a model of today's inputs reads today's."""
+def test_a_short_track_model_of_any_inputs_survives_its_file():
+    """A model of the track's own fit only and one of every input read back from their files'
+    contents score alike."""
     rng = np.random.default_rng(3)
     n = 400
     table = {"n_hits": rng.integers(3, 7, n), "n_layers": 3, "layer_repeats": 0,
@@ -90,9 +85,8 @@ def test_a_working_point_from_before_the_new_inputs_keeps_its_model():
              "behind": rng.integers(0, 3, n)}
     table = pd.DataFrame(table)
     label = (table["ahead"].to_numpy() == 0) & (rng.random(n) < 0.8)
-    for features in (LEGACY_SHORT_FEATURES, SHORT_FEATURES):
+    for features in (SHORT_FEATURES[:-3], SHORT_FEATURES):
         model = fit_quality(table, label, features=features)
-        again = QualityModel.from_working_point(model.working_point(SHORT_PREFIX), SHORT_PREFIX,
-                                                SHORT_FEATURES)
+        again = QualityModel.from_dict(model.as_dict())
         assert again.features == features
         np.testing.assert_array_equal(again.score(table), model.score(table))

@@ -1,7 +1,7 @@
 """The short tracks' own quality model: it reads where a track comes from (|d0|) and its pT,
 the tuner's figures for every (quality cut, short-track cut) equal building with that point
-(a short track the model keeps is not judged by the quality cut), and the working point
-carries it to the builder as trkx infer takes it."""
+(a short track the model keeps is not judged by the quality cut), and the tuned point builds
+its figures."""
 
 from __future__ import annotations
 
@@ -14,18 +14,11 @@ import torch
 
 from tests.test_track_quality import _figures
 from tests.tracks_events import noise_free_simulated_record
-from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.graph import graph_from_record
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
-from trkx.tracks.fit.quality import (
-    FEATURES,
-    SHORT_FEATURES,
-    SHORT_PREFIX,
-    QualityModel,
-    fit_quality,
-)
+from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel, fit_quality
 from trkx.tracks.tune.tuning import (
     _candidates_table,
     _mean_scores,
@@ -58,19 +51,16 @@ def _auc(score: np.ndarray, label: np.ndarray) -> float:
     return float((ranks[label].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def test_the_short_track_model_reads_d0_and_survives_the_working_point():
+def test_the_short_track_model_reads_d0_and_survives_its_file():
     table, real = _short_tables(3000, seed=0)
     test, test_real = _short_tables(2000, seed=1)
     plain = fit_quality(table, real)
     short = fit_quality(table, real, features=SHORT_FEATURES)
     assert _auc(plain.score(test), test_real) < 0.6 < 0.9 < _auc(short.score(test), test_real)
     assert short.weights[SHORT_FEATURES.index("log_abs_d0")] < 0
-    point = {**plain.working_point(), **short.working_point(SHORT_PREFIX)}
-    again = QualityModel.from_working_point(point, SHORT_PREFIX, SHORT_FEATURES)
+    again = QualityModel.from_dict(short.as_dict())
+    assert again.features == SHORT_FEATURES
     np.testing.assert_array_equal(again.score(test), short.score(test))
-    assert QualityModel.from_working_point(point).features == FEATURES   # both kept apart
-    np.testing.assert_array_equal(QualityModel.from_working_point(point).score(test),
-                                  plain.score(test))
 
 
 def _pieces_record(seed: int, mu: float):
@@ -90,7 +80,7 @@ def _pieces_record(seed: int, mu: float):
     return record
 
 
-def test_every_short_track_point_builds_its_figures_and_the_working_point_carries_it():
+def test_every_short_track_point_builds_its_figures_and_the_tuned_point_too():
     """At length 8 the pieces and the short particles are the short candidates. The formulas
     of each (quality cut, short-track cut) equal building with that point, and at the quality
     cut 0.99 some short tracks the model keeps score below it: they are spared by both."""
@@ -128,16 +118,12 @@ def test_every_short_track_point_builds_its_figures_and_the_working_point_carrie
                      forward_lengths=(), short_scores=(None,), quality_cuts=(None,),
                      short_quality_cuts=(None, 0.2, 0.5, 0.8))
     assert tuned.short_quality_cut is not None and tuned.short_quality is not None
-    point = tuned.working_point()
-    assert point["short_quality_cut"] == tuned.short_quality_cut
-    options = builder_options({"method": "components", "cc_cut": 0.5, "min_length": None,
-                               "stitch": False}, point)
-    built = _figures(record, TrackBuilder(**options))
+    chosen = tuned.apply(builder)
+    assert chosen.short_quality_cut == tuned.short_quality_cut
+    assert chosen.short_quality is tuned.short_quality
+    built = _figures(record, chosen)
     assert built["efficiency"] == pytest.approx(tuned.efficiency)
     assert built["fake_rate"] == pytest.approx(tuned.fake_rate)
-    del point["short_quality_bias"]
-    with pytest.raises(ValueError, match="no short-track quality model"):
-        builder_options({"method": "components", "min_length": None, "stitch": False}, point)
 
 
 def test_finishing_from_the_candidates_table_builds_what_fitting_each_point_builds():

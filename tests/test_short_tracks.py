@@ -11,7 +11,6 @@ import torch
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
 from trkx.data.record_type import Record
-from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.track_labels import track_mean_score
 from trkx.tracks.evaluate.event_truth import truth_from_record
@@ -91,13 +90,8 @@ def test_short_score_scan_from_one_evaluation_equals_building_at_each_value():
     assert tuned.short_score is None and tuned.fake_rate == 0.0
 
 
-def test_the_working_point_carries_short_score_and_older_ones_build_without():
-    point = TunedCut(0.6, 7, 0.91, 0.047, (), 8, 0.9).working_point()
-    assert point["short_score"] == 0.9
-    assert "short_score" not in TunedCut(0.6, 7, 0.91, 0.047, (), 8).working_point()
-    section = {"walk_cut": None, "min_length": None, "short_score": None}
-    assert TrackBuilder(**builder_options(section, point)).short_score == 0.9
-    old = {"walk_cut": 0.7, "min_length": 5.0, "min_length_forward": 7.0, "stitch": 1.0}
-    assert TrackBuilder(**builder_options(section, old)).short_score is None
-    assert builder_options({"walk_cut": None, "min_length": None}, point)["short_score"] == 0.9
-    assert builder_options({**section, "short_score": 0.99}, point)["short_score"] == 0.99
+def test_the_tuned_cut_carries_its_short_score_to_the_builder():
+    chosen = TunedCut(0.6, 7, 0.91, 0.047, (), 8, 0.9).apply(TrackBuilder())
+    assert (chosen.walk_cut, chosen.min_length, chosen.min_length_forward,
+            chosen.short_score) == (0.6, 7, 8, 0.9)
+    assert TunedCut(0.6, 7, 0.91, 0.047, (), 8).apply(TrackBuilder()).short_score is None

@@ -217,19 +217,6 @@ def test_the_pixel_hits_answer_to_their_own_windows():
     assert builder._pixel_windows() == (2.0, 1.0)         # the unset one is the windows'
 
 
-def test_the_gnn_module_refuses_pixel_windows_without_the_extension():
-    from trkx.gnn.model import InteractionGNN
-    from trkx.gnn.module import GNNModule
-
-    model = InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1)
-    with pytest.raises(ValueError, match="extend_pixel_xy needs extend_window_xy"):
-        GNNModule(model, extend_pixel_xy=1.0)
-    module = GNNModule(model, extend_window_xy=2.0, extend_pixel_xy=1.0)
-    assert (module.extend_pixel_xy, module.extend_pixel_z) == (1.0, None)
-    with pytest.raises(ValueError, match="extend_rounds must be >= 1"):
-        GNNModule(model, extend_rounds=0)
-
-
 def test_a_second_round_extends_from_the_hits_the_first_one_found():
     """A track found in its strips, whose z is tilted by the strips' error (0.01 x (r - 500
     mm)), misses its inner pixel hits by more than the window along the beam; the first round
@@ -248,11 +235,6 @@ def test_a_second_round_extends_from_the_hits_the_first_one_found():
     assert (replace(builder, extend_rounds=3).build(record) == twice).all()
     with pytest.raises(ValueError, match="extend_rounds"):
         TrackBuilder(extend_rounds=0)
-    from trkx.tracks.builder.builder_options import builder_options  # the working point carries it
-    options = builder_options({"walk_cut": None, "min_length": None},
-                              {"walk_cut": 0.5, "min_length": 3, "extend_window_xy": 1.0,
-                               "extend_window_z": 4.0, "extend_rounds": 2.0})
-    assert options["extend_rounds"] == 2 and isinstance(options["extend_rounds"], int)
 
 
 def test_a_pixel_hit_pins_the_weighted_line_of_a_strip_track():
@@ -271,12 +253,6 @@ def test_a_pixel_hit_pins_the_weighted_line_of_a_strip_track():
         assert not np.isin(alike[:3], alike[3]).any() and (alike[3:] == alike[3]).all()
     weighted = replace(builder, extend_weighted_z=True).build(record)
     assert (weighted == weighted[0]).all()
-    from trkx.tracks.builder.builder_options import builder_options  # the working point carries it
-    options = builder_options({"walk_cut": None, "min_length": None},
-                              {"walk_cut": 0.5, "min_length": 3, "extend_window_xy": 1.0,
-                               "extend_window_z": 3.0, "extend_weighted_z": 1.0})
-    assert options["extend_weighted_z"] is True
-    assert builder_options({"walk_cut": 0.5, "min_length": 3}, None)["extend_weighted_z"] is None
 
 
 def test_the_weighted_line_and_its_covariance():

@@ -1,7 +1,9 @@
-"""Track quality: the logistic regression, its working-point round trip, the builder's cut, and
-the tuner's figures equal to building with the chosen point."""
+"""Track quality: the logistic regression, its file's round trip, the builder's cut, and the
+tuner's figures equal to building with the chosen point."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -9,7 +11,6 @@ import pytest
 import torch
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
-from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
@@ -35,7 +36,7 @@ def _synthetic_tables(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
     return table, real
 
 
-def test_the_fitted_score_separates_and_survives_the_working_point():
+def test_the_fitted_score_separates_and_survives_its_file():
     table, real = _synthetic_tables(3000, seed=0)
     model = fit_quality(table, real)
     test, test_real = _synthetic_tables(2000, seed=1)
@@ -50,13 +51,15 @@ def test_the_fitted_score_separates_and_survives_the_working_point():
     assert auc > 0.9
     assert model.weights[FEATURES.index("n_hits")] > 0          # longer: more likely real
     assert model.weights[FEATURES.index("logit_mean_score")] > 0
-    point = model.working_point()
-    again = QualityModel.from_working_point({"walk_cut": 0.5, **point})
+    values = json.loads(json.dumps(model.as_dict()))       # as its file holds it
+    again = QualityModel.from_dict(values)
     np.testing.assert_array_equal(again.score(test), q)
-    assert QualityModel.from_working_point({"walk_cut": 0.5}) is None
-    del point["quality_w_n_hits"]
-    with pytest.raises(ValueError, match="lacks quality_w_n_hits"):
-        QualityModel.from_working_point(point)
+    with pytest.raises(ValueError, match=r"quality\.json: weights has 7 numbers for 8 inputs"):
+        QualityModel.from_dict({**values, "weights": values["weights"][1:]}, "quality.json")
+    with pytest.raises(ValueError, match=r"m\.json: missing key 'bias'"):
+        QualityModel.from_dict({k: v for k, v in values.items() if k != "bias"}, "m.json")
+    with pytest.raises(ValueError, match="unknown input 'chi2'"):
+        QualityModel.from_dict({**values, "features": ["chi2", *values["features"][1:]]})
     with pytest.raises(ValueError, match="both matched and fake"):
         fit_quality(table, np.ones(len(table), bool))
 
@@ -71,7 +74,7 @@ def _figures(record, builder: TrackBuilder) -> dict:
 def test_the_tuned_quality_cut_builds_the_tuned_figures():
     """Every long track broken after its third hit: at length 3 the 3-hit fragments are fakes.
     The quality model learns them; the tuner's figures at its chosen point are exactly those of
-    building with that point, taken from the working point as trkx infer takes it."""
+    building with that point (TunedCut.apply, what the tuned tracks config holds)."""
     record = broken_after_third_hit(noise_free_simulated_record(seed=5, mu=4.0))
     builder = TrackBuilder(method="components", stitch=False)
     plain = tune_cut([record], builder, fake_target=1.0, cuts=(0.5,), lengths=(3,),
@@ -81,16 +84,13 @@ def test_the_tuned_quality_cut_builds_the_tuned_figures():
                      forward_lengths=(), short_scores=(None,), quality_cuts=(None, 0.3, 0.5))
     assert tuned.quality_cut in (0.3, 0.5) and tuned.quality is not None
     assert tuned.fake_rate <= 0.05 and tuned.efficiency >= plain.efficiency - 0.02
-    point = tuned.working_point()
-    options = builder_options({"method": "components", "cc_cut": 0.5, "min_length": None,
-                               "stitch": False}, point)
-    assert options["quality_cut"] == tuned.quality_cut
-    built = _figures(record, TrackBuilder(**options))
+    chosen = tuned.apply(builder)
+    assert chosen.quality_cut == tuned.quality_cut and chosen.quality is tuned.quality
+    built = _figures(record, chosen)
     assert built["efficiency"] == pytest.approx(tuned.efficiency)
     assert built["fake_rate"] == pytest.approx(tuned.fake_rate)
     # the quality step's own table is the parameters file's, under the final track ids: the
     # same rows as fitting the final tracks again
-    chosen = TrackBuilder(**options)
     labels, table = chosen.build_with_table(record)
     assert np.array_equal(labels, chosen.build(record)) and table is not None
     again = track_parameters(record, labels, chosen)
@@ -104,12 +104,7 @@ def test_the_tuned_quality_cut_builds_the_tuned_figures():
                       quality_budget=0.0)
     assert budget.efficiency >= plain.efficiency and budget.fake_rate < plain.fake_rate
     assert budget.quality_cut is not None
-    # without the model, a quality cut is refused with the key named
-    with pytest.raises(ValueError, match="quality_cut is set but the GNN checkpoint's working "
-                                         "point has no track quality model"):
-        builder_options({"method": "components", "quality_cut": 0.5, "min_length": 3},
-                        {"walk_cut": 0.5})
-    with pytest.raises(ValueError, match="quality is not a config key"):
+    with pytest.raises(ValueError, match=r"quality must be a quality model .* got dict"):
         TrackBuilder(quality={"bias": 1.0})
 
 
@@ -136,8 +131,7 @@ def test_the_tuner_with_the_extension_builds_its_figures_exactly():
     """Every track of >= 10 hits broken after its third and sixth hits. With the extension the
     3-hit pieces a length of 4 dissolves join the rest of their track again (fewer fakes than
     the lengths' formula counts): the tuner builds its shortlist exactly, so the point it
-    chooses has the figures of building with it (the working point's windows taken by a tracks
-    config's null key)."""
+    chooses has the figures of building with it."""
     record = noise_free_simulated_record(seed=5, mu=4.0)
     pid = record.particle_id[record.track_edges[0]]
     keep = torch.ones(record.track_edges.shape[1], dtype=torch.bool)
@@ -156,46 +150,20 @@ def test_the_tuner_with_the_extension_builds_its_figures_exactly():
     tuned = tune_cut([record], builder, fake_target=0.3, **grid)
     assert plain.min_length == tuned.min_length == 4 and plain.fake_rate > 0.15
     assert tuned.efficiency >= plain.efficiency and tuned.fake_rate < plain.fake_rate - 0.05
-    point = {**tuned.working_point(), "extend_window_xy": 1.0}
-    options = builder_options({"method": "components", "cc_cut": 0.5, "min_length": None,
-                               "stitch": False, "extend_window_xy": None,
-                               "extend_window_z": 3.0}, point)
-    assert options["extend_window_xy"] == 1.0
-    built = _figures(record, TrackBuilder(**options))
+    chosen = tuned.apply(builder)
+    assert chosen.extend_window_xy == 1.0 and chosen.min_length == 4
+    built = _figures(record, chosen)
     assert built["efficiency"] == pytest.approx(tuned.efficiency)
     assert built["fake_rate"] == pytest.approx(tuned.fake_rate)
-    # without the extension in the working point (older checkpoints) it stays off
-    assert builder_options({"method": "components", "min_length": None, "stitch": False},
-                           {"cc_cut": 0.5, "min_length": 4})["extend_window_xy"] is None
 
 
-def test_the_overlap_windows_come_from_the_working_point_and_stay_off_without_them():
-    """A tracks config's null overlap windows take the GNN working point's (the tuner built
-    with them); a working point without them (every checkpoint before) leaves the second hit
-    of a layer alone, and a config's own value wins over the working point's."""
-    point = {"cc_cut": 0.5, "min_length": 4, "extend_window_xy": 1.0, "extend_window_z": 3.0,
-             "extend_overlap_xy": 0.15, "extend_overlap_z": 1.0}
-    section = {"method": "components", "min_length": None, "stitch": False,
-               "extend_overlap_xy": None, "extend_overlap_z": None}
-    options = builder_options(section, point)
-    assert (options["extend_overlap_xy"], options["extend_overlap_z"]) == (0.15, 1.0)
-    assert TrackBuilder(**options).extend_overlap_xy == 0.15
-    older = {k: v for k, v in point.items() if not k.startswith("extend_overlap")}
-    options = builder_options(section, older)
-    assert options["extend_overlap_xy"] is None
-    assert TrackBuilder(**options).extend_overlap_z == 1.0      # the builder's default
-    assert builder_options({**section, "extend_overlap_xy": 0.3}, point)["extend_overlap_xy"] == 0.3
-
-
-def test_the_pixel_windows_come_from_the_working_point_and_are_the_windows_without_them():
-    """A tracks config's null pixel windows take the working point's; without them (every
-    checkpoint before) the pixel hits answer to the extension's windows, as they did."""
-    point = {"cc_cut": 0.5, "min_length": 4, "extend_window_xy": 2.0, "extend_window_z": 5.0,
-             "extend_pixel_xy": 1.0, "extend_pixel_z": 3.0}
-    section = {"method": "components", "min_length": None, "stitch": False}
-    builder = TrackBuilder(**builder_options(section, point))
+def test_the_pixel_windows_are_the_windows_unless_set():
+    """The pixel hits answer to their own windows when set, to the extension's otherwise."""
+    builder = TrackBuilder(method="components", stitch=False, min_length=4,
+                           extend_window_xy=2.0, extend_window_z=5.0, extend_pixel_xy=1.0,
+                           extend_pixel_z=3.0)
     assert builder._pixel_windows() == (1.0, 3.0)
-    older = {k: v for k, v in point.items() if not k.startswith("extend_pixel")}
-    builder = TrackBuilder(**builder_options(section, older))
+    builder = TrackBuilder(method="components", stitch=False, min_length=4,
+                           extend_window_xy=2.0, extend_window_z=5.0)
     assert (builder.extend_pixel_xy, builder.extend_pixel_z) == (None, None)
     assert builder._pixel_windows() is None

@@ -10,7 +10,6 @@ import torch
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
 from trkx.data.record_type import Record
-from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.track_labels import dissolve_short
 from trkx.tracks.evaluate.event_truth import truth_from_record
@@ -81,21 +80,14 @@ def test_length_scan_from_one_evaluation_equals_building_at_each_length():
     assert (tuned.min_length, tuned.min_length_forward) == (3, 3)
 
 
-def test_working_point_carries_the_forward_length_and_old_checkpoints_fall_back():
-    point = TunedCut(0.8, 6, 0.9, 0.04, (), 7).working_point()
-    assert point["min_length"] == 6 and point["min_length_forward"] == 7
-    assert "min_length_forward" not in TunedCut(0.8, 6, 0.9, 0.04, ()).working_point()
-    section = {"walk_cut": None, "min_length": None, "min_length_forward": None}
-    new = TrackBuilder(**builder_options(section, point))
-    assert (new.min_length, new.min_length_forward) == (6, 7)
-    old = TrackBuilder(**builder_options(section, {"walk_cut": 0.9, "min_length": 6.0}))
-    assert (old.min_length, old.min_length_forward) == (6, None)   # 6 everywhere
-    assert TrackBuilder(**builder_options({"min_length": 4, "min_length_forward": None},
-                                          None)).min_length_forward is None
-    with pytest.raises(ValueError, match="min_length is null"):
-        builder_options({"min_length": None, "min_length_forward": None}, None)
+def test_the_tuned_cut_carries_the_forward_length_to_the_builder():
+    chosen = TunedCut(0.8, 6, 0.9, 0.04, (), 7).apply(TrackBuilder())
+    assert (chosen.min_length, chosen.min_length_forward) == (6, 7)
+    one = TunedCut(0.8, 6, 0.9, 0.04, ()).apply(TrackBuilder(min_length_forward=9))
+    assert (one.min_length, one.min_length_forward) == (6, None)   # 6 everywhere
     with pytest.raises(ValueError, match="min_length_forward must be >= 1"):
         TrackBuilder(min_length_forward=0)
+
 
 
 def split_record(cut_after: int, n: int = 10) -> Record:
@@ -169,23 +161,6 @@ def test_stitching_joins_a_track_split_by_one_missing_edge():
     labels = TrackBuilder(walk_cut=0.5).build(record)
     assert labels[4] != labels[5]
 
-
-def test_stitching_follows_how_the_working_point_was_tuned() -> None:
-    """A null (or absent) ``stitch`` builds as the GNN's working point was tuned: stitched for
-    the tuner that introduced stitching (it stores ``stitch`` and ``min_length_forward``), not
-    for an older checkpoint (so shipped models keep their tracks); a set value wins."""
-
-    old = {"walk_cut": 0.9, "min_length": 6}
-    new = {**old, "min_length_forward": 7}
-    section = {"walk_cut": None, "min_length": None, "stitch": None}
-    assert builder_options(section, old)["stitch"] is False
-    assert builder_options(section, new)["stitch"] is True
-    assert builder_options(section, {**old, "stitch": 1.0})["stitch"] is True
-    assert builder_options({**section, "stitch": True}, old)["stitch"] is True
-    assert builder_options({**section, "stitch": False}, new)["stitch"] is False
-    absent = builder_options({"walk_cut": None, "min_length": None}, new)   # an older config
-    assert absent["stitch"] is True and absent["min_length_forward"] == 7
-    assert builder_options({"walk_cut": 0.5, "min_length": 5}, None)["stitch"] is True
 
 
 def test_stitching_compares_the_pieces_directions_not_their_hits_eta_from_the_origin():

@@ -22,8 +22,7 @@ def train(folders: tuple[Path, Path], checkpoint: Path, *sets: str, config: Path
           ) -> int:
     base = [f"data.train_dir={folders[0]}", f"data.val_dir={folders[1]}", "model.hidden=8",
             "model.n_graph_iters=1", "trainer.progress_bar=false", "trainer.logger=none",
-            "trainer.min_signal_efficiency=0", "module.graph_ops=csr", "model.edge_features=0",
-            "module.tune_tracks=false"]
+            "trainer.min_signal_efficiency=0", "module.graph_ops=csr", "model.edge_features=0"]
     return main(["train", "gnn", "--config", str(config), "--checkpoint", str(checkpoint),
                  *(item for s in [*base, *sets] for item in ("--set", s))])
 
@@ -56,10 +55,9 @@ def test_interrupted_run_resumes_from_its_step(gnn_data, tmp_path: Path,
     out = capsys.readouterr().out
     assert f"gnn: resuming {checkpoint.with_suffix('.run') / 'last.ckpt'} at step 3" in out
     assert "trained to step 6" in out and last_step(checkpoint) == 6
-    # working-point choices, inference settings and the monitor do not change what is learned
-    assert train(gnn_data, checkpoint, "trainer.max_steps=7", "module.fake_rate_target=0.1",
-                 "inference.graph_ops=scatter", "trainer.monitor=val_auc",
-                 "trainer.monitor_mode=max") == 0
+    # inference settings and the monitor do not change what is learned
+    assert train(gnn_data, checkpoint, "trainer.max_steps=7", "inference.graph_ops=scatter",
+                 "trainer.monitor=val_auc", "trainer.monitor_mode=max") == 0
     assert "at step 6" in capsys.readouterr().out and last_step(checkpoint) == 7
     assert train(gnn_data, checkpoint, "trainer.max_steps=6", "model.hidden=6") == 0
     out = capsys.readouterr().out

@@ -60,14 +60,17 @@ def test_a_file_that_is_no_checkpoint_is_named_for_what_it_is(
     assert not out.exists()
 
 
-def test_build_tracks_given_a_text_checkpoint(tmp_path: Path, capsys) -> None:
-    text = tmp_path / "text.pt"
-    text.write_text("gnn.pt is on the other machine\n")
+def test_build_tracks_given_a_text_quality_model(tmp_path: Path, capsys) -> None:
+    """A tuned tracks config whose quality model's file is not one: one line naming the file,
+    exit 2, nothing written."""
+    (tmp_path / "quality.json").write_text("quality.json is on the other machine\n")
+    config = tmp_path / "tracks.yaml"
+    config.write_text("builder:\n  walk_cut: 0.5\n  min_length: 3\n  quality_cut: 0.3\n"
+                      "  quality: quality.json\n")
     (tmp_path / "records").mkdir()
-    assert main(["build-tracks", "--checkpoint", str(text), "--events",
+    assert main(["build-tracks", "--config", str(config), "--events",
                  str(tmp_path / "records"), "--out", str(tmp_path / "tracks")]) == 2
-    assert (f"{text}: not a trkx checkpoint (a text file: 'gnn.pt is on the other machine'); "
-            "give the file written by `trkx train gnn`") in error_line(capsys)
+    assert f"{tmp_path / 'quality.json'}: not a quality model" in error_line(capsys)
     assert not (tmp_path / "tracks").exists()
 
 

@@ -11,7 +11,6 @@ import torch
 
 from trkx.edges.working_point import cut_for_edges_per_hit, cut_for_efficiency
 from trkx.stages.schedules import warmup_cosine
-from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.track_labels import dissolve_short
 from trkx.tracks.tune.tuning import tune_cut
@@ -124,16 +123,29 @@ def test_short_candidates_are_dissolved_and_the_length_is_tuned():
     assert tuned.min_length == 4
 
 
-def test_builder_keys_left_null_take_the_working_point():
-    options = builder_options({"method": "walkthrough", "walk_cut": None, "min_length": None},
-                              {"walk_cut": 0.25, "min_length": 5.0, "edge_cut": 0.25})
-    builder = TrackBuilder(**options)
-    assert builder.walk_cut == 0.25 and builder.min_length == 5
-    assert isinstance(builder.min_length, int)
-    with pytest.raises(ValueError, match="min_length is null"):
-        builder_options({"min_length": None}, {"walk_cut": 0.2})
-    with pytest.raises(ValueError, match="give the GNN checkpoint"):
-        builder_options({"walk_cut": None}, None)
+def test_a_tuned_tracks_config_gives_back_the_builder_it_was_written_from(tmp_path):
+    """trkx.tracks.stage_config: every builder key and each model's file written, the same
+    builder read back; a recipe's null walk cut or a cut without its model is refused by name."""
+    from trkx.config import ConfigError
+    from trkx.tracks.fit.quality import FEATURES, QualityModel
+    from trkx.tracks.stage_config import track_builder, write_tuned_config
+
+    model = QualityModel(tuple(range(len(FEATURES))), (1.5,) * len(FEATURES),
+                         tuple(-0.25 * i for i in range(len(FEATURES))), 0.75)
+    builder = TrackBuilder(walk_cut=0.25, min_length=5, quality_cut=0.4, quality=model,
+                           extend_window_xy=2.0, swap_chi2_ratio=2.0)
+    written = write_tuned_config(tmp_path, builder, {"metrics": {"pt_min": 1.0}},
+                                 {"val_track_efficiency": 0.9}, "a test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quality.json", "tracks.yaml"]
+    assert track_builder(written) == builder
+    assert track_builder(written, ["builder.walk_cut=0.5"]).walk_cut == 0.5
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("builder:\n  walk_cut: null\n  min_length: 3\n")
+    with pytest.raises(ConfigError, match=r"builder\.walk_cut is null: tune the builder"):
+        track_builder(recipe)
+    recipe.write_text("builder:\n  walk_cut: 0.5\n  min_length: 3\n  quality_cut: 0.2\n")
+    with pytest.raises(ConfigError, match=r"quality_cut is set but .*quality names no model"):
+        track_builder(recipe)
 
 
 def test_one_rule_meets_a_config_section_and_a_working_point() -> None:
@@ -185,39 +197,26 @@ def test_the_tuner_counts_the_efficiency_it_is_told_to():
         tune_cut([record], builder, efficiency_count="heptv2", **fixed)
 
 
-def test_the_gnn_takes_the_tuners_count_and_resumes_under_another() -> None:
-    """``module.efficiency_count`` reaches the GNN's tuner, a wrong value is refused by name,
-    and a run resumes under another count (it only chooses the working point)."""
-    import json
+def test_the_tuning_settings_are_checked_by_name() -> None:
+    """trkx.tracks.tune.tune_tracks.TrackTuning refuses an unknown count and too few points."""
+    from trkx.tracks.tune.tune_tracks import TrackTuning
 
-    from trkx.gnn.model import InteractionGNN
-    from trkx.gnn.module import GNNModule
-    from trkx.training.fit import _same_run
-
-    model = InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1, edge_features=8)
-    assert GNNModule(model, efficiency_count="anchors").efficiency_count == "anchors"
+    assert TrackTuning(efficiency_count="anchors", tune_points=24).tune_points == 24
     with pytest.raises(ValueError, match="efficiency_count 'heptv2'"):
-        GNNModule(model, efficiency_count="heptv2")
-    config = {"model": {"hidden": 8}, "module": {"efficiency_count": "trkx", "fake_weight": 0.2}}
-    other = {**config, "module": {**config["module"], "efficiency_count": "anchors"}}
-    assert _same_run(json.dumps(config), other)
-    assert not _same_run(json.dumps(config), {**config, "module": {"fake_weight": 0.1}})
+        TrackTuning(efficiency_count="heptv2")
+    with pytest.raises(ValueError, match="tune_points must be >= 2, got 1"):
+        TrackTuning(tune_points=1)
 
 
-def test_the_tuners_shortlist_size_reaches_it_and_a_run_resumes_under_another() -> None:
-    """``module.tune_points`` is checked, kept, and only chooses the working point (a run
-    resumes under another value)."""
+def test_training_state_saved_with_the_gnns_old_tuning_keys_resumes() -> None:
+    """The track tuning's keys left the GNN's module section for the tracks config; a run saved
+    with them resumes under a config without them, and not under another loss weight."""
     import json
 
-    from trkx.gnn.model import InteractionGNN
-    from trkx.gnn.module import GNNModule
     from trkx.training.fit import _same_run
 
-    model = InteractionGNN(3, hidden=8, n_graph_iters=1, n_mlp_layers=1, edge_features=8)
-    assert GNNModule(model).tune_points == 8
-    assert GNNModule(model, tune_points=24).tune_points == 24
-    with pytest.raises(ValueError, match="tune_points must be >= 2, got 1"):
-        GNNModule(model, tune_points=1)
-    config = {"model": {"hidden": 8}, "module": {"tune_points": 8, "fake_weight": 0.2}}
-    assert _same_run(json.dumps(config), {**config, "module": {"tune_points": 24,
-                                                                "fake_weight": 0.2}})
+    old = {"model": {"hidden": 8}, "module": {"efficiency_count": "trkx", "tune_points": 8,
+                                              "extend_window_xy": 2.0, "fake_weight": 0.2}}
+    new = {"model": {"hidden": 8}, "module": {"fake_weight": 0.2}}
+    assert _same_run(json.dumps(old), new)
+    assert not _same_run(json.dumps(old), {**new, "module": {"fake_weight": 0.1}})

@@ -35,7 +35,8 @@ USER_ERRORS = (TrackMLFormatError, ConfigError, FileNotFoundError, NotADirectory
 COUNT_OPTIONS = {"n_events": "--n-events"}
 INTERRUPTED = 130
 #: The order of ``trkx --help``: what a new user runs first, first.
-HELP_ORDER = ("infer", "run", "train", "simulate", "evaluate", "score", "info", "build-tracks",
+HELP_ORDER = ("infer", "run", "train", "simulate", "evaluate", "score", "info", "tune-tracks",
+              "build-tracks",
               "export", "partition", "demo")
 BROKEN_PIPE = 141
 

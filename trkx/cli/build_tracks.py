@@ -2,8 +2,8 @@
 
 Reads every event record (``*.pt``, written by the edge-classifier stage, with ``edge_index``,
 ``scores``, ``hit_id``) in ``--events``, builds tracks with :class:`TrackBuilder` (the
-``builder`` section of ``--config``, then ``--set builder.KEY=VALUE``; keys left null take the
-working point of the GNN ``--checkpoint``), and writes one TrackML
+``builder`` section of ``--config``, a tuned tracks config as ``trkx tune-tracks`` writes it,
+then ``--set builder.KEY=VALUE``), and writes one TrackML
 submission file ``eventNNNNNNNNN-tracks.csv`` (``event_id,hit_id,track_id``) per event, each
 atomically, and beside it ``eventNNNNNNNNN-parameters.csv`` (each track's helix fit and quality:
 trkx.tracks.fit.parameters) when the record has hit positions and layers.
@@ -25,12 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--events", type=Path, required=True,
                         help="folder of event records (*.pt) with edge_index and scores")
     parser.add_argument("--out", type=Path, required=True, help="folder for the track files")
-    parser.add_argument("--config", default=None, help="YAML config (configs/tracks.yaml)")
+    parser.add_argument("--config", default=None,
+                        help="tuned tracks config (`trkx tune-tracks`, or a shipped set's "
+                             "tracks.yaml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override, e.g. builder.walk_cut=0.5")
-    parser.add_argument("--checkpoint", type=Path, default=None,
-                        help="the GNN checkpoint: builder keys left null in the config "
-                             "(walk_cut, min_length) take its tuned working point")
     parser.set_defaults(func=run)
 
 
@@ -48,13 +47,13 @@ def run(args: argparse.Namespace) -> int:
     from trkx.tracks.files import (
         TRACKS_FILE,
         atomic_write,
-        track_builder,
         tracks_file_name,
     )
     from trkx.tracks.fit.parameters import PARAMETERS_FILE, parameters_file_name, track_parameters
+    from trkx.tracks.stage_config import track_builder
 
     with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it
-        builder = track_builder(args.config, args.overrides, args.checkpoint)
+        builder = track_builder(args.config, args.overrides)
     records = record_paths(args.events, allow_empty=True)
     if not records:
         raise FileNotFoundError(f"{args.events}: no event records (*.pt)")

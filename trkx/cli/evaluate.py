@@ -68,11 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--events", type=Path, required=True,
                         help="folder of event records (*.pt) or TrackML events with truth")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
-    parser.add_argument("--config", default=None, help="YAML config (configs/tracks.yaml)")
+    parser.add_argument("--config", default=None,
+                        help="tracks config: the tuned tracks.yaml of the models that made "
+                             "the tracks (its metrics section, its builder's cut)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override, e.g. metrics.matching=atlas")
-    parser.add_argument("--checkpoint", type=Path, default=None,
-                        help="the GNN checkpoint: builder keys left null take its working point")
     parser.add_argument("--edge-cut", type=float, default=None,
                         help="score cut for edge efficiency/purity (default: the builder's "
                              "cut of --config)")
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from trkx.tracks.evaluate.summary_text import evaluation_text
     from trkx.tracks.files import evaluation_settings
 
-    cuts, builder_cut = evaluation_settings(args.config, args.overrides, args.checkpoint)
+    cuts, builder_cut = evaluation_settings(args.config, args.overrides)
     start = time.perf_counter()
     edge_cut = args.edge_cut if args.edge_cut is not None else builder_cut
     evaluation = evaluate_tracks(args.tracks, args.events, cuts, edge_cut, stages)

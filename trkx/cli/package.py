@@ -1,7 +1,8 @@
 """``trkx package --recipe PIPELINE.yaml --workdir DIR --out DIR``: ship a trained pipeline.
 
-Copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first), writes each
-stage's config as its checkpoint stores it, the recipe's tracks config and a ``pipeline.yaml``,
+Copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first) and the tuned
+track builder (``tracks.yaml`` and its quality models), writes each stage's config as its
+checkpoint stores it and a ``pipeline.yaml``,
 ``SHA256SUMS`` and the model card ``card.md`` (from the run's records and the benchmark JSON
 files given with ``--physics`` and ``--inference``), with the learning curves
 of every stage beside it (trkx.packaging). The folder is replaced whole."""

@@ -14,9 +14,8 @@ A recipe with a ``state.folder`` (configs/pu200_far.yaml) resumes its training f
 stored there when the work folder has none of its own; ``--save-state`` stores the work
 folder's training state there (trkx.pipeline.state), so a long training continues on a
 fresh clone. ``--until STEP`` stops after the named step (``--dry-run`` lists the names), e.g.
-``--until train-gnn`` for a training stretch that another follows at once: no test events are
-run and nothing is evaluated (with the GNN's ``module.tune_tracks=false`` the stretch skips
-the tuner's ~12 minutes too).
+``--until train-gnn`` for a training stretch that another follows at once: the track builder
+is not tuned, no test events are run and nothing is evaluated.
 """
 
 from __future__ import annotations
@@ -79,11 +78,13 @@ def validate_steps(steps, config) -> None:
     """Check the config of every stage step (file + overrides) and of the track steps."""
     from trkx.cli import build_parser
     from trkx.cli.stages import stage_module
-    from trkx.config import apply_overrides, instantiate, load_config, section
+    from trkx.config import instantiate, section
     from trkx.stages import tools as stage_tools
     from trkx.tracks.builder.building import TrackBuilder
     from trkx.tracks.evaluate.metrics import MetricCuts
     from trkx.tracks.files import config_section
+    from trkx.tracks.stage_config import builder_values, tracks_config
+    from trkx.tracks.tune.tune_tracks import TrackTuning
 
     parser = build_parser()
     for step in steps:
@@ -97,11 +98,11 @@ def validate_steps(steps, config) -> None:
         if stage != "tracks":
             stage_tools.stage_config(path, overrides, stage_module(stage))
     tracks = str(config.stage_config_path(config.tracks))
-    builder = section(apply_overrides(load_config(tracks), config.tracks.overrides), "builder",
-                      tracks)
-    # null keys are the GNN's working point, known once it is trained: check the others
-    instantiate(TrackBuilder, {k: v for k, v in builder.items() if v is not None},
+    values = tracks_config(tracks, config.tracks.overrides)
+    # the tuned keys are chosen once the GNN is trained (tune-tracks): check the others
+    instantiate(TrackBuilder, builder_values(values, Path(tracks).parent, tracks, untuned=True),
                 f"{tracks}: builder")
+    instantiate(TrackTuning, section(values, "tune", tracks), f"{tracks}: tune")
     config_section(tracks, config.tracks.overrides, "metrics", MetricCuts, tracks)
 
 

@@ -9,9 +9,9 @@ counts only the edges of its ``target_edge_mask``. The loss is the weighted BCE 
 The learning rate warms up linearly for ``lr_warmup_steps`` and decays on a cosine to the end
 of the step budget (trkx.stages.schedules; ``lr_step_size > 0`` keeps the older step decay).
 
-Working point (``working_point()``, stored in the checkpoint): the track builder's cut chosen
-on the validation events for the best track efficiency at fake rate <= ``fake_rate_target``
-(trkx.tracks.tune.tuning); the same cut is the GNN's edge cut.
+The checkpoint's working point is the edge cut (``edge_cut``); the track builder's working
+point is chosen afterwards on the GNN's scores of the validation events, by
+``trkx tune-tracks`` (trkx.tracks.tune.tune_tracks).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from trkx.gnn.metrics import edge_metrics
 from trkx.gnn.model import InteractionGNN
 from trkx.gnn.ops_factory import GRAPH_OPS_CHOICES, KernelChooser, build_graph_ops
 from trkx.stages.schedules import adamw_warmup_cosine, check_horizon, total_steps
-from trkx.tracks.evaluate.event_truth import has_truth
 
 
 class GNNModule(pl.LightningModule):
@@ -58,46 +57,13 @@ class GNNModule(pl.LightningModule):
             least trkx.data.truth.SignalCuts.min_hits hits (the records' ``signal`` flag is
             pT >= 1 GeV; the anchors count pT > 0.9, trkx.tracks.evaluate.anchors); the validation's
             efficiency and purity still count the records' flag. None: the records' flag.
-        edge_cut: score above which an edge is kept, for the metrics (until a working
-            point is chosen).
+        edge_cut: score above which an edge is kept: the validation metrics' cut and the
+            checkpoint's working point.
         lr_warmup_steps: linear warm-up steps of the cosine schedule.
-        fake_rate_target: track fake rate the builder's cut must respect on validation.
-        quality_budget: with a value, the track quality cut is the one of lowest fake rate
-            among the points that lose at most this much efficiency on validation against
-            the best point without one (trkx.tracks.tune.tuning); None: tuned under
-            ``fake_rate_target`` like the other keys.
-        efficiency_count: the efficiency the tuner maximises: ``trkx`` (trkx's signal) or
-            ``anchors`` (each track's pixel projection, the published pipelines' signal,
-            trkx.tracks.evaluate.anchors); the fake rate is trkx's own either way.
-        tune_tracks: choose the track builder's cut on validation events (working_point).
-        extend_window_xy: the track builder's extension windows (mm, trkx.tracks.builder.extension)
-        extend_window_z: the tuner builds the working points with, stored in the working
-            point (a tracks config's null keys take them); None: tuned without extension.
-        extend_overlap_xy: the extension's windows for a layer's second hit (mm,
-        extend_overlap_z: trkx.tracks.builder.extension ``overlap``), tuned with and stored the same
-            way; None: a track takes no second hit on a layer.
-        extend_pixel_xy: the extension's windows for the pixel hits (mm,
-        trkx.tracks.builder.extension
-        extend_pixel_z: ``pixel_windows``), tuned with and stored the same way; None: the
-            windows above.
-        extend_rounds: the extensions the tuner builds with, each from the helices the last
-            one refitted (a found pixel hit pins the helix for the next), stored in the
-            working point with the windows.
-        extend_weighted_z: the tuner's extension judges along the beam against each track's
-            line fitted with its hits' resolutions (trkx.tracks.builder.extension ``weighted_z``:
-            one
-            pixel hit pins a line of strips), stored in the working point with the windows.
-        second_fake_budget: with a value, the second pass over the hits the tuned builder
-            leaves alone is tuned too (trkx.tracks.builder.second_pass: the most signal particles
-            added for at most this many fakes per first-pass track); None: no second pass.
         z_shift_sigma: width (mm) of the normal distribution from which each training step
             draws a shift of the whole graph along the beam (trkx.edges.augment); 0: off.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
             step budget; fix it for a run that resumes under growing budgets).
-        tune_points: with the extension, how many points the tuner builds exactly along each
-            frontier (trkx.tracks.tune.tuning ``extension_points``): more find a point whose
-            formula figures the extension moves past its neighbours', each costing one build
-            of the validation events.
     """
 
     def __init__(self, model: InteractionGNN, graph_ops: str = "auto",
@@ -105,17 +71,9 @@ class GNNModule(pl.LightningModule):
                  lr_step_size: int = 0, lr_gamma: float = 0.5, signal_weight: float = 2.0,
                  true_weight: float = 1.0, fake_weight: float = 1.0,
                  edge_cut: float = 0.5, lr_warmup_steps: int = 50,
-                 fake_rate_target: float = 0.05, tune_tracks: bool = True,
                  lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
-                 signal_pt_cap: float = 10.0, quality_budget: float | None = None,
-                 secondary_weight: float = 1.0, extend_window_xy: float | None = None,
-                 extend_window_z: float = 3.0, z_shift_sigma: float = 0.0,
-                 extend_overlap_xy: float | None = None, extend_overlap_z: float = 1.0,
-                 extend_pixel_xy: float | None = None,
-                 extend_pixel_z: float | None = None,
-                 signal_pt_min: float | None = None, efficiency_count: str = "trkx",
-                 second_fake_budget: float | None = None, extend_rounds: int = 1,
-                 extend_weighted_z: bool = False, tune_points: int = 8) -> None:
+                 signal_pt_cap: float = 10.0, secondary_weight: float = 1.0,
+                 z_shift_sigma: float = 0.0, signal_pt_min: float | None = None) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -150,47 +108,8 @@ class GNNModule(pl.LightningModule):
         self.z_shift_sigma = z_shift_sigma
         self.edge_cut = edge_cut
         self.lr_warmup_steps = lr_warmup_steps
-        self.fake_rate_target = fake_rate_target
-        if quality_budget is not None and not 0.0 <= quality_budget < 1.0:
-            raise ValueError(f"quality_budget must lie in [0, 1), got {quality_budget}")
-        self.quality_budget = quality_budget
-        if tune_points < 2:
-            raise ValueError(f"tune_points must be >= 2, got {tune_points}")
-        self.tune_points = tune_points
-        from trkx.tracks.tune.tuning import EFFICIENCY_COUNTS
-        if efficiency_count not in EFFICIENCY_COUNTS:
-            raise ValueError(f"efficiency_count {efficiency_count!r}: expected one of "
-                             f"{', '.join(EFFICIENCY_COUNTS)}")
-        self.efficiency_count = efficiency_count
-        if second_fake_budget is not None and not 0.0 <= second_fake_budget < 1.0:
-            raise ValueError(f"second_fake_budget must lie in [0, 1), got {second_fake_budget}")
-        self.second_fake_budget = second_fake_budget
-        if extend_rounds < 1:
-            raise ValueError(f"extend_rounds must be >= 1, got {extend_rounds}")
-        self.extend_rounds = extend_rounds
-        self.extend_weighted_z = bool(extend_weighted_z)
-        self.tune_tracks = tune_tracks
-        if extend_window_xy is not None and min(extend_window_xy, extend_window_z) <= 0:
-            raise ValueError("extend_window_xy and extend_window_z must be > 0, got "
-                             f"{extend_window_xy} and {extend_window_z}")
-        if extend_overlap_xy is not None and (extend_window_xy is None
-                                              or min(extend_overlap_xy, extend_overlap_z) <= 0):
-            raise ValueError("extend_overlap_xy needs extend_window_xy, and both overlap "
-                             f"windows must be > 0, got {extend_overlap_xy} and "
-                             f"{extend_overlap_z}")
-        for name, value in (("extend_pixel_xy", extend_pixel_xy),
-                            ("extend_pixel_z", extend_pixel_z)):
-            if value is not None and (extend_window_xy is None or value <= 0):
-                raise ValueError(f"{name} needs extend_window_xy and must be > 0, got {value}")
-        self.extend_window_xy = extend_window_xy
-        self.extend_window_z = extend_window_z
-        self.extend_pixel_xy = extend_pixel_xy
-        self.extend_pixel_z = extend_pixel_z
-        self.extend_overlap_xy = extend_overlap_xy
-        self.extend_overlap_z = extend_overlap_z
         check_horizon(lr_horizon_steps)
         self.lr_horizon_steps = lr_horizon_steps
-        self._val_events: list[Record] = []
         self.chooser = KernelChooser(width=model.hidden)
         self._val_outputs: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
         self._val_origin: list[dict[str, int]] = []
@@ -270,59 +189,9 @@ class GNNModule(pl.LightningModule):
         if secondary is not None:     # whole events with truth: the split by origin
             self._val_origin.append(origin_counts(kept_edges(scores, self.edge_cut),
                                                   data.signal.cpu(), secondary.cpu()))
-        if self.tune_tracks and has_truth(data):
-            scored = data.clone().cpu()
-            for key in ("graph_ops",):
-                if key in scored:
-                    del scored[key]
-            scored.scores = scores   # the GNN's (the filter's scores are its inputs)
-            self._val_events.append(scored)
 
     def on_validation_epoch_start(self) -> None:
-        self._val_events = []
         self._val_origin = []
-
-    def working_point(self) -> dict[str, float]:
-        """The track builder's cut tuned on the last validation epoch (and the edge cut)."""
-        from trkx.tracks.builder.building import TrackBuilder
-        from trkx.tracks.tune.tuning import tune_cut
-
-        if not self._val_events:
-            return {"edge_cut": float(self.edge_cut)}
-        builder = TrackBuilder(extend_window_xy=self.extend_window_xy,
-                               extend_window_z=self.extend_window_z,
-                               extend_overlap_xy=self.extend_overlap_xy,
-                               extend_overlap_z=self.extend_overlap_z,
-                               extend_pixel_xy=self.extend_pixel_xy,
-                               extend_pixel_z=self.extend_pixel_z,
-                               extend_rounds=self.extend_rounds,
-                               extend_weighted_z=self.extend_weighted_z)
-        tuned = tune_cut(self._val_events, builder, fake_target=self.fake_rate_target,
-                         quality_budget=self.quality_budget,
-                         efficiency_count=self.efficiency_count,
-                         extension_points=self.tune_points)
-        point = tuned.working_point()   # edge_cut, walk_cut, min_length(_forward), val_*
-        if self.extend_window_xy is not None:
-            point.update(extend_window_xy=self.extend_window_xy,
-                         extend_window_z=self.extend_window_z,
-                         extend_rounds=float(self.extend_rounds))
-            if self.extend_weighted_z:
-                point.update(extend_weighted_z=1.0)
-        if self.extend_overlap_xy is not None:
-            point.update(extend_overlap_xy=self.extend_overlap_xy,
-                         extend_overlap_z=self.extend_overlap_z)
-        point.update({name: value for name, value in (("extend_pixel_xy", self.extend_pixel_xy),
-                                                      ("extend_pixel_z", self.extend_pixel_z))
-                      if value is not None})
-        if self.second_fake_budget is not None:
-            from trkx.tracks.tune.second_tuning import tune_second_pass, tuned_builder
-
-            second = tune_second_pass(self._val_events, tuned_builder(point),
-                                      self.second_fake_budget,
-                                      efficiency_count=self.efficiency_count)
-            if second is not None:
-                point.update(second.working_point())
-        return point
 
     def on_validation_epoch_end(self) -> None:
         if not self._val_outputs:

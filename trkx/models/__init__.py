@@ -9,7 +9,9 @@ file and the hits-only set on the others (:func:`models_for`).
 
     embedding.pt filter.pt gnn.pt       trkx checkpoints (trkx.files.checkpoint, weights_only)
     embedding.yaml filter.yaml gnn.yaml the stage configs the checkpoints were trained with
-    tracks.yaml                         track building and evaluation settings
+    tracks.yaml                         the tuned track builder (every value it runs with) and
+                                        the evaluation settings (trkx.tracks.stage_config)
+    *quality.json                       the track builder's quality models, named by tracks.yaml
     pipeline.yaml                       the pipeline config naming them (its ``events`` section
                                         records the training events)
     SHA256SUMS                          sha256 of each file above (``sha256sum -c`` format)
@@ -69,9 +71,18 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(file_bytes(path)).hexdigest()
 
 
+def set_files(folder: Path) -> list[str]:
+    """The files of the shipped pipeline ``folder``: :data:`FILES` and the quality models its
+    tracks.yaml names."""
+    from trkx.tracks.stage_config import model_files
+
+    return [*FILES, *model_files(folder / "tracks.yaml")]
+
+
 def manifest_text(folder: Path) -> str:
-    """``SHA256SUMS`` of ``folder``: one ``<sha256>  <name>`` line per file of :data:`FILES`."""
-    return "".join(f"{file_sha256(folder / name)}  {name}\n" for name in FILES)
+    """``SHA256SUMS`` of ``folder``: one ``<sha256>  <name>`` line per file of
+    :func:`set_files`."""
+    return "".join(f"{file_sha256(folder / name)}  {name}\n" for name in set_files(folder))
 
 
 def verify(folder: Path) -> None:
@@ -89,7 +100,7 @@ def verify(folder: Path) -> None:
     missing = [name for name in FILES if name not in expected]
     if missing:
         raise CheckpointError(f"{manifest}: lists no checksum for {', '.join(missing)}")
-    for name in FILES:
+    for name in expected:
         path = folder / name
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file (listed in {manifest})")

@@ -1,8 +1,8 @@
 """The model card of a shipped pipeline (``card.md``), written from what the run recorded, never
 typed by hand: the recipe and its command, the training events and seeds, each stage's network,
 step budget, best step, validation metrics, working point and training seconds (the ``trkx run``
-step markers), the machine, and the benchmark figures given as JSON files with the commands
-that measured them.
+step markers), the track builder's tuned working point, the machine, and the benchmark figures
+given as JSON files with the commands that measured them.
 """
 
 from __future__ import annotations
@@ -85,6 +85,27 @@ def _stage_rows(workdir: Path, curves: dict[str, list[dict[str, float]]]) -> lis
         rows.append(f"| {stage} | {network} | {steps} ({_value(best)}) | "
                     f"{_value(seconds) if seconds is not None else 'n/a'} | "
                     f"{_value(checkpoint.working_point)} | {_value(metrics)} |")
+    return rows
+
+
+def tracks_rows(tuned: Path) -> list[str]:
+    """The tuned track builder of ``tuned`` (a tracks.yaml of ``trkx tune-tracks``) as a short
+    table: each tuned key's value, the quality models' files, the tuning's settings and its
+    validation figures."""
+    from trkx.config import load_config
+    from trkx.tracks.stage_config import MODEL_FILES, TUNED_KEYS
+
+    config = load_config(tuned)
+    builder = config.get("builder") or {}
+    rows = ["| key | value |", "|---|---|"]
+    rows += [f"| {key} | {_value(builder[key])} |" for key in TUNED_KEYS
+             if key in builder and key not in MODEL_FILES]
+    models = [builder[key] for key in MODEL_FILES if builder.get(key)]
+    rows.append(f"| quality models | {', '.join(f'`{m}`' for m in models) or 'none'} |")
+    rows += [f"| tune.{key} | {_value(value)} |" for key, value in
+             (config.get("tune") or {}).items()]
+    rows += [f"| {key} | {_value(value)} |" for key, value in
+             (config.get("tuned") or {}).items()]
     return rows
 
 
@@ -235,6 +256,11 @@ def card_text(name: str, recipe: Path, workdir: Path, folder: Path,
         + ". The whole run (simulation, training over every stretch, inference and evaluation "
         f"of the test events, the sum of its step times): {total / 60:.1f} minutes.", "",
     ]
+    tuned = workdir / "checkpoints" / "tracks.yaml"
+    lines += ["## Track building", "",
+              "The working point chosen by `trkx tune-tracks` on the GNN's scores of the "
+              "validation events (every other builder value, and the models, in `tracks.yaml` "
+              "and the files it names):", "", *tracks_rows(tuned), ""]
     if curves:
         lines += ["## Learning curves", "",
                   "Each stage's validation metric during training, over every stretch of the "

@@ -3,9 +3,10 @@
     trkx package --recipe configs/pu200_far.yaml --workdir runs/pu200_far \\
         --out trkx/models/pu200
 
-copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first), writes each
+copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first) and the tuned
+track builder (``tracks.yaml`` and its quality models, ``trkx tune-tracks``), writes each
 stage's config as the checkpoint stores it (the exact config it was trained with: includes
-merged, overrides applied), the recipe's tracks config (overrides applied) and a
+merged, overrides applied) and a
 ``pipeline.yaml`` naming them with the recipe's ``events`` and ``inference`` sections, then
 ``SHA256SUMS`` and the model card ``card.md`` (:mod:`trkx.packaging.card`: from the run's records
 and the benchmark JSON files given with ``--physics``, ``--inference``),
@@ -23,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from trkx.models import FILES, MANIFEST, manifest_text, verify
+from trkx.models import MANIFEST, manifest_text, set_files, verify
 from trkx.stages import LEARNED_STAGES
 
 STAGES = LEARNED_STAGES
@@ -40,12 +41,14 @@ def package(recipe: Path, workdir: Path, out: Path,
             benchmarks: dict[str, Path] | None = None) -> Path:
     """Write the shipped-model folder ``out`` from the ``trkx run`` of ``recipe`` in
     ``workdir`` (``benchmarks``: name -> JSON quoted by the card); returns ``out``."""
-    from trkx.config import apply_overrides, load_config
+    from trkx.config import load_config
     from trkx.files.checkpoint import load_checkpoint
     from trkx.packaging.card import card_text
     from trkx.packaging.curves import learning_curves, plot_curves
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import checkpoint_paths
+    from trkx.stages import TUNED_TRACKS
+    from trkx.tracks.stage_config import model_files, track_builder
 
     pipeline = load_pipeline_config(recipe)
     paths = checkpoint_paths(workdir / "checkpoints")
@@ -59,10 +62,10 @@ def package(recipe: Path, workdir: Path, out: Path,
             _write_yaml(build / f"{stage}.yaml",
                         f"{stage} config the shipped {stage}.pt was trained with "
                         f"({recipe.name}, stored in the checkpoint)", checkpoint.config)
-        tracks = apply_overrides(load_config(pipeline.stage_config_path(pipeline.tracks)),
-                                 list(pipeline.tracks.overrides))
-        _write_yaml(build / "tracks.yaml", f"track building and evaluation ({recipe.name})",
-                    tracks)
+        tuned = workdir / "checkpoints" / TUNED_TRACKS     # verified: a builder is made of it
+        track_builder(tuned, list(pipeline.tracks.overrides))
+        for name in (TUNED_TRACKS, *model_files(tuned)):
+            shutil.copyfile(tuned.parent / name, build / name)
         raw = load_config(recipe)
         _write_yaml(build / "pipeline.yaml",
                     f"the shipped pipeline: `trkx run {recipe}` (events: the training run's)",
@@ -79,8 +82,8 @@ def package(recipe: Path, workdir: Path, out: Path,
                                             curves))
         verify(build)
         extras = [CURVES_JSON, CURVES_PLOT] if curves else []
-        assert sorted(p.name for p in build.iterdir()) == sorted([*FILES, MANIFEST, CARD,
-                                                                  *extras])
+        assert sorted(p.name for p in build.iterdir()) == sorted([*set_files(build), MANIFEST,
+                                                                  CARD, *extras])
         old = out.with_name(f".{out.name}.old")
         if out.exists():
             out.rename(old)

@@ -71,6 +71,16 @@ StageConfigs = dict[str, tuple[Path, list[str]]]
 DEVICE_FIELDS: tuple[str, ...] = ("x", "pos")
 
 
+def tracks_config_path(config: str | os.PathLike, checkpoints: str | os.PathLike) -> Path:
+    """The tracks config a trained pipeline builds with: the tuned ``tracks.yaml`` in its
+    checkpoint folder (``trkx tune-tracks``'s, a shipped set's), else the pipeline's own
+    ``config`` (whose tuned keys must then be set: trkx.tracks.stage_config)."""
+    from trkx.stages import TUNED_TRACKS
+
+    tuned = Path(checkpoints) / TUNED_TRACKS
+    return tuned if tuned.is_file() else Path(config)
+
+
 def checkpoint_paths(directory: str | os.PathLike) -> dict[str, Path]:
     """The three checkpoint files of a trained pipeline (all must exist)."""
     directory = Path(directory)
@@ -132,8 +142,9 @@ class TrainedPipeline:
                            fused: bool = True) -> TrainedPipeline:
         """Load the models onto ``device`` (:meth:`load`); ``stage_configs[stage] = (yaml
         path, overrides)`` give each stage's ``inference`` section and the tracks ``builder``.
-        A null value there takes the checkpoint's working point (builder keys: the GNN
-        checkpoint's, e.g. ``walk_cut``). ``fused``: the filter's and the GNN's MLPs run
+        A null value there takes the checkpoint's working point; the builder is that of the
+        tuned ``tracks.yaml`` in ``checkpoints`` when it has one (:func:`tracks_config_path`),
+        with the tracks overrides. ``fused``: the filter's and the GNN's MLPs run
         fused on the CPU (trkx.runtime.fused_mlp; False: the plain modules)."""
         from trkx.embedding.checkpoint import load_model as load_embedding
         from trkx.embedding.inference import EmbeddingInference
@@ -142,8 +153,7 @@ class TrainedPipeline:
         from trkx.gnn.checkpoint import GNNInference
         from trkx.gnn.checkpoint import load_model as load_gnn
         from trkx.gnn.ops_factory import KernelChooser
-        from trkx.tracks.builder.builder_options import builder_options
-        from trkx.tracks.builder.building import TrackBuilder
+        from trkx.tracks.stage_config import track_builder
         from trkx.training.data import EmbeddingData
 
         target = resolve_device(device)
@@ -167,17 +177,12 @@ class TrainedPipeline:
                               f"{paths['embedding']}: data")
         filter_net, filt = load_filter(paths["filter"])
         gnn, gnn_checkpoint = load_gnn(paths["gnn"])
-        builder_section, tracks_label = stage_section("tracks", "builder")
-        try:
-            built = builder_options(builder_section, gnn_checkpoint.working_point,
-                                    tracks_label)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
+        tracks_path, tracks_overrides = stage_configs["tracks"]
+        builder = track_builder(tracks_config_path(tracks_path, checkpoints), tracks_overrides)
         try:
             filter_cut = filter_options.cut(filt)
         except ValueError as exc:
             raise ConfigError(f"{filter_label}: {exc}") from exc
-        builder = instantiate(TrackBuilder, built, tracks_label)
         radius, k = embedding_options.working_point(emb.working_point)
         pipeline = cls(
             embedding=embedding.to(target), embedding_options=embedding_options, radius=radius,

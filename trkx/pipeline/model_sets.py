@@ -70,15 +70,15 @@ def evaluation_per_set(groups: list[ModelGroup], configs: list, pipelines: list,
                                                            dict[int, str]]:
     """How a run of several sets is evaluated: the metric cuts (the first set's tracks
     config), each event's edge cut (that of the builder of the set that made its tracks:
-    ``pipelines[i]``, or the set's config and GNN working point where workers loaded it) and
+    ``pipelines[i]``, or the set's tuned tracks config where workers loaded it) and
     each event's set (``given`` for a pipeline named on the command line); ``configs`` are
     the sets' pipeline configs, ``event_ids`` the event id of each prefix."""
-    from trkx.pipeline.inference import checkpoint_paths
+    from trkx.pipeline.inference import tracks_config_path
     from trkx.tracks.files import evaluation_settings
 
-    settings = [evaluation_settings(str(c.stage_config_path(c.tracks)), list(c.tracks.overrides),
-                                    checkpoint_paths(g.checkpoints)["gnn"],
-                                    loaded and loaded.builder)
+    settings = [evaluation_settings(str(tracks_config_path(c.stage_config_path(c.tracks),
+                                                           g.checkpoints)),
+                                    list(c.tracks.overrides), loaded and loaded.builder)
                 for g, c, loaded in zip(groups, configs, pipelines)]
     edge_cut = {event_ids[p]: cut for g, (_, cut) in zip(groups, settings) for p in g.events}
     sets = {event_ids[p]: g.name or "given" for g in groups for p in g.events}

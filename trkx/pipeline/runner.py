@@ -74,14 +74,15 @@ def _write_json_atomic(path: Path, payload: dict) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(payload, indent=2)))
 
 
-def config_fingerprint(step: Step) -> str:
+def config_fingerprint(step: Step, made: frozenset[Path] = frozenset()) -> str:
     """SHA-256 over the contents of the YAML files the command line names and of
-    ``step.configs``, with the files they include."""
+    ``step.configs``, with the files they include; not of the files in ``made``, which earlier
+    steps write (the tuned tracks config: its producer's fingerprint stands for it)."""
     digest = hashlib.sha256()
     named = [part for arg in step.argv for part in (arg, arg.split("=", 1)[-1])]
     for part in [*named, *map(str, step.configs)]:
         path = Path(part)
-        if path.suffix in (".yaml", ".yml") and path.is_file():
+        if path.suffix in (".yaml", ".yml") and path.is_file() and path not in made:
             for file in config_files(path):        # the file and what it includes
                 digest.update(str(file).encode())
                 digest.update(file.read_bytes())
@@ -91,9 +92,10 @@ def config_fingerprint(step: Step) -> str:
 def fingerprints(steps: Sequence[Step]) -> dict[str, str]:
     """Every step's fingerprint: argv, its configs' contents and its inputs' fingerprints."""
     result: dict[str, str] = {}
+    made = frozenset(step.output for step in steps)
     for step in steps:
         digest = hashlib.sha256(json.dumps(list(step.argv)).encode())
-        digest.update(config_fingerprint(step).encode())
+        digest.update(config_fingerprint(step, made).encode())
         for name in step.inputs:
             if name not in result:
                 raise ValueError(f"step {step.name} reads from {name!r}, which is not an "

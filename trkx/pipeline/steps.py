@@ -1,13 +1,18 @@
 """The steps of `trkx run`: simulate -> train each stage (and make the next stage's training
-records) -> `trkx infer` on the test events -> evaluation.
+records) -> tune the track builder on the GNN's scores of the validation events -> `trkx infer`
+on the test events -> evaluation.
 
 Work-folder layout (``W`` = ``--workdir``):
 
     W/data/{train,val,test}/                TrackML events (simulated, or links to the given ones)
     W/checkpoints/{embedding,filter,gnn}.pt trained models (what `trkx infer --checkpoints` reads)
+    W/checkpoints/tracks.yaml               the tuned track builder (`trkx tune-tracks`), with
+                                            its quality models' JSON files
     W/checkpoints/{embedding,filter,gnn}.run/   Lightning run folders (resumable training)
     W/graphs/{train,val}/{embedding,filter}/    records of the train/val events after a stage
                                                 (the next stage's training data)
+    W/graphs/val/gnn/                       the validation events scored by the GNN (what the
+                                            track builder is tuned on)
     W/graphs/test/{embedding,filter,gnn}/   records of the test events after each stage
     W/tracks/                               eventNNNNNNNNN-tracks.csv and timing.json of the
                                             test events
@@ -31,7 +36,7 @@ from pathlib import Path
 
 from trkx.pipeline.config import PipelineConfig, StagePlan, resolve_relative
 from trkx.pipeline.runner import Step
-from trkx.stages import LEARNED_STAGES
+from trkx.stages import LEARNED_STAGES, TUNED_TRACKS
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 TRAINING_SPLITS: tuple[str, ...] = ("train", "val")
@@ -149,20 +154,32 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
                 *_sets(_relative_to_recipe(plan.overrides, config.path.parent))), out,
                 inputs(f"train-{stage}", _source(stage, split, simulate))))
 
+    gnn_plan, tracks = config.stages["gnn"], config.tracks
+    val_scored = graphs / "val" / "gnn"
+    steps.append(Step("infer-gnn-val", "gnn", (
+        "infer", "gnn", *_config_args(config, gnn_plan), "--checkpoint",
+        str(checkpoints / "gnn.pt"), "--events", str(graphs / "val" / "filter"),
+        "--out", str(val_scored),
+        *_sets(_relative_to_recipe(gnn_plan.overrides, config.path.parent))), val_scored,
+        inputs("train-gnn", "infer-filter-val")))
+    tuned = checkpoints / TUNED_TRACKS
+    steps.append(Step("tune-tracks", "tracks", (
+        "tune-tracks", *_config_args(config, tracks), "--events", str(val_scored),
+        "--out", str(checkpoints), *_sets(list(tracks.overrides))), tuned,
+        ("infer-gnn-val",)))
     test_graphs = graphs / "test"
     steps.append(Step("infer-test", "inference", (
         "infer", "--config", str(config.path), "--checkpoints", str(checkpoints),
         "--events", str(events["test"]), "--out", str(workdir / "tracks"),
         "--graphs", str(test_graphs), "--no-evaluate", *_sets(list(config.overrides))),
         workdir / "tracks",
-        inputs("train-embedding", "train-filter", "train-gnn",
+        inputs("train-embedding", "train-filter", "train-gnn", "tune-tracks",
                "simulate-test" if simulate else None),
         configs=tuple(path for path, _ in config.stage_configs().values())))
     steps.append(Step("evaluate", "evaluate", (
         "evaluate", "--tracks", str(workdir / "tracks"), "--events", str(test_graphs / "gnn"),
-        "--out", str(workdir / "evaluate"), *_config_args(config, config.tracks),
-        *_sets(config.tracks.overrides), "--checkpoint", str(checkpoints / "gnn.pt"),
-        "--stage", f"embedding={test_graphs / 'embedding'}",
+        "--out", str(workdir / "evaluate"), "--config", str(tuned),
+        *_sets(config.tracks.overrides), "--stage", f"embedding={test_graphs / 'embedding'}",
         "--stage", f"filter={test_graphs / 'filter'}"), workdir / "evaluate",
-        ("infer-test",)))
+        ("infer-test", "tune-tracks")))
     return steps

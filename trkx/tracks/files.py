@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
+from trkx.config import apply_overrides, instantiate, load_config, section
 from trkx.files.atomic import atomic_write
 from trkx.files.errors import TrackMLFormatError
 
@@ -29,45 +29,21 @@ def config_section(config_path: str | None, overrides: list[str], name: str, tar
     return instantiate(target, section(config, name, label), f"{label}: {name}")
 
 
-#: The sections of a tracks config (configs/tracks.yaml).
-TRACKS_SECTIONS: tuple[str, ...] = ("builder", "metrics")
-
-
-def track_builder(config_path: str | None, overrides: list[str], checkpoint: Path | None):
-    """The TrackBuilder of the config's ``builder`` section; its null keys come from the GNN
-    checkpoint's working point (the cut and track length tuned on validation events)."""
-    from trkx.files.checkpoint import load_checkpoint
-    from trkx.tracks.builder.builder_options import builder_options
-    from trkx.tracks.builder.building import TrackBuilder
-
-    label = config_path or "--set"
-    config = apply_overrides(load_config(config_path) if config_path else {}, overrides or [])
-    unknown = sorted(set(config) - set(TRACKS_SECTIONS))
-    if unknown:     # e.g. `--set extend_window_xy=2` would otherwise change nothing
-        raise ConfigError(f"{label}: unknown key(s) {', '.join(unknown)}: a tracks config has "
-                          f"the sections {' and '.join(TRACKS_SECTIONS)} (--set builder.KEY=VALUE)")
-    point = load_checkpoint(checkpoint, "gnn").working_point if checkpoint else None
-    try:
-        options = builder_options(section(config, "builder", label), point, f"{label}: builder")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    return instantiate(TrackBuilder, options, f"{label}: builder")
-
-
 def evaluation_settings(config_path: str | None, overrides: list[str],
-                        checkpoint: Path | None, builder=None) -> tuple[object, float]:
+                        builder=None) -> tuple[object, float]:
     """``(MetricCuts, edge cut)`` of an evaluation: the config's ``metrics`` section, and the
     cut from which a record's edge counts as kept: that of ``builder`` (the track builder that
-    made the tracks) when given, else of the config's builder (null keys from the GNN
-    checkpoint's working point)."""
+    made the tracks) when given, else of the config's builder (a tuned tracks config,
+    trkx.tracks.stage_config)."""
     from trkx.config import naming_overrides
     from trkx.tracks.evaluate.metrics import MetricCuts
+    from trkx.tracks.stage_config import track_builder
 
     label = config_path or "--set"
     with naming_overrides(overrides, label):   # a bad --set names it
         cuts = config_section(config_path, overrides, "metrics", MetricCuts, label)
         if builder is None:
-            builder = track_builder(config_path, overrides, checkpoint)
+            builder = track_builder(config_path, overrides)
     return cuts, builder.edge_cut
 
 
@@ -137,6 +113,6 @@ def find_event_source(folder: Path, event_id: int) -> Path:
                             f"{name}-{{hits,particles,truth}}.csv[.gz] for event {event_id}")
 
 
-__all__ = ["ConfigError", "atomic_write", "config_section", "evaluation_settings",
+__all__ = ["atomic_write", "config_section", "evaluation_settings",
            "find_event_source",
            "read_parameters", "read_tracks", "track_files", "tracks_file_name"]

@@ -24,7 +24,9 @@ BUDGET_KEYS: frozenset[str] = frozenset({"max_steps", "max_epochs", "max_time", 
                                          "max_memory_gb", "init_from", "deterministic"})
 #: ``module`` keys that only choose the working point on the validation events (what a stage
 #: keeps), never what it learns: a run may resume under other values of these, and of the
-#: ``inference`` section.
+#: ``inference`` section. The GNN's track-tuning keys (``fake_rate_target`` ... ``tune_points``)
+#: now live in the tracks config (trkx.tracks.stage_config); they stay here so that training
+#: state saved with them resumes.
 WORKING_POINT_KEYS: frozenset[str] = frozenset({"target_efficiency", "max_edges_per_hit",
                                                 "score_cut", "fake_rate_target", "tune_tracks",
                                                 "quality_budget", "efficiency_count",

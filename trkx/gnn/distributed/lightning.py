@@ -119,9 +119,6 @@ class GraphParallelStrategy(DDPStrategy):
         self._num_nodes = torchrun_nodes() or num_nodes
 
     def setup(self, trainer: Any) -> None:
-        if getattr(self.lightning_module, "tune_tracks", False):
-            raise ValueError("GraphParallelStrategy: the module's tune_tracks needs whole "
-                             "events, each rank holds a block: set tune_tracks=False")
         if getattr(self.lightning_module, "signal_pt_power", 0.0) > 0:
             raise ValueError("GraphParallelStrategy: module.signal_pt_power weighs edges by "
                              "their hits' pT, which a rank's block does not carry: set it to 0")

@@ -19,8 +19,8 @@ optimiser, scheduler and step, seeding) with three differences made here:
   naming ``distributed.timeout_s`` (:class:`PeerTimeout`); torchrun then stops the others.
 
 Keys that cannot act on a rank's block are refused by :func:`check_config` (one line, exit 2)
-rather than ignored: ``module.graph_ops`` other than ``csr``/``auto``, ``module.tune_tracks:
-true``, ``module.signal_pt_power > 0`` and a ``sampling`` section. Without torchrun the entry
+rather than ignored: ``module.graph_ops`` other than ``csr``/``auto``,
+``module.signal_pt_power > 0`` and a ``sampling`` section. Without torchrun the entry
 refuses to start (:func:`require_torchrun`).
 """
 
@@ -94,8 +94,7 @@ LOCAL_KERNELS = ("csr", "auto")   # a block's local products are CSR (trkx.gnn.l
 def check_config(config: dict[str, Any], label: str) -> None:
     """The ``distributed`` section (:func:`check_section`) and the keys of the other sections
     that cannot act on graph-parallel blocks: ``module.graph_ops`` must be ``csr`` or ``auto``
-    (both run the CSR incidence kernels per block), ``module.tune_tracks`` must be false (the
-    track builder needs whole events; tune it single-process), ``module.signal_pt_power`` must
+    (both run the CSR incidence kernels per block), ``module.signal_pt_power`` must
     be 0, ``module.secondary_weight`` 1 and
     ``module.signal_pt_min`` null (a block has no hit pT, production radius or particle hit
     count), ``module.z_shift_sigma`` 0 (a block's edge inputs are
@@ -107,10 +106,6 @@ def check_config(config: dict[str, Any], label: str) -> None:
     if graph_ops not in LOCAL_KERNELS:
         raise ConfigError(f"{label}: module.graph_ops: {graph_ops!r} with a 'distributed' "
                           "section: graph-parallel blocks use the CSR kernels, set csr or auto")
-    if module.get("tune_tracks", True):
-        raise ConfigError(f"{label}: module.tune_tracks: true with a 'distributed' section: the "
-                          "track builder's cut is tuned on whole events, set false (tune it "
-                          "single-process with configs/gnn.yaml)")
     if float(module.get("signal_pt_power", 0.0) or 0.0) > 0:
         raise ConfigError(f"{label}: module.signal_pt_power > 0 with a 'distributed' section: "
                           "the pT weights need each edge's hit pT, which a block does not "

@@ -115,9 +115,9 @@ class TrackBuilder:
     stitch_angle: float = 0.05           # rad, polar-angle change across the gap
     short_score: float | None = None     # a shorter track stays at mean edge score >= this
     quality_cut: float | None = None     # tracks of quality q_t < this are dissolved
-    quality: QualityModel | None = None  # the GNN working point's quality model (not a config key)
+    quality: QualityModel | None = None  # its model (a config names the model's JSON file)
     short_quality_cut: float | None = None  # a shorter track stays at short-track quality >= this
-    short_quality: QualityModel | None = None  # its model, the working point's (not a config key)
+    short_quality: QualityModel | None = None  # its model (a config: the file)
     extend_window_xy: float | None = None  # mm: lone hits this close to a helix join it
     extend_window_z: float = 3.0         # mm, the same along the beam
     extend_min_hits: int = 4             # tracks that extend have at least this many hits
@@ -131,15 +131,15 @@ class TrackBuilder:
     second_cut: float | None = None      # the second pass walks the lone hits' edges >= this
     second_quality_cut: float | None = None  # and keeps its candidates of q2_t >= this
     second_min_hits: int | None = None   # and of at least this many hits (None: 3)
-    second_quality: QualityModel | None = None  # its model, the working point's (not a key)
+    second_quality: QualityModel | None = None  # its model (a config: the file)
 
     def __post_init__(self) -> None:
-        for name, cut in (("quality", "quality_cut"), ("short_quality", "short_quality_cut"),
-                          ("second_quality", "second_quality_cut")):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name),
-                                                                  QualityModel):
-                raise ValueError(f"{name} is not a config key: the track quality models come "
-                                 f"from the GNN checkpoint's working point (set {cut})")
+        for name in ("quality", "short_quality", "second_quality"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, QualityModel):
+                raise ValueError(f"{name} must be a quality model (a tracks config names its "
+                                 "JSON file: trkx.tracks.stage_config), got "
+                                 f"{type(value).__name__}")
         if self.method not in METHODS:
             raise ValueError(f"track building method {self.method!r} is not one of "
                              f"{', '.join(METHODS)}")

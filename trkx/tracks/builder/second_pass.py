@@ -47,8 +47,6 @@ from trkx.tracks.builder.walkthrough import walkthrough_tracks
 from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel, fit_quality
 from trkx.tracks.fit.track_table import track_table
 
-#: The second pass's model keys in the working point (trkx.tracks.fit.quality).
-SECOND_PREFIX = "second_quality_"
 DEFAULT_SECOND_CUTS: tuple[float, ...] = (0.3, 0.5, 0.7)
 DEFAULT_SECOND_QUALITY_CUTS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 DEFAULT_SECOND_MIN_HITS: tuple[int, ...] = (3, 5, 7)
@@ -141,13 +139,10 @@ class TunedSecondPass:
     added_fakes: int          # validation: fakes it adds
     first_tracks: int         # validation: the first pass's tracks of >= 3 hits
 
-    def working_point(self) -> dict[str, float]:
-        """The builder keys (``second_cut``, ``second_quality_cut``) and the model."""
-        return {"second_cut": float(self.cut), "second_quality_cut": float(self.quality_cut),
-                "second_min_hits": float(self.min_hits),
-                "val_second_signal": float(self.added_signal),
-                "val_second_fakes": float(self.added_fakes),
-                **self.model.working_point(SECOND_PREFIX)}
+    def figures(self) -> dict[str, float]:
+        """What it adds on the validation events: signal particles and fakes."""
+        return {"val_second_signal": float(self.added_signal),
+                "val_second_fakes": float(self.added_fakes)}
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ hits) the real sample event's median transverse RMS is 0.14 mm, the simulated ev
 (docs/levers.md, "Track quality"). On the cells set's two validation events, fitting on one and
 cutting at 0.5 on the other, they changed the fake rate by less than 0.002.
 
-The model is ``2 F + 1`` numbers, kept in the GNN checkpoint's working point beside the
-builder's other tuned values (:meth:`QualityModel.working_point`, keys ``quality_*``); the
-builder dissolves the candidate tracks with ``q_t < quality_cut`` (TrackBuilder).
+The model is ``3 F + 1`` numbers, kept in a JSON file of its own beside the tuned tracks
+config (:meth:`QualityModel.as_dict`; trkx.tracks.stage_config); the builder dissolves the
+candidate tracks with ``q_t < quality_cut`` (TrackBuilder).
 
 The short tracks have a model of their own. A candidate shorter than the builder's minimum
 length is nearly always a piece (on the cells set's validation events 391 of 6,256 candidates
@@ -30,11 +30,10 @@ threshold is real but not wanted), and what it knows beyond its own fit (trkx.tr
 short_inputs): the pT of its circle through the beam line (clipped at 5 GeV; a 3-hit arc's own
 pT is loose) and ``log(1 + n)`` of the layers where its helix goes on into hits not its own,
 ahead of it and behind it (a piece's particle goes on: at the same fakes
-717 signal short tracks kept against 664 on the validation events, two-fold by event). A
-working point from before those inputs keeps its model of :data:`LEGACY_SHORT_FEATURES`.
+717 signal short tracks kept against 664 on the validation events, two-fold by event).
 Fitted by the same regression to the candidates of 3 hits
 up to the longest minimum length, those that find a signal particle against the fakes
-(trkx.tracks.tune.tuning), kept under the keys ``short_quality_*``; the builder keeps a
+(trkx.tracks.tune.tuning), kept in a file of its own; the builder keeps a
 short candidate when its ``q_t >= short_quality_cut`` (docs/levers.md).
 """
 
@@ -42,20 +41,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 FEATURES: tuple[str, ...] = ("n_hits", "n_layers", "layer_repeats", "logit_mean_score",
                              "logit_min_score", "leaving", "log_pt", "abs_eta")
-#: The short-track model's first inputs: FEATURES, then where the track comes from and its pT
-#: (the models of earlier working points).
-LEGACY_SHORT_FEATURES: tuple[str, ...] = (*FEATURES, "log_abs_d0", "clipped_pt")
-#: The short-track model's inputs: LEGACY_SHORT_FEATURES, the beam-line pT and the continuation.
-SHORT_FEATURES: tuple[str, ...] = (*LEGACY_SHORT_FEATURES, "clipped_pt_beamline", "log_ahead",
-                                   "log_behind")
-PREFIX = "quality_"
-SHORT_PREFIX = "short_quality_"
+#: The short-track model's inputs: FEATURES, where the track comes from and its pT, the
+#: beam-line pT and the continuation.
+SHORT_FEATURES: tuple[str, ...] = (*FEATURES, "log_abs_d0", "clipped_pt",
+                                   "clipped_pt_beamline", "log_ahead", "log_behind")
 _EPS = 1e-4
 _D0_FLOOR_MM = 1e-3
 _PT_CLIP_GEV = 5.0
@@ -79,7 +75,7 @@ def quality_inputs(table: pd.DataFrame, features: tuple[str, ...] = FEATURES) ->
     if set(features) - set(FEATURES):     # the short-track model's own inputs
         columns["log_abs_d0"] = np.log(np.abs(table["d0"].to_numpy(np.float64)) + _D0_FLOOR_MM)
         columns["clipped_pt"] = np.clip(table["pt"].to_numpy(np.float64), 0.0, _PT_CLIP_GEV)
-    if set(features) - set(LEGACY_SHORT_FEATURES):
+    if {"clipped_pt_beamline", "log_ahead", "log_behind"} & set(features):
         columns["clipped_pt_beamline"] = np.clip(table["pt_beamline"].to_numpy(np.float64), 0.0,
                                                  _PT_CLIP_GEV)
         columns["log_ahead"] = np.log1p(table["ahead"].to_numpy(np.float64))
@@ -103,35 +99,33 @@ class QualityModel:
             self.scale)
         return 1.0 / (1.0 + np.exp(-(self.bias + z @ np.asarray(self.weights))))
 
-    def working_point(self, prefix: str = PREFIX) -> dict[str, float]:
-        """The model as working-point entries (``<prefix>bias``, ``<prefix>w_<feature>``,
-        ``<prefix>mean_<feature>``, ``<prefix>scale_<feature>``)."""
-        out = {f"{prefix}bias": float(self.bias)}
-        for name, m, s, w in zip(self.features, self.mean, self.scale, self.weights):
-            out.update({f"{prefix}w_{name}": float(w), f"{prefix}mean_{name}": float(m),
-                        f"{prefix}scale_{name}": float(s)})
-        return out
+    def as_dict(self) -> dict[str, Any]:
+        """The model as its file holds it (JSON): ``features``, ``mean``, ``scale``,
+        ``weights`` (one number per feature, in that order) and ``bias``."""
+        return {"features": list(self.features), "mean": [float(v) for v in self.mean],
+                "scale": [float(v) for v in self.scale],
+                "weights": [float(v) for v in self.weights], "bias": float(self.bias)}
 
     @classmethod
-    def from_working_point(cls, point: Mapping[str, float], prefix: str = PREFIX,
-                           features: tuple[str, ...] = FEATURES) -> QualityModel | None:
-        """The model kept under ``prefix`` in a working point, or None when it holds none; a
-        short-track model of a working point from before its last inputs (none of the keys of
-        ``SHORT_FEATURES`` beyond :data:`LEGACY_SHORT_FEATURES`) reads the legacy inputs."""
-        if f"{prefix}bias" not in point:
-            return None
-        if tuple(features) == SHORT_FEATURES and not any(
-                f"{prefix}w_{name}" in point for name in SHORT_FEATURES[
-                    len(LEGACY_SHORT_FEATURES):]):
-            features = LEGACY_SHORT_FEATURES
-        missing = [f"{prefix}{kind}_{name}" for name in features for kind in ("w", "mean",
-                                                                              "scale")
-                   if f"{prefix}{kind}_{name}" not in point]
+    def from_dict(cls, values: Mapping[str, Any], label: str = "quality model") -> QualityModel:
+        """The model of :meth:`as_dict`; a missing key, an unknown input or lists of unequal
+        length are errors naming ``label`` (the file)."""
+        missing = [k for k in ("features", "mean", "scale", "weights", "bias") if k not in values]
         if missing:
-            raise ValueError(f"the working point's track quality model lacks {missing[0]}")
-        take = lambda kind: tuple(float(point[f"{prefix}{kind}_{n}"]) for n in features)
-        return cls(take("mean"), take("scale"), take("w"), float(point[f"{prefix}bias"]),
-                   tuple(features))
+            raise ValueError(f"{label}: missing key {missing[0]!r}")
+        features = tuple(str(name) for name in values["features"])
+        unknown = [name for name in features if name not in SHORT_FEATURES]
+        if unknown:
+            raise ValueError(f"{label}: unknown input {unknown[0]!r} (known: "
+                             f"{', '.join(SHORT_FEATURES)})")
+        columns = {key: tuple(float(v) for v in values[key])
+                   for key in ("mean", "scale", "weights")}
+        wrong = [key for key, column in columns.items() if len(column) != len(features)]
+        if wrong:
+            raise ValueError(f"{label}: {wrong[0]} has {len(columns[wrong[0]])} numbers for "
+                             f"{len(features)} inputs")
+        return cls(columns["mean"], columns["scale"], columns["weights"],
+                   float(values["bias"]), features)
 
 
 def fit_quality(table: pd.DataFrame, matched: np.ndarray, l2: float = 1.0,

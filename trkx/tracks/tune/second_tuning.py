@@ -14,13 +14,12 @@ takes the point.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from trkx.arrays import as_numpy
-from trkx.tracks.builder.builder_options import builder_options
 from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.graph import graph_from_record
 from trkx.tracks.builder.second_pass import (
@@ -36,14 +35,6 @@ from trkx.tracks.builder.second_pass import (
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts
 from trkx.tracks.tune.tuning import EFFICIENCY_COUNTS, _evaluated
-
-
-def tuned_builder(working_point: Mapping[str, float],
-                  method: str = "walkthrough") -> TrackBuilder:
-    """The first pass a GNN working point builds (every builder key it tuned, its models)."""
-    options = builder_options({"method": method, "walk_cut": None, "min_length": None},
-                              working_point)
-    return TrackBuilder(**options)
 
 
 def tune_second_pass(records: Sequence, builder: TrackBuilder, budget: float,

@@ -44,11 +44,9 @@ join another and the formulas above no longer give the final figures. The tuner 
 points of a shortlist exactly (each from the same candidates: TrackBuilder.finish) and chooses
 among them by the same rule (trkx.tracks.tune.shortlist: which points, and why).
 
-The GNN calls this at the end of training so its checkpoint carries the builder's working
-point (:meth:`TunedCut.working_point`; trkx.edges.working_point has the edge-level rule); a
-checkpoint from before the forward length (no ``min_length_forward``) applies its
-``min_length`` everywhere, and one from before the short-track score builds without it
-(trkx.tracks.builder.builder_options).
+``trkx tune-tracks`` (trkx.tracks.tune.tune_tracks) calls this on the GNN's scores of the
+validation events and writes the chosen point into the tuned tracks config
+(:meth:`TunedCut.apply`; trkx.tracks.stage_config).
 """
 
 from __future__ import annotations
@@ -66,7 +64,7 @@ from trkx.tracks.builder.track_labels import track_mean_score
 from trkx.tracks.evaluate.anchors import anchor_evaluation
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import EventEvaluation, MetricCuts, evaluate_event
-from trkx.tracks.fit.quality import SHORT_FEATURES, SHORT_PREFIX, QualityModel, fit_quality
+from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel, fit_quality
 from trkx.tracks.fit.track_table import track_table
 from trkx.tracks.tune.shortlist import TrackPoint, choose, exact_shortlist
 
@@ -97,22 +95,23 @@ class TunedCut:
     short_quality_cut: float | None = None
     short_quality: QualityModel | None = None
 
-    def working_point(self) -> dict[str, float]:
-        """The GNN checkpoint's working-point entries of the track builder."""
-        point = {"edge_cut": self.cut, "walk_cut": self.cut, "min_length": self.min_length,
-                 "val_track_efficiency": self.efficiency, "val_fake_rate": self.fake_rate}
-        if self.min_length_forward is not None:
-            point["min_length_forward"] = self.min_length_forward
-        if self.short_score is not None:
-            point["short_score"] = self.short_score
-        if self.quality_cut is not None and self.quality is not None:
-            point["quality_cut"] = self.quality_cut
-            point.update(self.quality.working_point())
-        if self.short_quality_cut is not None and self.short_quality is not None:
-            point["short_quality_cut"] = self.short_quality_cut
-            point.update(self.short_quality.working_point(SHORT_PREFIX))
-        point["stitch"] = 1.0       # tuned on stitched tracks (TrackBuilder's default)
-        return point
+    def apply(self, builder: TrackBuilder) -> TrackBuilder:
+        """``builder`` with the chosen cut (``walk_cut``, or ``cc_cut`` for connected
+        components), lengths, short-track gate and quality cuts with their models."""
+        cut = {"walk_cut": self.cut} if builder.method == "walkthrough" else {"cc_cut": self.cut}
+        return replace(builder, **cut, min_length=self.min_length,
+                       min_length_forward=self.min_length_forward, short_score=self.short_score,
+                       quality_cut=self.quality_cut if self.quality is not None else None,
+                       quality=self.quality if self.quality_cut is not None else None,
+                       short_quality_cut=(self.short_quality_cut
+                                          if self.short_quality is not None else None),
+                       short_quality=(self.short_quality
+                                      if self.short_quality_cut is not None else None))
+
+    def figures(self) -> dict[str, float]:
+        """The chosen point's validation figures."""
+        return {"val_track_efficiency": float(self.efficiency),
+                "val_fake_rate": float(self.fake_rate)}
 
 
 def _found_signal(evaluation) -> pd.Series:
