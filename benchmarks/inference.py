@@ -52,9 +52,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from trkx.stages import LEARNED_STAGES
+
 REPO = harness.REPO
 STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "parameters", "write")
-LEARNED = ("embedding", "filter", "gnn")
+LEARNED = LEARNED_STAGES
 SETS = ("pu200_cells", "pu200")          # --sets: the cells set, the hits-only set
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from trkx.data.detector import PIXEL_VOLUMES
 from trkx.realism.distributions import EventView
+from trkx.stages import LEARNED_STAGES
 from trkx.tracks.evaluate.metrics import overall_summary
 from trkx.tracks.evaluate.projection import PIXEL_TRUTH, read_tables
 from trkx.tracks.evaluate.stage_losses import pipeline_stages, stage_edges
@@ -21,7 +22,7 @@ from trkx.tracks.evaluate.stage_losses import pipeline_stages, stage_edges
 REAL_EVENT = "real_pixel_truth/event000021001"
 SAMPLE_EVENT = "sample_event/event000000001"
 FIRST_SIM_ID = 900_000          # ids of the simulated twins (seeded by (seed, id))
-STAGES = ("embedding", "filter", "gnn")
+STAGES = LEARNED_STAGES
 
 
 def run_events(pipeline, events: list[tuple[dict[str, pd.DataFrame], int]],

@@ -57,6 +57,7 @@ import harness
 import numpy as np
 
 from trkx.data.record import load_record
+from trkx.stages import LEARNED_STAGES
 from trkx.tracks.evaluate.stage_losses import (
     ETA_BINS,
     PT_BINS,
@@ -200,7 +201,7 @@ def plot_efficiency(result: dict, variable: str, label: str, path: Path) -> None
     finite = np.where(np.isfinite(bins), bins, bins[-2] * 2)
     centres = 0.5 * (finite[:-1] + finite[1:])
     fig, ax = harness.pyplot().subplots(figsize=(6, 4))
-    for stage in ("embedding", "filter", "gnn"):
+    for stage in LEARNED_STAGES:
         if stage in result:
             ax.plot(centres, result[stage], marker="o", label=stage)
     ax.set_xlabel(label)
@@ -218,7 +219,7 @@ def analyse(config: Path, workdir: Path, plots: Path | None) -> tuple[dict, obje
 
     pipeline = TrainedPipeline.load(config, workdir / "checkpoints")
     builder = pipeline.builder
-    emb, fil, gnn = (records(workdir, s) for s in ("embedding", "filter", "gnn"))
+    emb, fil, gnn = (records(workdir, s) for s in LEARNED_STAGES)
     stages = pipeline_stages({"embedding": emb, "filter": fil, "gnn": gnn}, builder)
     tracks, evaluations = track_figures(gnn, builder)
     out = {
@@ -346,7 +347,7 @@ def main() -> int:
         **{k: v for k, v in (main_run.get("real") or {}).items()
            if k not in ("kaggle_seconds", "track_length_histograms")},
         "model_megabytes": sum((args.workdir / "checkpoints" / f"{s}.pt").stat().st_size
-                               for s in ("embedding", "filter", "gnn")) / 1e6,
+                               for s in LEARNED_STAGES) / 1e6,
         "seconds": main_run["seconds"],
         "runs": results,
     }
