@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     builder, figures = tune_tracks(records, base, tuning, cuts)
     written = write_tuned_config(args.out, builder, config, figures,
-                                 f"{args.config} on {len(records)} event(s) of {args.events}")
+                                 f"`trkx tune-tracks --config {args.config}` on {len(records)} "
+                                 f"event(s) of {args.events}")
     print(f"{len(records)} validation event(s): walk cut {builder.edge_cut}, min_length "
           f"{builder.min_length}/{builder.min_length_forward}, track efficiency "
           f"{figures['val_track_efficiency']:.4f} at fake rate {figures['val_fake_rate']:.4f} "

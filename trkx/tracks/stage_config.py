@@ -132,8 +132,9 @@ def tuned_config_text(builder: TrackBuilder, config: Mapping[str, Any],
                "metrics": dict(config.get("metrics") or {}),
                "tune": dict(config.get("tune") or {}),
                "tuned": {key: float(value) for key, value in figures.items()}}
-    words = (f"Track building tuned by `trkx tune-tracks` ({source}): every value the builder "
-             "runs with; the quality models in the JSON files named here.")
+    words = (f"The track builder's working point, chosen on validation events ({source}): "
+             "every value the builder runs with; the quality models in the JSON files named "
+             "here.")
     header = "".join(f"# {line}\n" for line in textwrap.wrap(words, 96))
     return header + yaml.safe_dump(content, sort_keys=False)
 
