@@ -12,7 +12,7 @@ later change of the recipe still reruns it) and SECONDS, the time it took where 
 go. Example, a recipe whose embedding and filter were trained on a GPU (MODELS: their folder):
 
     cp MODELS/{embedding,filter}.pt runs/pu200_cells_far/checkpoints/
-    python scripts/adopt_steps.py configs/pu200_cells_far.yaml runs/pu200_cells_far \\
+    python scripts/adopt_steps.py configs/recipes/pu200_cells_far.yaml runs/pu200_cells_far \\
         train-embedding=182 train-filter=130
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A training recipe end to end in one call on a GPU machine:
 #
-#   bash scripts/gpu_retrain.sh [RECIPE] [WORKDIR]     # default configs/pu200_cells_far.yaml
+#   bash scripts/gpu_retrain.sh [RECIPE] [WORKDIR]     # default configs/recipes/pu200_cells_far.yaml
 #
 # `trkx run RECIPE` (simulate, train and infer every stage, working points on the validation
 # events, the test events' tracks and evaluation), each stage's training also capped in wall
@@ -20,7 +20,7 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
-RECIPE=${1:-configs/pu200_cells_far.yaml}
+RECIPE=${1:-configs/recipes/pu200_cells_far.yaml}
 WORK=${2:-runs/gpu_retrain}
 RESULTS=${OUT:-$WORK/out}
 mkdir -p "$WORK" "$RESULTS"

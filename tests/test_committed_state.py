@@ -28,7 +28,7 @@ def training_config(argv: tuple[str, ...]) -> dict:
 
 @pytest.mark.parametrize("name", ["pu200_cells_far", "pu200_far"])
 def test_every_stored_stage_resumes_under_the_recipe(tmp_path: Path, name: str) -> None:
-    recipe = CONFIGS / f"{name}.yaml"
+    recipe = CONFIGS / "recipes" / f"{name}.yaml"
     pipeline = load_pipeline_config(recipe)
     assert state_folder(pipeline) is not None
     workdir = tmp_path / "work"

@@ -171,7 +171,7 @@ def test_init_from_is_taken_relative_to_the_recipe(tmp_path: Path) -> None:
     """A stage's trainer.init_from in a recipe names a model file relative to the recipe (as
     its stage configs are), whatever the current directory: the hits-only recipe moved along
     the beam starts its GNN from the model kept in its state folder, which must exist."""
-    config = load_pipeline_config(CONFIGS / "pu200_far.yaml")
+    config = load_pipeline_config(CONFIGS / "recipes" / "pu200_far.yaml")
     step = next(s for s in plan_steps(config, tmp_path) if s.name == "train-gnn")
     init = [a for a in step.argv if a.startswith("trainer.init_from=")]
     assert len(init) == 1
@@ -186,7 +186,7 @@ def test_the_cells_recipe_checks_its_init_from_before_any_step(
     relative to the recipe); an init_from naming no file is one line, exit 2, before the first
     step."""
     monkeypatch.chdir(tmp_path)
-    recipe = str(CONFIGS / "pu200_far.yaml")
+    recipe = str(CONFIGS / "recipes" / "pu200_far.yaml")
     assert trkx_main(["run", recipe, "--workdir", str(tmp_path / "w"), "--dry-run"]) == 0
     capsys.readouterr()
     gnn = ["trainer.max_steps=10", "trainer.init_from=nowhere.pt"]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 #: Per vertex |z| bin (mm: 0-50, 50-100, 100-150, > 150), the floor; beside it the shipped cells
 #: set's figure on this event (2 cores, AVX2, fp32: its embedding and filter moved along the
-#: beam by 200 mm and the second pass over the lone hits, configs/pu200_cells_far.yaml), the
+#: beam by 200 mm and the second pass over the lone hits, configs/recipes/pu200_cells_far.yaml), the
 #: set before it on the same event (its GNN fine-tuned on patches), and the bin's signal
 #: particles (the far set without the second pass: 0.975 / 0.975 / 0.964 / 0.929). (The
 #: sets before those were measured on the event this seed made before the simulator took the

@@ -10,8 +10,8 @@ command, same configs, nothing upstream rerun), so an interrupted run continues 
 stopped. Every stage config (with its overrides) is checked before the first step runs.
 Given event folders (events.simulate: false) must hold TrackML events with truth, the test
 events too, as every run ends by evaluating them; this is checked first, --dry-run included.
-A recipe with a ``state.folder`` (configs/pu200_far.yaml) resumes its training from the state
-stored there when the work folder has none of its own; ``--save-state`` stores the work
+A recipe with a ``state.folder`` (configs/recipes/pu200_far.yaml) resumes its training from
+the state stored there when the work folder has none of its own; ``--save-state`` stores the work
 folder's training state there (trkx.pipeline.state), so a long training continues on a
 fresh clone. ``--until STEP`` stops after the named step (``--dry-run`` lists the names), e.g.
 ``--until train-gnn`` for a training stretch that another follows at once: the track builder

@@ -31,10 +31,11 @@ from pathlib import Path
 from trkx.files.checkpoint import CheckpointError
 from trkx.stages import LEARNED_STAGES
 
-#: The models ``trkx infer`` uses by default: pile-up 200, hits only (configs/pu200_far.yaml).
+#: The models ``trkx infer`` uses by default: pile-up 200, hits only
+#: (configs/recipes/pu200_far.yaml).
 DEFAULT = "pu200"
 #: The models ``trkx infer`` uses for events that come with cells, where this set is shipped:
-#: pile-up 200, the hits and their cluster shapes (configs/pu200_cells_far.yaml).
+#: pile-up 200, the hits and their cluster shapes (configs/recipes/pu200_cells_far.yaml).
 CELLS = "pu200_cells"
 MODELS_ROOT = Path(__file__).resolve().parent
 MANIFEST = "SHA256SUMS"

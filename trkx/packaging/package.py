@@ -1,6 +1,6 @@
 """Package a trained pipeline as shipped models (the layout of :mod:`trkx.models`):
 
-    trkx package --recipe configs/pu200_far.yaml --workdir runs/pu200_far \\
+    trkx package --recipe configs/recipes/pu200_far.yaml --workdir runs/pu200_far \\
         --out trkx/models/pu200
 
 copies ``WORKDIR/checkpoints/{embedding,filter,gnn}.pt`` (each verified first) and the tuned

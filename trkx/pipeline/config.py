@@ -180,7 +180,8 @@ def resolve_relative(path: str, base: Path) -> Path:
         raise ConfigError(f"{path}: $TRKX_DATA is not set (export TRKX_DATA=<folder holding the "
                           "TrackML data>, e.g. ../shared/data/trackml beside the checkout)")
     expanded = Path(os.path.expanduser(os.path.expandvars(path)))
-    return expanded if expanded.is_absolute() else base / expanded
+    # configs/recipes/../gnn.yaml -> configs/gnn.yaml (a recipe names the stage configs beside it)
+    return expanded if expanded.is_absolute() else Path(os.path.normpath(base / expanded))
 
 
 def _stage_plan(value: Any, label: str) -> StagePlan:
