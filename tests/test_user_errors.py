@@ -276,3 +276,21 @@ def test_an_out_folder_that_cannot_be_made_is_named_before_the_work(tmp_path: Pa
                  str(tmp_path / "a_file" / "out")]) == 2
     line = error_line(capsys)
     assert "a_file/out: cannot be made a folder (its parent" in line and "(--out)" in line
+
+
+def test_tune_tracks_given_records_without_scores(sample_prefix: Path, tmp_path: Path,
+                                                  capsys) -> None:
+    """`trkx tune-tracks` on records the GNN has not scored: one line naming the record and
+    what it lacks, exit 2, no tuned config written."""
+    from tests.gnn_records import graph_record
+    from trkx.data.record import save_record
+
+    records = tmp_path / "val"
+    save_record(graph_record(sample_prefix, (0.0, 1.0), 1.0, seed=1),
+                records / "event000000009.pt")
+    out = tmp_path / "tuned"
+    assert main(["tune-tracks", "--config", str(CONFIGS / "tracks.yaml"), "--events",
+                 str(records), "--out", str(out)]) == 2
+    line = error_line(capsys)
+    assert f"{records / 'event000000009.pt'}: the tuner needs GNN scores and truth" in line
+    assert not out.exists()
