@@ -41,7 +41,7 @@ def tiny_config(tmp_path: Path) -> Path:
     return path
 
 
-# ``tiny_run`` (tests/conftest.py): ``trkx run`` of tiny_config, once per session.
+# ``tiny_run`` (tests/conftest.py): ``trkx run`` of tiny_config, once per test run.
 
 
 @pytest.mark.slow
@@ -142,7 +142,7 @@ def test_infer_gives_the_tracks_of_run(tiny_run: tuple[Path, Path], tmp_path: Pa
                           str(workdir / "checkpoints"), "--events", str(events),
                           "--out", str(out), *sets]) == 0
     finally:
-        if precision != "fp32":          # leave the session's run as it was
+        if precision != "fp32":          # leave the shared run as it was
             assert trkx_main(["run", str(config), "--workdir", str(workdir)]) == 0
     timing = json.loads((out / "timing.json").read_text())
     assert set(timing["mean_seconds"]) >= {"embedding", "filter", "gnn", "tracks"}

@@ -1,4 +1,4 @@
-"""A seeded `trkx run` repeats (issue 38 item 5): two work folders give the same weights and
+"""A seeded `trkx run` repeats: two work folders give the same weights and
 tracks. The two causes found: CPU ``index_put_(accumulate=True)`` adds with atomics across
 threads (the backward of the embedding's pair loss), and ``graph_ops: auto`` picks the GNN's
 kernel by timing it on a loaded machine (docs/design.md, "Reproducibility")."""
@@ -95,7 +95,7 @@ def test_two_work_folders_give_the_same_run(tmp_path: Path) -> None:
     """The tiny recipe of tests/test_pipeline_run.py twice, in two work folders, at the same
     thread count (runs repeat at one thread count: docs/design.md, "Reproducibility"): the
     same weights, working points, graphs and tracks (no path, listing order or time enters).
-    Both runs are made here: the session's shared run may have been made at another count."""
+    Both runs are made here: the shared run may have been made at another count."""
     from tests.test_pipeline_run import tiny_config
     from trkx.cli import main as trkx_main
     from trkx.data.record import load_record
