@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from trkx.cli import main
+from trkx.packaging.onnx_export import TOLERANCE
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -23,7 +24,7 @@ def test_export_of_the_hits_only_set_runs_in_onnxruntime(tmp_path, capsys):
     signatures = json.loads((out / "signatures.json").read_text())
     for stage in ("embedding", "filter", "gnn"):
         assert (out / f"{stage}.onnx").stat().st_size > 10_000
-        assert 0 <= signatures[stage]["max_difference"] <= 1e-5
+        assert 0 <= signatures[stage]["max_difference"] <= TOLERANCE
     assert not list(out.glob("*.tmp")) and not list(out.glob(".*"))
 
     # the GNN file on a graph of another size than the traced one, against trkx's own scores
@@ -47,7 +48,7 @@ def test_export_of_the_hits_only_set_runs_in_onnxruntime(tmp_path, capsys):
     onnx_scores = session.run(None, inputs)[0]
     with fused_inference(False):
         ours = score_edges(pipeline.gnn, x, edge_index, "csr", edge_attr=attr).numpy()
-    np.testing.assert_allclose(onnx_scores, ours, atol=1e-5)
+    np.testing.assert_allclose(onnx_scores, ours, atol=TOLERANCE)
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -36,8 +36,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-#: Largest |onnxruntime - torch| score difference accepted when a file is checked.
-TOLERANCE = 1e-5
+#: Largest |onnxruntime - torch| score difference accepted when a file is checked: both run in
+#: float32, whose rounding alone moves the hits-only GNN's scores on the check's random graph by
+#: up to 1.3e-5 from the float64 network's (torch float32 against float64, 8 seeds: 2.3e-6 to
+#: 1.3e-5; onnxruntime against torch 2.3e-6 to 1.25e-5), so 1e-5 would refuse rounding; a wrong
+#: operator or order moves scores by far more.
+TOLERANCE = 2e-5
 OPSET = 18
 
 
