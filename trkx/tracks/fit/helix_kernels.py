@@ -13,8 +13,10 @@ transcendental functions may differ from the C library's in their last bits, so 
 differ in its last digits (the tests compare both fits and the builders' tracks).
 
 Tracks are independent: the threads share them (``prange``), so the result does not depend on
-the thread count. On event 21001 the builder fits ~25 times (track tables, the swap, the
-extension rounds, the second pass); the numpy version spent 0.6 s there, mostly in temporaries.
+the thread count. A track of < 3 hits is not fitted (its row stays NaN): most of an event's ids
+are lone hits, and fitting them cost more than the tracks' own fits. On event 21001 the builder
+fits ~25 times (track tables, the swap, the extension rounds, the second pass); the numpy
+version spent 0.6 s there, mostly in temporaries.
 """
 
 from __future__ import annotations
@@ -109,11 +111,13 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
     by_radius = np.empty_like(order)
     for t in numba.prange(n_tracks):
         hits = order[starts[t]:starts[t + 1]]
-        work = np.empty((5, 3, 3))        # the track's only allocation: every 3x3 solve's
         n = float(hits.shape[0])
-        nn = max(n, 1.0)
         counts[t] = n
-        fitted = n >= 3
+        if n < 3:     # not fitted: its parameters stay NaN (helix_fit._helix_fit masks them)
+            continue
+        work = np.empty((5, 3, 3))        # the track's only allocation: every 3x3 solve's
+        nn = n
+        fitted = True
         # 1. circle: the algebraic fit on centred coordinates
         sx = sy = 0.0
         for i in hits:
