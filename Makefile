@@ -20,12 +20,12 @@ test: $(VENV)/.installed
 TRKX_DATA ?= $(abspath ../shared/data/trackml)
 export TRKX_DATA
 
-# The shipped cells set (trkx/models/pu200_cells: the event has cells) on the full real
-# pile-up-200 event 21001: tracks in runs/demo, the efficiency on its pixel truth printed
-# (about 10 s on 2 CPU cores, after the models load). Not `trkx demo`, which only summarises
-# and scores the real sample event without any model.
+# `trkx demo`: the shipped cells set (trkx/models/pu200_cells: the event has cells) on the full
+# real pile-up-200 event 21001: tracks in runs/demo, the efficiency on its pixel truth printed,
+# the evaluation and its plots in runs/demo/evaluate (about 10 s on 2 CPU cores once the models
+# are loaded).
 demo: $(VENV)/.installed
-	$(PY) -m trkx infer --events $(TRKX_DATA)/real_pixel_truth --out runs/demo
+	$(PY) -m trkx demo --out runs/demo
 
 # Training from nothing: the pile-up-20 quick start (simulate, train, infer, evaluate; minutes).
 train-demo: $(VENV)/.installed

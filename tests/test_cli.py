@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -71,12 +72,28 @@ def test_missing_event_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.subprocess
-def test_console_entry_point_and_demo(sample_prefix: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "trkx", "demo", "--event", str(sample_prefix)],
-                            capture_output=True, text=True, timeout=120)
+def test_console_entry_point_and_demo(sample_prefix: Path, tmp_path: Path) -> None:
+    """`trkx demo` (what `make demo` runs) is `trkx infer` of the shipped models with its
+    evaluation: on the real sample event, its tracks, and the metrics the notebook reads."""
+    out = tmp_path / "demo"
+    result = subprocess.run([sys.executable, "-m", "trkx", "--threads", "1", "demo", "--events",
+                             str(sample_prefix.parent), "--out", str(out)],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "truth as tracks          1.0000" in result.stdout
-    assert "truth-graph components   1.0000" in result.stdout
+    tracks = pd.read_csv(out / "event000000001-tracks.csv")
+    assert len(tracks) == len(pd.read_csv(f"{sample_prefix}-hits.csv.gz"))
+    metrics = json.loads((out / "evaluate" / "metrics.json").read_text())
+    assert metrics["overall"]["efficiency"] > 0.9
+
+
+def test_demo_without_events_names_trkx_data(monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture,
+                                             tmp_path: Path) -> None:
+    monkeypatch.delenv("TRKX_DATA", raising=False)
+    assert main(["demo", "--out", str(tmp_path / "demo")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("trkx demo: error:") and "TRKX_DATA" in err and "\n" not in err
+    assert not (tmp_path / "demo").exists()
 
 
 @pytest.mark.subprocess
