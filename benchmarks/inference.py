@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 
 REPO = harness.REPO
 STAGES = ("load", "embedding", "graph", "filter", "gnn", "tracks", "parameters", "write")

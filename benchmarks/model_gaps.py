@@ -14,7 +14,7 @@ import pandas as pd
 
 from trkx.data.detector import PIXEL_VOLUMES
 from trkx.realism.distributions import EventView
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 from trkx.tracks.evaluate.metrics import overall_summary
 from trkx.tracks.evaluate.projection import PIXEL_TRUTH, read_tables
 from trkx.tracks.evaluate.stage_losses import pipeline_stages, stage_edges

@@ -57,7 +57,7 @@ import harness
 import numpy as np
 
 from trkx.data.record import load_record
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 from trkx.tracks.evaluate.stage_losses import (
     ETA_BINS,
     PT_BINS,

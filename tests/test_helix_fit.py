@@ -112,10 +112,10 @@ def test_built_tracks_parameters_resolve_their_particles():
 
     from trkx.data.record import build_event_record
     from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+    from trkx.tracks.builder.parameters import COLUMNS, track_parameters
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
     from trkx.tracks.evaluate.resolution import matched_parameters, resolution_summary
-    from trkx.tracks.fit.parameters import COLUMNS, track_parameters
 
     rng = np.random.default_rng(4)
     tables = simulate_event(generate_particles(30.0, rng), rng)

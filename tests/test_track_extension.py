@@ -11,8 +11,9 @@ import torch
 
 from trkx.data.record_type import Record
 from trkx.tracks.builder.building import TrackBuilder
-from trkx.tracks.builder.extension import extend_tracks, helix_geometry, helix_residuals
+from trkx.tracks.builder.extension import extend_tracks
 from trkx.tracks.fit.helix_fit import fit_helices
+from trkx.tracks.fit.helix_geometry import helix_geometry, helix_residuals
 from trkx.tracks.fit.quality import FEATURES, QualityModel
 
 #: (volume, layer, radius mm) of the barrel layers a central track crosses

@@ -6,7 +6,7 @@ Reads every event record (``*.pt``, written by the edge-classifier stage, with `
 then ``--set builder.KEY=VALUE``), and writes one TrackML
 submission file ``eventNNNNNNNNN-tracks.csv`` (``event_id,hit_id,track_id``) per event, each
 atomically, and beside it ``eventNNNNNNNNN-parameters.csv`` (each track's helix fit and quality:
-trkx.tracks.fit.parameters) when the record has hit positions and layers.
+trkx.tracks.builder.parameters) when the record has hit positions and layers.
 """
 
 from __future__ import annotations
@@ -44,12 +44,16 @@ def run(args: argparse.Namespace) -> int:
     from trkx.data.record import load_record
     from trkx.files.errors import TrackMLFormatError
     from trkx.tracks.builder.building import tracks_frame
+    from trkx.tracks.builder.parameters import (
+        PARAMETERS_FILE,
+        parameters_file_name,
+        track_parameters,
+    )
     from trkx.tracks.files import (
         TRACKS_FILE,
         atomic_write,
         tracks_file_name,
     )
-    from trkx.tracks.fit.parameters import PARAMETERS_FILE, parameters_file_name, track_parameters
     from trkx.tracks.stage_config import track_builder
 
     with naming_overrides(args.overrides, args.config or "--set"):   # a bad --set names it

@@ -42,7 +42,7 @@ import argparse
 import time
 from pathlib import Path
 
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 
 STAGE_NAMES = LEARNED_STAGES
 
@@ -110,10 +110,9 @@ def check_folders(args: argparse.Namespace) -> list[tuple[str, Path]]:
 
 def run(args: argparse.Namespace) -> int:
     stages = check_folders(args)
-    from trkx.tracks.evaluate.evaluation import evaluate_tracks
+    from trkx.tracks.evaluate.evaluation import evaluate_tracks, evaluation_settings
     from trkx.tracks.evaluate.report import write_evaluation
     from trkx.tracks.evaluate.summary_text import evaluation_text
-    from trkx.tracks.files import evaluation_settings
 
     cuts, builder_cut = evaluation_settings(args.config, args.overrides)
     start = time.perf_counter()

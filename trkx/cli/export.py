@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

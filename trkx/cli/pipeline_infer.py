@@ -8,7 +8,8 @@ summary line and ``timing.json`` (``models``, ``models_per_event``) say which ra
 Runs the trained pipeline on TrackML-format events (cells optional unless the models were
 trained with cell features, truth optional) and writes to ``--out``: one
 ``eventNNNNNNNNN-tracks.csv`` per event (``event_id,hit_id,track_id``), beside it
-``eventNNNNNNNNN-parameters.csv`` (each track's helix and quality: trkx.tracks.fit.parameters) and
+``eventNNNNNNNNN-parameters.csv`` (each track's helix and quality:
+trkx.tracks.builder.parameters) and
 ``timing.json`` (seconds per stage, throughput, device, precision, kernel, allocator, CPU
 seconds, peak memory: trkx.pipeline.timing). With truth (or ``--evaluate``) the tracks are
 evaluated as ``trkx evaluate`` does, in this process, into ``--out/evaluate``; events with

@@ -12,7 +12,7 @@ import functools
 import importlib
 from typing import cast
 
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 from trkx.stages.commands import StageCommands
 
 STAGES = LEARNED_STAGES

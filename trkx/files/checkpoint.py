@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trkx.files.errors import TrackMLFormatError
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 from trkx.words import with_article
 
 FORMAT = "trkx-checkpoint/1"

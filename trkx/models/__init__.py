@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trkx.files.checkpoint import CheckpointError
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 
 #: The models ``trkx infer`` uses by default: pile-up 200, hits only
 #: (configs/recipes/pu200_far.yaml).

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 
 STAGES = LEARNED_STAGES
 

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from trkx.models import MANIFEST, manifest_text, set_files, verify
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 
 STAGES = LEARNED_STAGES
 CARD = "card.md"
@@ -47,7 +47,7 @@ def package(recipe: Path, workdir: Path, out: Path,
     from trkx.packaging.curves import learning_curves, plot_curves
     from trkx.pipeline.config import load_pipeline_config
     from trkx.pipeline.inference import checkpoint_paths
-    from trkx.stages import TUNED_TRACKS
+    from trkx.stage_names import TUNED_TRACKS
     from trkx.tracks.stage_config import model_files, track_builder
 
     pipeline = load_pipeline_config(recipe)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 
 #: The stages whose graph records :class:`Outputs` can hold.
 STAGES = LEARNED_STAGES
@@ -98,8 +98,8 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     from trkx.data.record import save_record
     from trkx.files.errors import EventFileNotFoundError
     from trkx.pipeline.inference import reconstruct_event
+    from trkx.tracks.builder.parameters import parameters_file_name
     from trkx.tracks.files import atomic_write, tracks_file_name
-    from trkx.tracks.fit.parameters import parameters_file_name
 
     try:
         find_part_file(prefix, "truth")
@@ -229,8 +229,8 @@ def infer_events(groups: list[ModelGroup], prefixes: list[str], out: Outputs,
     from trkx.pipeline.inference import checkpoint_paths
     from trkx.pipeline.preflight import check_checkpoints
     from trkx.runtime.threads import choose_threads
+    from trkx.tracks.builder.parameters import PARAMETERS_FILE, parameters_file_name
     from trkx.tracks.files import TRACKS_FILE
-    from trkx.tracks.fit.parameters import PARAMETERS_FILE, parameters_file_name
 
     plans = []
     for group in groups:

@@ -31,7 +31,7 @@ from trkx.config import (
     section,
 )
 from trkx.data.simulate.fitted_spectra import FIT
-from trkx.stages import LEARNED_STAGES
+from trkx.stage_names import LEARNED_STAGES
 
 #: sigma_z (mm) of the later release of the real data (event 21001: 52, the sample event: 56,
 #: spread of their primary-vertex z positions), the second length of the default event mix.

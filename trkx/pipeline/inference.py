@@ -75,7 +75,7 @@ def tracks_config_path(config: str | os.PathLike, checkpoints: str | os.PathLike
     """The tracks config a trained pipeline builds with: the tuned ``tracks.yaml`` in its
     checkpoint folder (``trkx tune-tracks``'s, a shipped set's), else the pipeline's own
     ``config`` (whose tuned keys must then be set: trkx.tracks.stage_config)."""
-    from trkx.stages import TUNED_TRACKS
+    from trkx.stage_names import TUNED_TRACKS
 
     tuned = Path(checkpoints) / TUNED_TRACKS
     return tuned if tuned.is_file() else Path(config)
@@ -309,9 +309,9 @@ class TrainedPipeline:
     def track_parameters(self, graph: Record, labels: np.ndarray,
                          table: pd.DataFrame | None = None) -> pd.DataFrame:
         """Each track's helix parameters, chi2 / ndf and quality score
-        (trkx.tracks.fit.parameters), from the GNN graph and the track ids :meth:`run` returned
+        (trkx.tracks.builder.parameters), from the GNN graph and the track ids :meth:`run` returned
         (``table``: :meth:`run_with_table`'s, when it gave one: no second fit)."""
-        from trkx.tracks.fit.parameters import track_parameters
+        from trkx.tracks.builder.parameters import track_parameters
 
         return track_parameters(graph, labels, self.builder, table)
 

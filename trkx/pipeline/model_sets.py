@@ -74,7 +74,7 @@ def evaluation_per_set(groups: list[ModelGroup], configs: list, pipelines: list,
     each event's set (``given`` for a pipeline named on the command line); ``configs`` are
     the sets' pipeline configs, ``event_ids`` the event id of each prefix."""
     from trkx.pipeline.inference import tracks_config_path
-    from trkx.tracks.files import evaluation_settings
+    from trkx.tracks.evaluate.evaluation import evaluation_settings
 
     settings = [evaluation_settings(str(tracks_config_path(c.stage_config_path(c.tracks),
                                                            g.checkpoints)),

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from trkx.pipeline.config import PipelineConfig, StagePlan, resolve_relative
 from trkx.pipeline.runner import Step
-from trkx.stages import LEARNED_STAGES, TUNED_TRACKS
+from trkx.stage_names import LEARNED_STAGES, TUNED_TRACKS
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 TRAINING_SPLITS: tuple[str, ...] = ("train", "val")

@@ -1,9 +1,3 @@
 """The shape every learned stage implements: its ``trkx train`` / ``trkx infer STAGE`` command
-plumbing (tools, commands) and its learning-rate schedule (schedules)."""
-
-#: The learned stages, in pipeline order: the names of their configs, checkpoints
-#: (``embedding.pt``, ...), graph folders and ``trkx train`` / ``trkx infer`` subcommands.
-LEARNED_STAGES: tuple[str, ...] = ("embedding", "filter", "gnn")
-#: The tuned track builder's file in a checkpoint folder or shipped set (``trkx tune-tracks``,
-#: trkx.tracks.stage_config), beside the learned stages' checkpoints.
-TUNED_TRACKS = "tracks.yaml"
+plumbing (tools, commands) and its learning-rate schedule (schedules). The stage names are
+trkx.stage_names."""

@@ -29,24 +29,6 @@ def config_section(config_path: str | None, overrides: list[str], name: str, tar
     return instantiate(target, section(config, name, label), f"{label}: {name}")
 
 
-def evaluation_settings(config_path: str | None, overrides: list[str],
-                        builder=None) -> tuple[object, float]:
-    """``(MetricCuts, edge cut)`` of an evaluation: the config's ``metrics`` section, and the
-    cut from which a record's edge counts as kept: that of ``builder`` (the track builder that
-    made the tracks) when given, else of the config's builder (a tuned tracks config,
-    trkx.tracks.stage_config)."""
-    from trkx.config import naming_overrides
-    from trkx.tracks.evaluate.metrics import MetricCuts
-    from trkx.tracks.stage_config import track_builder
-
-    label = config_path or "--set"
-    with naming_overrides(overrides, label):   # a bad --set names it
-        cuts = config_section(config_path, overrides, "metrics", MetricCuts, label)
-        if builder is None:
-            builder = track_builder(config_path, overrides)
-    return cuts, builder.edge_cut
-
-
 def track_files(folder: Path) -> dict[int, Path]:
     """``{event_id: path}`` of the ``eventNNNNNNNNN-tracks.csv`` files in ``folder``."""
     if not folder.is_dir():
@@ -82,8 +64,8 @@ def read_tracks(path: Path, event_id: int) -> pd.DataFrame:
 
 
 def read_parameters(path: Path) -> pd.DataFrame:
-    """A track-parameters file (trkx.tracks.fit.parameters), its columns checked."""
-    from trkx.tracks.fit.parameters import COLUMNS
+    """A track-parameters file (trkx.tracks.builder.parameters), its columns checked."""
+    from trkx.tracks.builder.parameters import COLUMNS
 
     try:
         table = pd.read_csv(path)
@@ -113,6 +95,6 @@ def find_event_source(folder: Path, event_id: int) -> Path:
                             f"{name}-{{hits,particles,truth}}.csv[.gz] for event {event_id}")
 
 
-__all__ = ["atomic_write", "config_section", "evaluation_settings",
+__all__ = ["atomic_write", "config_section",
            "find_event_source",
            "read_parameters", "read_tracks", "track_files", "tracks_file_name"]

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
-from trkx.stages import TUNED_TRACKS
+from trkx.stage_names import TUNED_TRACKS
 from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.fit.quality import QualityModel
 

@@ -63,42 +63,13 @@ import pandas as pd
 
 from trkx.data.detector import PIXEL_VOLUMES
 from trkx.tracks.builder.ball_kernels import ball_pairs, grid_side
-from trkx.tracks.fit.helix_fit import BARREL_VOLUMES, FIELD_TESLA, PT_PER_TESLA_MM, hit_resolutions
+from trkx.tracks.fit.helix_fit import BARREL_VOLUMES, hit_resolutions
+from trkx.tracks.fit.helix_geometry import helix_geometry, helix_residuals
 
 #: The helix columns :func:`extend_tracks` reads (a track table or HelixFit.frame()).
 HELIX_COLUMNS = ("track_id", "pt", "eta", "phi", "d0", "z0", "charge")
 #: mm: the z scatter the weighted line adds to every hit's resolution (multiple scattering).
 Z_SCATTER_FLOOR = 0.1
-
-
-def helix_geometry(helices: pd.DataFrame, field: float = FIELD_TESLA) -> dict[str, np.ndarray]:
-    """Circle centre ``a, b``, ``radius``, turning ``sense``, perigee angle ``alpha0``, ``z0``
-    and ``cot`` of the fitted helices (rows of ``helices``: trkx.tracks.fit.helix_fit's
-    convention, ``phi`` and ``d0`` at the perigee, sense ``h = -charge sign(B)``)."""
-    phi = helices["phi"].to_numpy(np.float64)
-    d0 = helices["d0"].to_numpy(np.float64)
-    radius = helices["pt"].to_numpy(np.float64) / (PT_PER_TESLA_MM * abs(field))
-    sense = -helices["charge"].to_numpy(np.float64) * np.sign(field if field != 0 else 1.0)
-    tx, ty = np.cos(phi), np.sin(phi)
-    p0x, p0y = -d0 * ty, d0 * tx                       # the perigee, d0 = t x p0
-    a, b = p0x - sense * ty * radius, p0y + sense * tx * radius
-    return {"a": a, "b": b, "radius": radius, "sense": sense,
-            "alpha0": np.arctan2(p0y - b, p0x - a),
-            "z0": helices["z0"].to_numpy(np.float64),
-            "cot": np.sinh(helices["eta"].to_numpy(np.float64))}
-
-
-def helix_residuals(geometry: dict[str, np.ndarray], track: np.ndarray, x: np.ndarray,
-                    y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(e, dz, s)`` of the module docstring for hits ``(x, y, z)`` against the helices of
-    rows ``track`` of ``geometry``."""
-    a, b, radius, sense, alpha0, z0, cot = (geometry[k][track] for k in (
-        "a", "b", "radius", "sense", "alpha0", "z0", "cot"))
-    e = np.hypot(x - a, y - b) - radius
-    turn = np.arctan2(y - b, x - a) - alpha0
-    turn = (turn + np.pi) % (2 * np.pi) - np.pi
-    s = sense * radius * turn
-    return e, z - z0 - cot * s, s
 
 
 def _layer_crossings(geometry: dict[str, np.ndarray], barrel: bool, level: float,

@@ -36,6 +36,23 @@ from trkx.tracks.evaluate.metrics import (
 )
 
 
+def evaluation_settings(config_path: str | None, overrides: list[str],
+                        builder=None) -> tuple[object, float]:
+    """``(MetricCuts, edge cut)`` of an evaluation: the config's ``metrics`` section, and the
+    cut from which a record's edge counts as kept: that of ``builder`` (the track builder that
+    made the tracks) when given, else of the config's builder (a tuned tracks config,
+    trkx.tracks.stage_config)."""
+    from trkx.config import naming_overrides
+    from trkx.tracks.files import config_section
+    from trkx.tracks.stage_config import track_builder
+
+    label = config_path or "--set"
+    with naming_overrides(overrides, label):   # a bad --set names it
+        cuts = config_section(config_path, overrides, "metrics", MetricCuts, label)
+        if builder is None:
+            builder = track_builder(config_path, overrides)
+    return cuts, builder.edge_cut
+
 @dataclass(frozen=True, eq=False)
 class TrackEvaluation:
     """The outcome of :func:`evaluate_tracks`: ``report`` is ``metrics.json`` (cuts, overall,
@@ -93,6 +110,7 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
     stages' records, every edge of which counts. ``sets`` (event id -> model set) adds
     ``sets`` to the report: each set's overall figures over its own events."""
     from trkx.files.errors import TrackMLFormatError
+    from trkx.tracks.builder.parameters import parameters_file_name
     from trkx.tracks.evaluate.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.evaluate.resolution import matched_parameters, resolution_summary
     from trkx.tracks.files import (
@@ -101,7 +119,6 @@ def evaluate_tracks(tracks_folder: Path, events_folder: Path, cuts: MetricCuts,
         read_tracks,
         track_files,
     )
-    from trkx.tracks.fit.parameters import parameters_file_name
 
     def cut_of(event_id: int) -> float:
         return float(edge_cut) if isinstance(edge_cut, (int, float)) else edge_cut[event_id]

@@ -1,7 +1,7 @@
 """Resolution of the fitted track parameters against the truth of the matched particles.
 
 For every matched candidate track of a signal particle, with its parameters (the
-``eventNNNNNNNNN-parameters.csv`` rows, trkx.tracks.fit.parameters) and the particle's truth:
+``eventNNNNNNNNN-parameters.csv`` rows, trkx.tracks.builder.parameters) and the particle's truth:
 
     pT:  r = pT_fit / pT_true - 1,   eta: eta_fit - eta_true,
 

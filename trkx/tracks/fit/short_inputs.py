@@ -40,8 +40,8 @@ import numpy as np
 import pandas as pd
 
 from trkx.runtime.device import numba_importable
-from trkx.tracks.builder.extension import helix_geometry, helix_residuals
 from trkx.tracks.fit.helix_fit import FIELD_TESLA, PT_PER_TESLA_MM
+from trkx.tracks.fit.helix_geometry import helix_geometry, helix_residuals
 
 #: Tracks shorter than this get a continuation count (the tuner's longest minimum length).
 CONTINUATION_MAX_HITS = 8
