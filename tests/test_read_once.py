@@ -1,5 +1,5 @@
-"""`trkx infer` opens each file of a model set once: the checksums, the configs and the
-checkpoints all come from one read (trkx.files.read_once)."""
+"""`trkx infer` opens each file of a model set once: the checksums, the configs, the quality
+models and the checkpoints all come from one read (trkx.files.read_once)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_infer_opens_each_model_file_once(sample_prefix: Path, tmp_path: Path,
     def hook(event: str, args: tuple) -> None:
         if watching[0] and event == "open" and isinstance(args[0], (str, Path)):
             path = str(args[0])
-            if path.startswith(str(MODELS)) and path.endswith((".yaml", ".pt")):
+            if path.startswith(str(MODELS)) and path.endswith((".yaml", ".pt", ".json")):
                 opened[Path(path).name] += 1
 
     sys.addaudithook(hook)               # audit hooks cannot be removed: the flag ends it
@@ -41,5 +41,6 @@ def test_infer_opens_each_model_file_once(sample_prefix: Path, tmp_path: Path,
                      str(tmp_path / "out"), "--no-evaluate"]) == 0
     finally:
         watching[0] = False
-    assert {"gnn.pt", "filter.pt", "embedding.pt", "pipeline.yaml", "tracks.yaml"} <= set(opened)
+    assert {"gnn.pt", "filter.pt", "embedding.pt", "pipeline.yaml", "tracks.yaml",
+            "short_quality.json", "second_quality.json"} <= set(opened)
     assert set(opened.values()) == {1}, opened

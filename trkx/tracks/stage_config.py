@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from trkx.config import ConfigError, apply_overrides, instantiate, load_config, section
+from trkx.files.read_once import file_bytes
 from trkx.stage_names import TUNED_TRACKS
 from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.fit.quality import QualityModel
@@ -80,7 +81,7 @@ def builder_values(config: Mapping[str, Any], folder: Path | None, label: str,
                               f"{default}), got {name!r}")
         path = (folder or Path(".")) / name
         try:
-            values[key] = QualityModel.from_dict(json.loads(path.read_text()), str(path))
+            values[key] = QualityModel.from_dict(json.loads(file_bytes(path)), str(path))
         except FileNotFoundError:
             raise FileNotFoundError(f"{path}: no such file (named by {where}.{key})") from None
         except (json.JSONDecodeError, TypeError, ValueError) as exc:
