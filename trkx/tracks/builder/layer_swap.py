@@ -40,13 +40,9 @@ import numpy as np
 import pandas as pd
 
 from trkx.data.detector import PIXEL_VOLUMES
-from trkx.tracks.builder.extension import (
-    candidate_pairs,
-    helix_geometry,
-    helix_residuals,
-    weighted_lines,
-)
+from trkx.tracks.builder.extension import candidate_pairs, weighted_lines
 from trkx.tracks.fit.helix_fit import fit_helices
+from trkx.tracks.fit.helix_geometry import helix_geometry, helix_residuals
 
 #: Tracks with fewer hits keep their layers: a fit without a layer needs the others.
 SWAP_MIN_HITS = 5
