@@ -53,6 +53,7 @@ def evaluation_settings(config_path: str | None, overrides: list[str],
             builder = track_builder(config_path, overrides)
     return cuts, builder.edge_cut
 
+
 @dataclass(frozen=True, eq=False)
 class TrackEvaluation:
     """The outcome of :func:`evaluate_tracks`: ``report`` is ``metrics.json`` (cuts, overall,

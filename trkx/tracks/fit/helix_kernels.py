@@ -117,7 +117,7 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
             continue
         work = np.empty((5, 3, 3))        # the track's only allocation: every 3x3 solve's
         nn = n
-        fitted = True
+        fitted = True                     # n >= 3 here (circle_steps takes the flag)
         # 1. circle: the algebraic fit on centred coordinates
         sx = sy = 0.0
         for i in hits:
