@@ -61,17 +61,18 @@ def steps_until(steps: list, name: str | None, config: str) -> list:
     return steps[:names.index(name) + 1]
 
 
-def check_init_from(config: str, overrides: list[str]) -> None:
-    """A ``trainer.init_from`` model file named by a training step (the recipe's path, made
-    absolute by trkx.pipeline.steps) must exist before the first step runs, not when the
-    stage's turn comes."""
+def check_model_files(config: str, overrides: list[str]) -> None:
+    """A model file named by a training step (``trainer.init_from``, ``module.teacher``: the
+    recipe's path, made absolute by trkx.pipeline.steps) must exist before the first step
+    runs, not when the stage's turn comes."""
     from trkx.config import ConfigError
+    from trkx.pipeline.steps import MODEL_PATH_KEYS
 
-    key = "trainer.init_from="
     for override in overrides:
-        path = override[len(key):] if override.startswith(key) else None
-        if path not in (None, "", "null") and not Path(path).is_file():
-            raise ConfigError(f"{config}: trainer.init_from {path}: no such model file")
+        for key in MODEL_PATH_KEYS:
+            path = override[len(key):] if override.startswith(key) else None
+            if path not in (None, "", "null") and not Path(path).is_file():
+                raise ConfigError(f"{config}: {key[:-1]} {path}: no such model file")
 
 
 def validate_steps(steps, config) -> None:
@@ -93,7 +94,7 @@ def validate_steps(steps, config) -> None:
             if args.stage is not None:      # a stage command (trkx infer alone: below)
                 overrides = stage_tools.overrides_of(args)
                 stage_tools.stage_config(args.config, overrides, args.func.args[0])
-                check_init_from(args.config, overrides)
+                check_model_files(args.config, overrides)
     for stage, (path, overrides) in config.stage_configs().items():   # what trkx infer loads
         if stage != "tracks":
             stage_tools.stage_config(path, overrides, stage_module(stage))

@@ -31,7 +31,7 @@ DEFAULT_CONFIG = "configs/gnn.yaml"
 
 
 def check_config(config: dict[str, Any], label: str) -> None:
-    from trkx.config import check_keys, instantiate, section
+    from trkx.config import ConfigError, check_keys, instantiate, section
     from trkx.gnn.checkpoint import GNNInference
     from trkx.gnn.model import InteractionGNN
     from trkx.gnn.module import GNNModule
@@ -44,8 +44,11 @@ def check_config(config: dict[str, Any], label: str) -> None:
         check_distributed(config, label)
     model = section(config, "model", label)
     check_keys(InteractionGNN, model, f"{label}: model", provided=("node_features",))
-    check_keys(GNNModule, section(config, "module", label), f"{label}: module",
-               provided=("model",))
+    module = section(config, "module", label)
+    check_keys(GNNModule, module, f"{label}: module", provided=("model",))
+    teacher = module.get("teacher")
+    if teacher is not None and not Path(str(teacher)).is_file():
+        raise ConfigError(f"{label}: module.teacher {teacher}: no such model file")
     instantiate(StageData, section(config, "data", label), f"{label}: data")
     instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     instantiate(GNNInference, section(config, "inference", label), f"{label}: inference")

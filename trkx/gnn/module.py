@@ -6,6 +6,12 @@ counts only the edges of its ``target_edge_mask``. The loss is the weighted BCE 
 ``val_efficiency`` (signal edges kept), ``val_purity`` (true among kept) and ``val_auc`` at
 ``edge_cut``.
 
+With a ``teacher`` (a trained GNN's model file) the loss also fits that network's scores on
+the same minibatch (knowledge distillation): the BCE's target is ``(1 - a) y + a sigmoid(t)``
+with ``a = distill_weight`` and ``t`` the teacher's logits, which equals ``(1 - a) BCE(y) +
+a BCE(sigmoid(t))`` since the BCE is linear in its target. A smaller network so learns the
+shipped one's decisions, not only the truth. The validation metrics stay on the truth.
+
 The learning rate warms up linearly for ``lr_warmup_steps`` and decays on a cosine to the end
 of the step budget (trkx.stages.schedules; ``lr_step_size > 0`` keeps the older step decay).
 
@@ -64,6 +70,10 @@ class GNNModule(pl.LightningModule):
             draws a shift of the whole graph along the beam (trkx.edges.augment); 0: off.
         lr_horizon_steps: the step at which the cosine schedule reaches its floor (None: the
             step budget; fix it for a run that resumes under growing budgets).
+        teacher: a GNN model file (``trkx train gnn`` output, e.g. a shipped set's ``gnn.pt``)
+            whose scores the training loss also fits (module docstring); None: the truth alone.
+            Loaded at the first training step, frozen, never saved with this network.
+        distill_weight: the teacher's share ``a`` of the loss's target, in [0, 1].
     """
 
     def __init__(self, model: InteractionGNN, graph_ops: str = "auto",
@@ -73,7 +83,8 @@ class GNNModule(pl.LightningModule):
                  edge_cut: float = 0.5, lr_warmup_steps: int = 50,
                  lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
                  signal_pt_cap: float = 10.0, secondary_weight: float = 1.0,
-                 z_shift_sigma: float = 0.0, signal_pt_min: float | None = None) -> None:
+                 z_shift_sigma: float = 0.0, signal_pt_min: float | None = None,
+                 teacher: str | None = None, distill_weight: float = 0.5) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -106,6 +117,11 @@ class GNNModule(pl.LightningModule):
         if z_shift_sigma < 0:
             raise ValueError(f"z_shift_sigma must be >= 0 (mm), got {z_shift_sigma}")
         self.z_shift_sigma = z_shift_sigma
+        if not 0.0 <= distill_weight <= 1.0:
+            raise ValueError(f"distill_weight must lie in [0, 1], got {distill_weight}")
+        self.teacher = teacher
+        self.distill_weight = distill_weight
+        self._teacher: tuple = ()     # (network,) once loaded: a tuple, so never a submodule
         self.edge_cut = edge_cut
         self.lr_warmup_steps = lr_warmup_steps
         check_horizon(lr_horizon_steps)
@@ -116,13 +132,43 @@ class GNNModule(pl.LightningModule):
 
     def forward(self, data: Record) -> Tensor:
         """Edge logits [E] of one event graph."""
+        return self._logits(self.model, data, self._graph_ops(data))
+
+    def _graph_ops(self, data: Record):
         # A graph-parallel strategy hands each rank its block with distributed ops attached.
-        ops = getattr(data, "graph_ops", None) or build_graph_ops(
+        return getattr(data, "graph_ops", None) or build_graph_ops(
             data.edge_index, data.num_nodes, self.graph_ops, self.chooser)
+
+    @staticmethod
+    def _logits(model: InteractionGNN, data: Record, ops) -> Tensor:
         # a block has no whole-event edge_index: the strategy computed its edge_inputs
         inputs = (data.edge_inputs if "edge_inputs" in data
-                  else model_edge_inputs(self.model, data))
-        return self.model(data.x, ops, inputs)
+                  else model_edge_inputs(model, data))
+        return model(data.x, ops, inputs)
+
+    def teacher_network(self) -> InteractionGNN | None:
+        """The frozen teacher (loaded once, on this module's device), or None."""
+        if self.teacher is None:
+            return None
+        if not self._teacher:
+            from trkx.gnn.checkpoint import load_model
+
+            network, _ = load_model(self.teacher)
+            network.requires_grad_(False)
+            self._teacher = (network.to(self.device).eval(),)
+        return self._teacher[0]
+
+    def _target(self, data: Record, ops) -> Tensor:
+        """The loss's target: the truth ``y``, mixed with the teacher's scores when one is set."""
+        teacher = self.teacher_network()
+        if teacher is None or self.distill_weight == 0.0:
+            return data.y
+        if "edge_inputs" in data and teacher.edge_features != self.model.edge_features:
+            raise ValueError("module.teacher: a graph block carries the student's edge inputs "
+                             "only; the teacher must take the same edge_features")
+        with torch.no_grad():
+            scores = torch.sigmoid(self._logits(teacher, data, ops).float())
+        return (1.0 - self.distill_weight) * data.y.float() + self.distill_weight * scores
 
     def edge_loss_normaliser(self, data: Record) -> float:
         """Denominator of the weighted BCE (GraphParallelStrategy rescales the loss by it)."""
@@ -168,7 +214,9 @@ class GNNModule(pl.LightningModule):
 
     def training_step(self, data: Record, batch_idx: int) -> Tensor:
         data = random_shift(data, self.z_shift_sigma)
-        logits, y, weights = self(data), data.y, self._weights(data)
+        ops = self._graph_ops(data)
+        logits, y, weights = self._logits(self.model, data, ops), self._target(data, ops), \
+            self._weights(data)
         mask = getattr(data, "target_edge_mask", None)
         if mask is not None:  # a sampled minibatch (trkx.gnn.sampling): target edges only
             logits, y, weights = logits[mask], y[mask], weights[mask]

@@ -75,12 +75,23 @@ def _simulate_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
     return steps
 
 
+#: Overrides that name a model file: a recipe gives them relative to its own folder.
+MODEL_PATH_KEYS: tuple[str, ...] = ("trainer.init_from=", "module.teacher=")
+
+
 def _relative_to_recipe(overrides: list[str], base: Path) -> list[str]:
-    """The overrides with a ``trainer.init_from`` model path taken relative to the recipe's
-    folder (as its stage config paths are), so the recipe runs from any directory."""
-    key = "trainer.init_from="
-    return [f"{key}{resolve_relative(o[len(key):], base)}"
-            if o.startswith(key) and o[len(key):] not in ("", "null") else o for o in overrides]
+    """The overrides with a model path (``trainer.init_from``, ``module.teacher``) taken
+    relative to the recipe's folder (as its stage config paths are), so the recipe runs from
+    any directory."""
+    return [_resolved(o, base) for o in overrides]
+
+
+def _resolved(override: str, base: Path) -> str:
+    for key in MODEL_PATH_KEYS:
+        path = override[len(key):] if override.startswith(key) else None
+        if path not in (None, "", "null"):
+            return f"{key}{resolve_relative(path, base)}"
+    return override
 
 
 def _sets(overrides: list[str]) -> tuple[str, ...]:

@@ -62,8 +62,21 @@ def _resume_key(config: Mapping[str, Any]) -> str:
     trainer = {k: v for k, v in dict(kept.get("trainer") or {}).items() if k not in BUDGET_KEYS}
     module = {k: v for k, v in dict(kept.get("module") or {}).items()
               if k not in WORKING_POINT_KEYS | KERNEL_KEYS}
+    if isinstance(module.get("teacher"), str):   # the model file's content, not its place
+        module["teacher"] = _file_identity(module["teacher"])
     return json.dumps({**kept, "trainer": trainer, "module": module}, sort_keys=True,
                       default=str)
+
+
+def _file_identity(path: str) -> str:
+    """``sha256:<hex>`` of the file at ``path`` (so a clone elsewhere resumes the same run);
+    the string itself when it names no file (a key stored that way already)."""
+    import hashlib
+
+    if not os.path.isfile(path):
+        return path
+    with open(path, "rb") as handle:
+        return "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _same_run(saved: str, config: Mapping[str, Any]) -> bool:
