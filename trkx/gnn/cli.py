@@ -31,7 +31,7 @@ DEFAULT_CONFIG = "configs/gnn.yaml"
 
 
 def check_config(config: dict[str, Any], label: str) -> None:
-    from trkx.config import ConfigError, check_keys, instantiate, section
+    from trkx.config import check_keys, instantiate, section
     from trkx.gnn.checkpoint import GNNInference
     from trkx.gnn.model import InteractionGNN
     from trkx.gnn.module import GNNModule
@@ -44,11 +44,8 @@ def check_config(config: dict[str, Any], label: str) -> None:
         check_distributed(config, label)
     model = section(config, "model", label)
     check_keys(InteractionGNN, model, f"{label}: model", provided=("node_features",))
-    module = section(config, "module", label)
-    check_keys(GNNModule, module, f"{label}: module", provided=("model",))
-    teacher = module.get("teacher")
-    if teacher is not None and not Path(str(teacher)).is_file():
-        raise ConfigError(f"{label}: module.teacher {teacher}: no such model file")
+    check_keys(GNNModule, section(config, "module", label), f"{label}: module",
+               provided=("model",))
     instantiate(StageData, section(config, "data", label), f"{label}: data")
     instantiate(TrainerOptions, section(config, "trainer", label), f"{label}: trainer")
     instantiate(GNNInference, section(config, "inference", label), f"{label}: inference")
@@ -81,7 +78,7 @@ def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     ``distributed`` section (the same driver, the graph_parallel strategy)."""
     from torch.utils.data import DataLoader
 
-    from trkx.config import instantiate, section
+    from trkx.config import ConfigError, instantiate, section
     from trkx.data.listing import record_paths
     from trkx.gnn.model import InteractionGNN
     from trkx.gnn.module import GNNModule
@@ -107,6 +104,9 @@ def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     if model_config.get("edge_features", 0):
         check_edge_inputs(train_paths[0], label, int(model_config["edge_features"]))
     module_config = section(config, "module", label)
+    teacher = module_config.get("teacher")
+    if teacher is not None and not Path(str(teacher)).is_file():   # before the run folder
+        raise ConfigError(f"{label}: module.teacher {teacher}: no such model file")
 
     def build() -> GNNModule:
         model = instantiate(InteractionGNN, model_config, f"{label}: model")
