@@ -114,6 +114,7 @@ def test_a_missing_teacher_is_named_before_training(sample_prefix: Path, tmp_pat
     save_record(graph_record(sample_prefix, (0.0, 1.0), 1.0, seed=0), tmp_path / "d" / "a.pt")
     assert main(["train", "gnn", "--config", str(config), "--checkpoint", str(tmp_path / "r.pt"),
                  "--set", f"data.train_dir={tmp_path / 'd'}", "--set", "model.edge_features=0",
+                 "--set", "data.val_events=0",
                  "--set", f"module.teacher={tmp_path / 'none.pt'}"]) == 2
     assert f"module.teacher {tmp_path / 'none.pt'}: no such model file" in capsys.readouterr().err
     assert not (tmp_path / "r.pt").exists() and not (tmp_path / "r.run").exists()
