@@ -123,7 +123,7 @@ def test_built_tracks_parameters_resolve_their_particles():
                                 use_cells=False, event_id=3)
     record.edge_index = record.track_edges.clone()
     record.scores = torch.ones(record.edge_index.shape[1])
-    builder = TrackBuilder(walk_cut=0.5, min_length=3, stitch=False)
+    builder = TrackBuilder(walk_cut=0.5, min_length=3, stitch=False, field_map="uniform")
     labels = builder.build(record)
     fitted = track_parameters(record, labels, builder)
     assert list(fitted.columns) == list(COLUMNS) and (fitted["n_hits"] >= 3).all()

@@ -197,6 +197,37 @@ def test_the_cells_recipe_checks_its_init_from_before_any_step(
     assert not (tmp_path / "w").exists()
 
 
+def test_the_distilled_recipes_teacher_is_a_model_file_relative_to_the_recipe(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """module.teacher is resolved and checked as trainer.init_from is: the distilled cells
+    recipe's teacher is the copy in its state folder; a teacher naming no file is one line,
+    exit 2, before the first step."""
+    config = load_pipeline_config(CONFIGS / "recipes" / "pu200_cells_small.yaml")
+    step = next(s for s in plan_steps(config, tmp_path) if s.name == "train-gnn")
+    teacher = [a for a in step.argv if a.startswith("module.teacher=")]
+    assert len(teacher) == 1
+    path = Path(teacher[0].split("=", 1)[1])
+    assert path.is_absolute() and path.resolve() == (REPO / "state" / "pu200_cells_small"
+                                                     / "teacher_gnn.pt")
+    monkeypatch.chdir(tmp_path)
+    recipe = str(CONFIGS / "recipes" / "pu200_cells_small.yaml")
+    gnn = ["trainer.max_steps=10", "module.teacher=nowhere.pt"]
+    assert trkx_main(["run", recipe, "--workdir", str(tmp_path / "w"), "--dry-run",
+                      "--set", f"stages.gnn.overrides={gnn}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "module.teacher" in err[0] and "nowhere.pt: no such" in err[0]
+    assert not (tmp_path / "w").exists()
+
+
+def test_the_track_fit_takes_the_field_the_events_were_simulated_in(tmp_path: Path) -> None:
+    """The tuned tracks config's field_map is the recipe's events.field_map (the recipe's own
+    tracks overrides come after it, so they may change it)."""
+    for recipe, field in (("recipes/pu200_far.yaml", "solenoid"), ("quickstart.yaml", "uniform")):
+        config = load_pipeline_config(CONFIGS / recipe)
+        step = next(s for s in plan_steps(config, tmp_path) if s.name == "tune-tracks")
+        assert f"builder.field_map={field}" in step.argv
+
+
 def test_until_plans_and_runs_the_steps_up_to_the_named_one(tmp_path: Path, capsys) -> None:
     """`--until STEP`: the dry run lists the steps through STEP only; a run makes those
     outputs and none after (here the training and validation events, not the test events),

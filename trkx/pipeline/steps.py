@@ -174,9 +174,11 @@ def plan_steps(config: PipelineConfig, workdir: Path) -> list[Step]:
         *_sets(_relative_to_recipe(gnn_plan.overrides, config.path.parent))), val_scored,
         inputs("train-gnn", "infer-filter-val")))
     tuned = checkpoints / TUNED_TRACKS
+    # the track fit's field is the one the events were simulated in (the recipe may override)
+    field = [f"builder.field_map={config.events.field_map}"] if simulate else []
     steps.append(Step("tune-tracks", "tracks", (
         "tune-tracks", *_config_args(config, tracks), "--events", str(val_scored),
-        "--out", str(checkpoints), *_sets(list(tracks.overrides))), tuned,
+        "--out", str(checkpoints), *_sets([*field, *tracks.overrides])), tuned,
         ("infer-gnn-val",)))
     test_graphs = graphs / "test"
     steps.append(Step("infer-test", "inference", (

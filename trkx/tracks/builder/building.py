@@ -89,6 +89,7 @@ from trkx.tracks.builder.second_pass import WalkOptions, second_pass
 from trkx.tracks.builder.stitching import stitch_pieces
 from trkx.tracks.builder.track_labels import compact_labels, dissolve_short, track_mean_score
 from trkx.tracks.builder.walkthrough import walkthrough_tracks
+from trkx.tracks.fit.field_map import check_field_map
 from trkx.tracks.fit.helix_fit import fit_helices
 from trkx.tracks.fit.quality import QualityModel
 from trkx.tracks.fit.track_table import refit_rows, track_table
@@ -132,8 +133,10 @@ class TrackBuilder:
     second_quality_cut: float | None = None  # and keeps its candidates of q2_t >= this
     second_min_hits: int | None = None   # and of at least this many hits (None: 3)
     second_quality: QualityModel | None = None  # its model (a config: the file)
+    field_map: str = "solenoid"          # the parameters' field (trkx.tracks.fit.field_map)
 
     def __post_init__(self) -> None:
+        check_field_map(self.field_map)
         for name in ("quality", "short_quality", "second_quality"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, QualityModel):

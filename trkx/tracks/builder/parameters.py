@@ -2,8 +2,10 @@
 
 One row per track of >= 3 hits (the fewest a track is evaluated with) of the final track ids
 ``labels`` of a scored event graph record: ``track_id, n_hits, pt, eta, phi, d0, z0, charge,
-chi2_ndf`` from the helix fit of its hits (trkx.tracks.fit.helix_fit: GeV, rad, mm; ``phi`` and
-``d0`` at the closest approach to the beam line, ``z0`` the z there), and ``quality`` ``q_t``
+chi2_ndf`` from the helix fit of its hits in the builder's ``field_map``
+(trkx.tracks.fit.field_map, the TrackML solenoid by default; GeV, rad, mm; ``phi`` and ``d0``
+at the closest approach to the beam line, ``z0`` the z there, pT in the field there), and
+``quality`` ``q_t``
 (trkx.tracks.fit.quality) when the builder has a quality model, else empty. The ``track_id`` is
 the one of the tracks file.
 """
@@ -18,10 +20,13 @@ import pandas as pd
 from trkx.arrays import as_numpy
 from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.fit.field_map import fit_in_field
 from trkx.tracks.fit.track_table import track_table
 
 COLUMNS: tuple[str, ...] = ("track_id", "n_hits", "pt", "eta", "phi", "d0", "z0", "charge",
                             "chi2_ndf", "quality")
+#: The columns the fit in the field map gives anew.
+FITTED: tuple[str, ...] = ("pt", "eta", "phi", "d0", "z0", "charge", "chi2_ndf")
 PARAMETERS_SUFFIX = "-parameters.csv"
 PARAMETERS_FILE = re.compile(r"^event(\d{9})-parameters\.csv$")
 
@@ -32,16 +37,34 @@ def track_parameters(record, labels: np.ndarray, builder: TrackBuilder,
     carries ``pos``, ``volume_id``, ``layer_id``, ``edge_index`` and ``scores``); ``table``,
     the builder's own track table of these tracks when it made one
     (:meth:`TrackBuilder.build_with_table`), is taken as it is instead of fitting again."""
+    pos, volume_id = as_numpy(record.pos), as_numpy(record.volume_id)
     if table is not None:
-        return table[list(COLUMNS)].reset_index(drop=True)
-    cut = builder.edge_cut
-    graph = graph_from_record(record, min_score=cut)
-    table = track_table(labels, as_numpy(record.pos), as_numpy(record.volume_id),
-                        as_numpy(record.layer_id), graph.src, graph.dst, graph.score)
-    table = table[table["n_hits"].to_numpy() >= 3].reset_index(drop=True)
-    table["quality"] = (builder.quality.score(table) if builder.quality is not None
-                        else np.nan)
+        table = table[list(COLUMNS)].reset_index(drop=True)
+    else:
+        graph = graph_from_record(record, min_score=builder.edge_cut)
+        table = track_table(labels, pos, volume_id, as_numpy(record.layer_id), graph.src,
+                            graph.dst, graph.score)
+        table = table[table["n_hits"].to_numpy() >= 3].reset_index(drop=True)
+        table["quality"] = (builder.quality.score(table) if builder.quality is not None
+                            else np.nan)
+    if builder.field_map != "uniform":
+        table = _in_field(table, labels, pos, volume_id, builder.field_map)
     return table[list(COLUMNS)]
+
+
+def _in_field(table: pd.DataFrame, labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
+              field_map: str) -> pd.DataFrame:
+    """``table`` with the helix parameters and chi2 of the fit in ``field_map``
+    (trkx.tracks.fit.field_map); the tracks, their hit counts and quality stay."""
+    pos = np.asarray(pos, dtype=np.float64)
+    r, phi = pos[:, 0], pos[:, 1]
+    fit = fit_in_field(np.where(np.isin(labels, table["track_id"].to_numpy()), labels, -1),
+                       r * np.cos(phi), r * np.sin(phi), pos[:, 2], volume_id, field_map)
+    row = np.searchsorted(fit.track_id, table["track_id"].to_numpy())
+    table = table.copy()
+    for column in FITTED:
+        table[column] = getattr(fit, column)[row]
+    return table
 
 
 def parameters_file_name(event_id: int) -> str:

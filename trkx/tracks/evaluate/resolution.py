@@ -12,7 +12,9 @@ and, when the particle table is known (``px, py, vz, q``) and the particle is pr
 
 Each is summarised over the tracks with ``|eta_true| < max_eta`` by its median absolute value
 and the robust width ``1.4826 MAD`` (the standard deviation of a normal core, blind to the
-tails of wrong-hit tracks), the charge by the share of tracks that get it right.
+tails of wrong-hit tracks), the charge by the share of tracks that get it right. The pT is
+also given by |eta| (:data:`ETA_BINS`, every track): its median (the bias) and robust width,
+where the field's fall-off along the beam shows (trkx.tracks.fit.field_map).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from trkx.data.truth import PROMPT_RADIUS
 from trkx.tracks.evaluate.metrics import EventEvaluation
 
 MAD_TO_SIGMA = 1.4826
+#: |eta| bins of the pT bias and width.
+ETA_BINS: tuple[tuple[float, float], ...] = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0))
 
 
 def matched_parameters(evaluation: EventEvaluation, parameters: pd.DataFrame,
@@ -58,6 +62,14 @@ def _widths(values: np.ndarray) -> dict[str, float]:
             "sigma": float(MAD_TO_SIGMA * np.median(np.abs(values - median)))}
 
 
+def _bias_and_width(values: np.ndarray, low: float, high: float) -> dict[str, object]:
+    values = values[np.isfinite(values)]
+    median = float(np.median(values)) if len(values) else math.nan
+    width = (float(MAD_TO_SIGMA * np.median(np.abs(values - median))) if len(values)
+             else math.nan)
+    return {"abs_eta": [low, high], "n_tracks": len(values), "median": median, "sigma": width}
+
+
 def resolution_summary(rows: pd.DataFrame, max_eta: float = 2.0) -> dict[str, object]:
     """The module docstring's figures over ``rows`` (:func:`matched_parameters`)."""
     central = rows[np.abs(rows["eta"].to_numpy()) < max_eta]
@@ -66,6 +78,10 @@ def resolution_summary(rows: pd.DataFrame, max_eta: float = 2.0) -> dict[str, ob
                                                      .to_numpy(np.float64)),
                               "eta": _widths((central["eta_fit"] - central["eta"])
                                              .to_numpy(np.float64))}
+    relative = (rows["pt_fit"] / rows["pt"] - 1).to_numpy(np.float64)
+    eta = np.abs(rows["eta"].to_numpy(np.float64))
+    out["pt_by_eta"] = [_bias_and_width(relative[(eta >= lo) & (eta < hi)], lo, hi)
+                        for lo, hi in ETA_BINS]
     if "q" in central:
         prompt = central[central["production_radius"].to_numpy() <= PROMPT_RADIUS]
         dphi = np.angle(np.exp(1j * (prompt["phi_fit"] - prompt["phi"]).to_numpy(np.float64)))
@@ -91,4 +107,8 @@ def format_resolution(summary: dict) -> str:
                   line("z0", "z0_mm", " mm"),
                   f"  charge     {summary['charge_correct']:.4f} right "
                   f"({summary['n_prompt_tracks']:,d} prompt tracks)"]
+    if summary.get("pt_by_eta"):
+        lines.append("  pT / pT by |eta| (median, sigma): " + "; ".join(
+            f"{b['abs_eta'][0]:g}-{b['abs_eta'][1]:g} {b['median']:+.3f}, {b['sigma']:.3f}"
+            for b in summary["pt_by_eta"] if b["n_tracks"]))
     return "\n".join(lines)
