@@ -116,6 +116,7 @@ def test_built_tracks_parameters_resolve_their_particles():
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
     from trkx.tracks.evaluate.resolution import matched_parameters, resolution_summary
+    from trkx.tracks.fit.covariance import ERROR_COLUMNS
 
     rng = np.random.default_rng(4)
     tables = simulate_event(generate_particles(30.0, rng), rng)
@@ -126,7 +127,7 @@ def test_built_tracks_parameters_resolve_their_particles():
     builder = TrackBuilder(walk_cut=0.5, min_length=3, stitch=False, field_map="uniform")
     labels = builder.build(record)
     fitted = track_parameters(record, labels, builder)
-    assert list(fitted.columns) == list(COLUMNS) and (fitted["n_hits"] >= 3).all()
+    assert list(fitted.columns) == [*COLUMNS, *ERROR_COLUMNS] and (fitted["n_hits"] >= 3).all()
     evaluation = evaluate_event(truth_from_record(record),
                                 tracks_frame(record.hit_id, labels, 3), MetricCuts())
     rows = matched_parameters(evaluation, fitted, tables["particles"])

@@ -1,12 +1,13 @@
 """Each built track's parameters: the table written beside ``eventNNNNNNNNN-tracks.csv``.
 
 One row per track of >= 3 hits (the fewest a track is evaluated with) of the final track ids
-``labels`` of a scored event graph record: ``track_id, n_hits, pt, eta, phi, d0, z0, charge,
-chi2_ndf`` from the helix fit of its hits in the builder's ``field_map``
-(trkx.tracks.fit.field_map, the TrackML solenoid by default; GeV, rad, mm; ``phi`` and ``d0``
-at the closest approach to the beam line, ``z0`` the z there, pT in the field there), and
-``quality`` ``q_t``
-(trkx.tracks.fit.quality) when the builder has a quality model, else empty. The ``track_id`` is
+``labels`` of a scored event graph record: ``track_id, n_hits, pt, eta, phi, d0, z0, charge``
+from the helix fit of its hits in the builder's ``field_map`` (trkx.tracks.fit.field_map, the
+TrackML solenoid by default; GeV, rad, mm; ``phi`` and ``d0`` at the closest approach to the
+beam line, ``z0`` the z there, pT in the field there); ``chi2_ndf`` with the hits' resolutions
+and the multiple scattering (trkx.tracks.fit.covariance); ``quality`` ``q_t``
+(trkx.tracks.fit.quality) when the builder has a quality model, else empty; then the
+parameters' one-sigma errors ``pt_err, eta_err, phi_err, d0_err, z0_err``. The ``track_id`` is
 the one of the tracks file.
 """
 
@@ -20,12 +21,13 @@ import pandas as pd
 from trkx.arrays import as_numpy
 from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import graph_from_record
-from trkx.tracks.fit.field_map import fit_in_field
+from trkx.tracks.fit.covariance import ERROR_COLUMNS, calibrated_fit
+from trkx.tracks.fit.field_map import fit_in_field, fitted_hits
 from trkx.tracks.fit.track_table import track_table
 
 COLUMNS: tuple[str, ...] = ("track_id", "n_hits", "pt", "eta", "phi", "d0", "z0", "charge",
                             "chi2_ndf", "quality")
-#: The columns the fit in the field map gives anew.
+#: The columns the calibrated fit gives anew (trkx.tracks.fit.covariance).
 FITTED: tuple[str, ...] = ("pt", "eta", "phi", "d0", "z0", "charge", "chi2_ndf")
 PARAMETERS_SUFFIX = "-parameters.csv"
 PARAMETERS_FILE = re.compile(r"^event(\d{9})-parameters\.csv$")
@@ -47,23 +49,26 @@ def track_parameters(record, labels: np.ndarray, builder: TrackBuilder,
         table = table[table["n_hits"].to_numpy() >= 3].reset_index(drop=True)
         table["quality"] = (builder.quality.score(table) if builder.quality is not None
                             else np.nan)
-    if builder.field_map != "uniform":
-        table = _in_field(table, labels, pos, volume_id, builder.field_map)
-    return table[list(COLUMNS)]
+    return _in_field(table, labels, pos, volume_id, builder.field_map)[
+        [*COLUMNS, *ERROR_COLUMNS]]
 
 
 def _in_field(table: pd.DataFrame, labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
               field_map: str) -> pd.DataFrame:
-    """``table`` with the helix parameters and chi2 of the fit in ``field_map``
-    (trkx.tracks.fit.field_map); the tracks, their hit counts and quality stay."""
+    """``table`` with the helix parameters of the fit in ``field_map``
+    (trkx.tracks.fit.field_map), its chi2 / ndf and errors with the multiple scattering
+    (trkx.tracks.fit.covariance); the tracks, their hit counts and quality stay."""
     pos = np.asarray(pos, dtype=np.float64)
     r, phi = pos[:, 0], pos[:, 1]
-    fit = fit_in_field(np.where(np.isin(labels, table["track_id"].to_numpy()), labels, -1),
-                       r * np.cos(phi), r * np.sin(phi), pos[:, 2], volume_id, field_map)
-    row = np.searchsorted(fit.track_id, table["track_id"].to_numpy())
+    x, y, z = r * np.cos(phi), r * np.sin(phi), pos[:, 2]
+    ids = np.where(np.isin(labels, table["track_id"].to_numpy()), labels, -1)
+    fit = fit_in_field(ids, x, y, z, volume_id, field_map)
+    calibrated = calibrated_fit(fit, ids, *fitted_hits(fit, ids, x, y, z, field_map), z,
+                                volume_id, field_map)
+    row = np.searchsorted(calibrated.track_id, table["track_id"].to_numpy())
     table = table.copy()
-    for column in FITTED:
-        table[column] = getattr(fit, column)[row]
+    for column in (*FITTED, *ERROR_COLUMNS):
+        table[column] = getattr(calibrated, column)[row]
     return table
 
 

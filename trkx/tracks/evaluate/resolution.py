@@ -14,7 +14,10 @@ Each is summarised over the tracks with ``|eta_true| < max_eta`` by its median a
 and the robust width ``1.4826 MAD`` (the standard deviation of a normal core, blind to the
 tails of wrong-hit tracks), the charge by the share of tracks that get it right. The pT is
 also given by |eta| (:data:`ETA_BINS`, every track): its median (the bias) and robust width,
-where the field's fall-off along the beam shows (trkx.tracks.fit.field_map).
+where the field's fall-off along the beam shows (trkx.tracks.fit.field_map), and, when the
+parameters file has errors (trkx.tracks.fit.covariance), the widths of the pulls
+``(fitted - true) / error`` of pT, eta and (prompt tracks) d0 and z0 by |eta|: 1 where the
+errors are the parameters' spread.
 """
 
 from __future__ import annotations
@@ -70,6 +73,25 @@ def _bias_and_width(values: np.ndarray, low: float, high: float) -> dict[str, ob
     return {"abs_eta": [low, high], "n_tracks": len(values), "median": median, "sigma": width}
 
 
+def _pull_widths(rows: pd.DataFrame, low: float, high: float) -> dict[str, object]:
+    """Robust widths of ``(fitted - true) / error`` for pT and eta (every track of the bin)
+    and, on the prompt tracks, d0 and z0 (whose truth is the vertex)."""
+    def width(values: np.ndarray) -> float:
+        values = values[np.isfinite(values)]
+        return (float(MAD_TO_SIGMA * np.median(np.abs(values - np.median(values))))
+                if len(values) else math.nan)
+
+    prompt = rows[rows["production_radius"].to_numpy() <= PROMPT_RADIUS]
+    number = {column: rows[column].to_numpy(np.float64) for column in
+              ("pt_fit", "pt", "pt_err_fit", "eta_fit", "eta", "eta_err_fit")}
+    return {"abs_eta": [low, high], "n_tracks": len(rows),
+            "pt": width((number["pt_fit"] - number["pt"]) / number["pt_err_fit"]),
+            "eta": width((number["eta_fit"] - number["eta"]) / number["eta_err_fit"]),
+            "d0": width((prompt["d0_fit"] / prompt["d0_err_fit"]).to_numpy(np.float64)),
+            "z0": width(((prompt["z0_fit"] - prompt["vz"]) / prompt["z0_err_fit"])
+                        .to_numpy(np.float64))}
+
+
 def resolution_summary(rows: pd.DataFrame, max_eta: float = 2.0) -> dict[str, object]:
     """The module docstring's figures over ``rows`` (:func:`matched_parameters`)."""
     central = rows[np.abs(rows["eta"].to_numpy()) < max_eta]
@@ -82,6 +104,9 @@ def resolution_summary(rows: pd.DataFrame, max_eta: float = 2.0) -> dict[str, ob
     eta = np.abs(rows["eta"].to_numpy(np.float64))
     out["pt_by_eta"] = [_bias_and_width(relative[(eta >= lo) & (eta < hi)], lo, hi)
                         for lo, hi in ETA_BINS]
+    if "pt_err_fit" in rows and "q" in rows:
+        out["pulls_by_eta"] = [_pull_widths(rows[(eta >= lo) & (eta < hi)], lo, hi)
+                               for lo, hi in ETA_BINS]
     if "q" in central:
         prompt = central[central["production_radius"].to_numpy() <= PROMPT_RADIUS]
         dphi = np.angle(np.exp(1j * (prompt["phi_fit"] - prompt["phi"]).to_numpy(np.float64)))
@@ -107,6 +132,10 @@ def format_resolution(summary: dict) -> str:
                   line("z0", "z0_mm", " mm"),
                   f"  charge     {summary['charge_correct']:.4f} right "
                   f"({summary['n_prompt_tracks']:,d} prompt tracks)"]
+    if summary.get("pulls_by_eta"):
+        lines.append("  pulls (width) by |eta|, pT / eta / d0 / z0: " + "; ".join(
+            f"{b['abs_eta'][0]:g}-{b['abs_eta'][1]:g} {b['pt']:.2f} / {b['eta']:.2f} / "
+            f"{b['d0']:.2f} / {b['z0']:.2f}" for b in summary["pulls_by_eta"] if b["n_tracks"]))
     if summary.get("pt_by_eta"):
         lines.append("  pT / pT by |eta| (median, sigma): " + "; ".join(
             f"{b['abs_eta'][0]:g}-{b['abs_eta'][1]:g} {b['median']:+.3f}, {b['sigma']:.3f}"

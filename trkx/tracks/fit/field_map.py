@@ -121,3 +121,24 @@ def _toward_centres(x: np.ndarray, y: np.ndarray, radius: np.ndarray, phi: np.nd
     keep = ~(np.isfinite(scale) & (distance > 0))
     moved_x[keep], moved_y[keep] = x[keep], y[keep]
     return moved_x, moved_y
+
+
+def fitted_hits(fit: HelixFit, track_id: np.ndarray, x: np.ndarray, y: np.ndarray,
+                z: np.ndarray, field_map: str = "solenoid", field: float = FIELD_TESLA,
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The transverse hit positions the fit in ``field_map`` sees for its final parameters:
+    each hit of a fitted track moved towards its circle's centre by ``D(s)``; ``(x, y)``
+    themselves for ``uniform``."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if check_field_map(field_map) == "uniform":
+        return x, y
+    track_id = np.asarray(track_id, dtype=np.int64)
+    hits = np.flatnonzero(np.isin(track_id, fit.track_id[np.isfinite(fit.pt)]))
+    row = np.searchsorted(fit.track_id, track_id[hits])
+    moved_x, moved_y = x.copy(), y.copy()
+    moved_x[hits], moved_y[hits] = _toward_centres(
+        x[hits], y[hits], fit.radius[row], fit.phi[row], fit.d0[row],
+        -fit.charge[row] * np.sign(field if field != 0 else 1.0), fit.z0[row],
+        np.sinh(fit.eta[row]))
+    return moved_x, moved_y
+

@@ -1,0 +1,84 @@
+"""The calibrated fit (trkx.tracks.fit.covariance): on tracks traced through the solenoid with
+the scattering and the hit resolutions it models, its chi2 / ndf is a chi2 / ndf and its errors
+are the spread of the parameters (pulls of width 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trkx.tracks.fit.covariance import calibrated_fit, scattering_angles
+from trkx.tracks.fit.field_map import fit_in_field, fitted_hits, relative_field
+from trkx.tracks.fit.helix_fit import PT_PER_TESLA_MM, hit_resolutions
+
+BARREL_RADII = (32.0, 72.0, 116.0, 172.0, 260.0, 360.0, 500.0, 660.0, 820.0, 1020.0)
+
+
+def _barrel_volume(radius: float) -> int:
+    return 8 if radius < 200 else 13 if radius < 700 else 17
+
+
+def _scattered_track(pt: float, eta: float, rng: np.random.Generator, step: float = 1.0):
+    """Hits ``(x, y, z, volume)`` on the barrel layers of a positive particle from ``(0, 0,
+    0)``: traced in the solenoid, kicked at each layer by the fit's own Highland angles and
+    measured with the fit's own resolutions (across the track and along the beam)."""
+    kappa0 = PT_PER_TESLA_MM * 2.0 / pt
+    x = y = z = 0.0
+    direction, cot = 0.3, np.sinh(eta)
+    hits = []
+    radii = list(BARREL_RADII)
+    while radii:
+        bend = -kappa0 * relative_field(np.array([z + 0.5 * step * cot]))[0] * step
+        direction += 0.5 * bend
+        x, y, z = x + step * np.cos(direction), y + step * np.sin(direction), z + step * cot
+        direction += 0.5 * bend
+        if np.hypot(x, y) >= radii[0]:
+            volume = _barrel_volume(radii.pop(0))
+            fine, sigma_z, _ = (v[0] for v in hit_resolutions(np.array([volume])))
+            normal = np.array([-np.sin(direction), np.cos(direction)])
+            across = rng.normal(0.0, fine)
+            hits.append((x + across * normal[0], y + across * normal[1],
+                         z + rng.normal(0.0, sigma_z), volume))
+            theta0 = scattering_angles(np.array([volume]), np.array([pt]),
+                                       np.array([np.arcsinh(cot)]))[0]
+            sin_theta = 1.0 / np.sqrt(1.0 + cot * cot)
+            direction += rng.normal(0.0, theta0) / sin_theta
+            cot -= rng.normal(0.0, theta0) / sin_theta ** 2
+        if abs(z) > 1000.0:
+            break
+    return tuple(np.array(column) for column in zip(*hits))
+
+
+@pytest.mark.slow
+def test_the_calibrated_fit_has_a_chi2_and_pulls_of_width_one() -> None:
+    rng = np.random.default_rng(7)
+    columns: list[list[np.ndarray]] = [[], [], [], [], []]
+    truth = []
+    for track in range(300):
+        pt, eta = rng.uniform(1.0, 5.0), rng.uniform(-0.9, 0.9)
+        x, y, z, volume = _scattered_track(pt, eta, rng)
+        for store, values in zip(columns, (np.full(len(x), track), x, y, z, volume)):
+            store.append(values)
+        truth.append((pt, eta))
+    ids, x, y, z, volume = (np.concatenate(c) for c in columns)
+    fit = fit_in_field(ids, x, y, z, volume, "solenoid")
+    calibrated = calibrated_fit(fit, ids, *fitted_hits(fit, ids, x, y, z), z, volume)
+    pt, eta = np.array(truth).T
+
+    def width(values: np.ndarray) -> float:
+        return float(1.4826 * np.median(np.abs(values - np.median(values))))
+
+    chi2 = calibrated.chi2_ndf
+    assert 0.8 < np.median(chi2) < 1.15                  # 2 n - 5 ~ 15: median chi2/ndf ~0.96
+    assert np.mean(chi2) == pytest.approx(1.0, abs=0.15)
+    for name, value, true in (("d0", calibrated.d0, 0.0), ("z0", calibrated.z0, 0.0),
+                              ("eta", calibrated.eta, eta), ("pt", calibrated.pt, pt),
+                              ("phi", calibrated.phi, None)):
+        error = getattr(calibrated, f"{name}_err")
+        if true is None:     # phi at the perigee: the start direction plus half a kick at most
+            continue
+        pull = (value - true) / error
+        assert 0.8 < width(pull) < 1.25, name
+        assert abs(np.median(pull)) < 0.25, name
+    # the calibrated d0 and z0 are better than the robust fit's
+    assert width(calibrated.z0) < width(fit.z0) and width(calibrated.d0) <= width(fit.d0)

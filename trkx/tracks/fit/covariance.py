@@ -1,0 +1,197 @@
+"""Each track's parameter errors and a chi2 that is a chi2: the hits' resolutions and the
+multiple scattering in the material the track crossed.
+
+A track's residuals from its fitted helix (trkx.tracks.fit.field_map: transverse ``e_i``, the
+distance to the circle, and longitudinal ``f_i = z_i - z0 - s_i cot(theta)``, at transverse path
+``s_i`` from the perigee) are correlated: a scattering at crossing ``k`` bends every later hit.
+Their covariance, hits in path order,
+
+    V_ij = delta_ij sigma_i^2 + sum_{k: s_k < min(s_i, s_j)} a_k^2 (s_i - s_k)(s_j - s_k),
+
+with ``sigma_i`` the hit's resolution across the track (the module's fine pitch / sqrt(12), and
+in an endcap its coarse radial pitch projected on the circle's normal, as the helix fit
+weighs it; along the beam the coarse pitch, or the radial one times ``cot(theta)``) and
+``a_k`` the scattering angle at crossing ``k`` seen in that projection: ``theta0_k /
+sin(theta)`` across, ``theta0_k / sin(theta)^2`` along. ``theta0_k`` is Highland's angle
+(trkx.data.simulate.physics) for the momentum ``p = pT cosh(eta)`` through
+``x / X0 = t (1 + f_support) / cos(alpha) / X0(Si)``: the module's silicon ``t`` (0.15 /
+0.25 / 0.35 mm in the pixels / short / long strips), the support beside it as the simulator's
+fit to the real sample event (``f_support`` 5.9), at incidence ``cos(alpha) = sin(theta)`` in
+a barrel and ``|cos(theta)|`` on a disk.
+
+Linearised around the fit, the residuals move with the parameters as ``J = [1, s, g(s)]``
+across (``d0``, ``phi``, the curvature ``kappa``; ``g = s^2 / 2``, in the solenoid ``G(s)`` of
+trkx.tracks.fit.field_map; signs by the turning sense) and ``[1, s]`` along (``z0``,
+``cot(theta)``). The generalised least squares of each block gives
+
+    C = (J^T V^-1 J)^-1,   chi2 = r^T (V^-1 - V^-1 J C J^T V^-1) r,   ndf = 2 n - 5,
+
+the covariance of the parameters and the chi2 at the best linear correction of the fit. The
+correction is taken for ``d0``, ``phi`` (with the curvature held), ``z0`` and ``cot(theta)``:
+on event 21001 it narrows the z0 residuals of prompt tracks at |eta| < 1 from 0.66 to 0.045 mm
+(the robust fit's line weighs a long strip's z as a pixel's), d0 from 0.12 to 0.046 mm, phi
+from 2.0 to 1.2 mrad and eta 3x. The curvature keeps the robust fit's value (pT, charge),
+which a wrong hit cannot bend: its correction widened the pT residuals there (0.013 -> 0.016
+at |eta| < 1). Reported: ``chi2_ndf`` (median 1.0 on 21001's matched tracks, 150 before the
+scattering was counted) and the one-sigma errors ``pt_err = pT sqrt(C_kk) / kappa``,
+``eta_err = sqrt(C_cc) / cosh(eta)``, ``phi_err``, ``d0_err``, ``z0_err``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trkx.data.simulate.physics import SILICON_RADIATION_LENGTH, highland_angle
+from trkx.runtime.device import numba_importable
+from trkx.tracks.fit.field_map import lacking_bend
+from trkx.tracks.fit.helix_fit import BARREL_VOLUMES, HelixFit, hit_resolutions
+
+#: The silicon of each volume's modules (mm; detectors.csv's module_t).
+SILICON_THICKNESS = {7: 0.15, 8: 0.15, 9: 0.15, 12: 0.25, 13: 0.25, 14: 0.25,
+                     16: 0.35, 17: 0.35, 18: 0.35}
+#: The support beside the silicon, as a fraction of it (the simulator's fit to the real
+#: sample event, trkx.data.simulate.physics).
+SUPPORT_FRACTION = 5.9
+#: The error columns of the parameters file, in order.
+ERROR_COLUMNS: tuple[str, ...] = ("pt_err", "eta_err", "phi_err", "d0_err", "z0_err")
+
+
+@dataclass(frozen=True, eq=False)
+class CalibratedFit:
+    """Per track (the order of ``track_id``): the helix after the generalised least squares'
+    correction, the chi2 / ndf of the module docstring and the parameters' one-sigma errors
+    (NaN for tracks of < 3 hits)."""
+
+    track_id: np.ndarray
+    pt: np.ndarray
+    eta: np.ndarray
+    phi: np.ndarray
+    d0: np.ndarray
+    z0: np.ndarray
+    charge: np.ndarray
+    chi2_ndf: np.ndarray
+    pt_err: np.ndarray
+    eta_err: np.ndarray
+    phi_err: np.ndarray
+    d0_err: np.ndarray
+    z0_err: np.ndarray
+
+
+def scattering_angles(volume_id: np.ndarray, pt: np.ndarray, eta: np.ndarray,
+                      support_fraction: float = SUPPORT_FRACTION) -> np.ndarray:
+    """Highland's ``theta0`` (rad) per crossing (module docstring)."""
+    volume_id = np.asarray(volume_id, dtype=np.int64)
+    silicon = np.full(len(volume_id), SILICON_THICKNESS[8])
+    for volume, thickness in SILICON_THICKNESS.items():
+        silicon[volume_id == volume] = thickness
+    sin_theta, cos_theta = 1.0 / np.cosh(eta), np.abs(np.tanh(eta))
+    barrel = np.isin(volume_id, BARREL_VOLUMES)
+    incidence = np.maximum(np.where(barrel, sin_theta, cos_theta), 0.05)
+    x_over_x0 = silicon * (1.0 + support_fraction) / incidence / SILICON_RADIATION_LENGTH
+    momentum = pt * np.cosh(eta)
+    return highland_angle(momentum, np.ones_like(momentum), np.ones_like(momentum), x_over_x0)
+
+
+def calibrated_fit(fit: HelixFit, track_id: np.ndarray, x: np.ndarray, y: np.ndarray,
+                   z: np.ndarray, volume_id: np.ndarray, field_map: str = "solenoid",
+                   support_fraction: float = SUPPORT_FRACTION) -> CalibratedFit:
+    """The module docstring's fit of every track of ``fit`` (fitted to the hits ``(x, y, z)``
+    of ``track_id``; in ``field_map`` the hits the last fit saw:
+    trkx.tracks.fit.field_map.fitted_hits): one generalised least-squares step from it, the
+    curvature held."""
+    track_id = np.asarray(track_id, dtype=np.int64)
+    n_tracks = len(fit.track_id)
+    hits = np.flatnonzero(np.isin(track_id, fit.track_id[fit.n_hits >= 3]))
+    row = np.searchsorted(fit.track_id, track_id[hits])
+    xs, ys, zs = (np.asarray(a, dtype=np.float64)[hits] for a in (x, y, z))
+    volumes = np.asarray(volume_id, dtype=np.int64)[hits]
+    radius, phi, d0 = fit.radius[row], fit.phi[row], fit.d0[row]
+    sense = -fit.charge[row].astype(np.float64)
+    z0, eta, pt = fit.z0[row], fit.eta[row], fit.pt[row]
+    cot = np.sinh(eta)
+    tx, ty = np.cos(phi), np.sin(phi)
+    px, py = -d0 * ty, d0 * tx
+    cx, cy = px - sense * radius * ty, py + sense * radius * tx
+    start = np.arctan2(py - cy, px - cx)
+    s = sense * radius * np.angle(np.exp(1j * (np.arctan2(ys - cy, xs - cx) - start)))
+    distance = np.hypot(xs - cx, ys - cy)
+    fine, sigma_z, sigma_r = hit_resolutions(volumes)
+    cos_beta = np.abs((xs * (xs - cx) + ys * (ys - cy))
+                      / np.maximum(np.hypot(xs, ys) * distance, 1e-12))
+    bend = (0.5 * s * s if field_map == "uniform"
+            else 0.5 * s * s - lacking_bend(s, z0, cot))
+    theta0 = scattering_angles(volumes, pt, eta, support_fraction)
+    sin_theta = 1.0 / np.cosh(eta)
+    order = np.lexsort((s, row))
+    starts = np.searchsorted(row[order], np.arange(n_tracks + 1))
+    chi2, ndf, var, delta = _gls_per_track(starts, *(np.ascontiguousarray(a[order]) for a in (
+        s, distance - radius, zs - z0 - s * cot, np.sqrt(fine ** 2 + (sigma_r * cos_beta) ** 2),
+        np.sqrt(sigma_z ** 2 + (sigma_r * cot) ** 2 + 1e-6 ** 2), bend, theta0 / sin_theta,
+        theta0 / sin_theta ** 2, sense)))
+    fitted = (fit.n_hits >= 3) & (ndf > 0)
+    nan = np.where(fitted, 1.0, np.nan)
+    kappa = 1.0 / fit.radius
+    new_cot = np.sinh(fit.eta) + delta[:, 4]
+    new_eta = np.arcsinh(new_cot)
+    return CalibratedFit(
+        track_id=fit.track_id, pt=fit.pt * nan, eta=new_eta * nan,
+        phi=np.angle(np.exp(1j * (fit.phi + delta[:, 1]))) * nan,
+        d0=(fit.d0 + delta[:, 0]) * nan, z0=(fit.z0 + delta[:, 3]) * nan,
+        charge=fit.charge,
+        chi2_ndf=chi2 / np.maximum(ndf, 1) * nan,
+        pt_err=fit.pt * np.sqrt(var[:, 2]) / kappa * nan,
+        eta_err=np.sqrt(var[:, 4]) / np.cosh(new_eta) * nan,
+        phi_err=np.sqrt(var[:, 1]) * nan, d0_err=np.sqrt(var[:, 0]) * nan,
+        z0_err=np.sqrt(var[:, 3]) * nan)
+
+
+def _gls_numpy(starts, s, across, along, sigma_across, sigma_along, bend, angle_across,
+               angle_along, sense):
+    """Per track ``(chi2, ndf, var, delta)`` (module docstring): ``var`` and ``delta`` [T, 5]
+    the variances and the generalised least squares' corrections of ``(d0, phi, kappa, z0,
+    cot)`` (the curvature's correction 0: held); the hits of track ``t`` are
+    ``starts[t]:starts[t + 1]``, in path order."""
+    n_tracks = len(starts) - 1
+    chi2, ndf = np.zeros(n_tracks), np.zeros(n_tracks)
+    var = np.full((n_tracks, 5), np.nan)
+    delta = np.zeros((n_tracks, 5))
+    for t in range(n_tracks):
+        lo, hi = starts[t], starts[t + 1]
+        n = hi - lo
+        if n < 3:
+            continue
+        st = s[lo:hi]
+        turn = sense[lo:hi]
+        # measured minus predicted displacement: towards the centre across, along the beam
+        blocks = ((-across[lo:hi], sigma_across[lo:hi], angle_across[lo:hi],
+                   np.stack((turn, turn * st, bend[lo:hi]), 1)),
+                  (along[lo:hi], sigma_along[lo:hi], angle_along[lo:hi],
+                   np.stack((np.ones(n), st), 1)))
+        total, column = 0.0, 0
+        for residual, sigma, angle, jacobian in blocks:
+            lever = np.maximum(st[:, None] - st[None, :], 0.0) * angle[None, :]   # [i, k]
+            cov = lever @ lever.T + np.diag(sigma ** 2)
+            weight_j = np.linalg.solve(cov, jacobian)
+            weight_r = np.linalg.solve(cov, residual)
+            c = np.linalg.inv(jacobian.T @ weight_j)
+            correction = jacobian.T @ weight_r
+            total += residual @ weight_r - correction @ (c @ correction)
+            width = jacobian.shape[1]
+            var[t, column:column + width] = np.diag(c)
+            # the correction: across with the curvature held (pT stays the robust fit's)
+            held = jacobian[:, :2]
+            delta[t, column:column + 2] = np.linalg.solve(held.T @ np.linalg.solve(cov, held),
+                                                          held.T @ weight_r)
+            column += width
+        chi2[t], ndf[t] = total, 2 * n - 5
+    return chi2, ndf, var, delta
+
+
+if numba_importable():
+    import numba
+
+    _gls_per_track = numba.njit(cache=True, parallel=False)(_gls_numpy)
+else:  # pragma: no cover - numba is a dependency; the numpy loop is its reference
+    _gls_per_track = _gls_numpy
