@@ -229,10 +229,12 @@ class TrainedPipeline:
         gnn_scores = score_edges(self.gnn, record.x, record.edge_index, self.graph_ops,
                                  precision=self.gnn_precision,
                                  edge_attr=model_edge_inputs(self.gnn, record))
-        self.builder.build(Record(edge_index=record.edge_index.cpu(),
-                                scores=torch.full_like(gnn_scores, 0.9).cpu(), num_nodes=hits,
-                                pos=record.pos.cpu(), volume_id=record.volume_id,
-                                layer_id=record.layer_id))
+        graph = Record(edge_index=record.edge_index.cpu(),
+                       scores=torch.full_like(gnn_scores, 0.9).cpu(), num_nodes=hits,
+                       pos=record.pos.cpu(), volume_id=record.volume_id,
+                       layer_id=record.layer_id)
+        labels, table = self.builder.build_with_table(graph)
+        self.track_parameters(graph, labels, table)   # the fit's and its errors' kernels
         synchronize(self.device)
 
     @property
@@ -308,7 +310,7 @@ class TrainedPipeline:
 
     def track_parameters(self, graph: Record, labels: np.ndarray,
                          table: pd.DataFrame | None = None) -> pd.DataFrame:
-        """Each track's helix parameters, chi2 / ndf and quality score
+        """Each track's helix parameters, chi2 / ndf, quality score and errors
         (trkx.tracks.builder.parameters), from the GNN graph and the track ids :meth:`run` returned
         (``table``: :meth:`run_with_table`'s, when it gave one: no second fit)."""
         from trkx.tracks.builder.parameters import track_parameters

@@ -37,8 +37,9 @@ import numpy as np
 from trkx.data.simulate.physics import FIELD_MAPS, SOLENOID_EDGE_WIDTH, SOLENOID_HALF_LENGTH
 from trkx.tracks.fit.helix_fit import FIELD_TESLA, HelixFit, fit_helices
 
-#: A track's fits repeat until its pT moves by less than this (relative) ...
-FIELD_TOLERANCE = 1e-4
+#: A track's fits repeat until its pT moves by less than this (relative; 10x below the
+#: resolution) ...
+FIELD_TOLERANCE = 1e-3
 #: ... or this many times (the correction shrinks ~3x per fit: 0.2 -> 0.05 -> 0.01 -> 0.003
 #: of pT for a track at |eta| 2.4).
 FIELD_MAX_ITERATIONS = 10
