@@ -111,15 +111,19 @@ def test_built_tracks_parameters_resolve_their_particles():
     import torch
 
     from trkx.data.record import build_event_record
+    from trkx.data.simulate.event import SimulationConfig
+    from trkx.data.simulate.physics import PhysicsConfig
     from trkx.tracks.builder.building import TrackBuilder, tracks_frame
     from trkx.tracks.builder.parameters import COLUMNS, track_parameters
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
     from trkx.tracks.evaluate.resolution import matched_parameters, resolution_summary
-    from trkx.tracks.fit.covariance import ERROR_COLUMNS
+    from trkx.tracks.fit.covariance import ERROR_COLUMNS, SUPPORT_FRACTION
 
     rng = np.random.default_rng(4)
-    tables = simulate_event(generate_particles(30.0, rng), rng)
+    # the material the fit's scattering assumes (trkx.tracks.fit.covariance): the real fit's
+    physics = PhysicsConfig(support_fraction=SUPPORT_FRACTION)
+    tables = simulate_event(generate_particles(30.0, rng), rng, SimulationConfig(physics=physics))
     record = build_event_record(tables["hits"], None, tables["particles"], tables["truth"],
                                 use_cells=False, event_id=3)
     record.edge_index = record.track_edges.clone()
@@ -137,6 +141,10 @@ def test_built_tracks_parameters_resolve_their_particles():
     assert summary["eta"]["median_abs"] <= 0.01
     assert summary["charge_correct"] >= 0.98
     assert summary["z0_mm"]["median_abs"] <= 1.0 and summary["d0_mm"]["median_abs"] <= 0.2
+    # the errors' pulls by |eta| (trkx.tracks.fit.covariance): near 1 where there are tracks
+    central = summary["pulls_by_eta"][0]
+    assert central["n_tracks"] >= 10
+    assert all(0.7 < central[name] < 1.4 for name in ("pt", "eta", "d0", "z0")), central
 
 
 def test_a_wrong_hit_does_not_bend_the_circle():
