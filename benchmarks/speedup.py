@@ -9,7 +9,9 @@ there (``PYTHONPATH``); both use this environment's packages. Per stage the medi
 minus the events' own), events per second and peak memory, each code's figure and the ratio
 old / new; and whether the tracks are the same: per event the tracks (sets of hit ids) found by
 one code and not the other. ``--busy N`` runs N busy processes (a spinning Python loop each)
-beside both codes during the timed runs: the shared-machine figure.
+beside both codes during the timed runs: the shared-machine figure. ``--config`` /
+``--checkpoints`` give this checkout's runs other models (a candidate set; with ``--baseline
+HEAD`` the same code, so the ratio is the models').
 
     python benchmarks/speedup.py --baseline f4d4de9 --events ../shared/data/trackml/real_pixel_truth
 """
@@ -52,12 +54,13 @@ def worktree(commit: str, folder: Path) -> Path:
 
 
 def run_infer(tree: Path, events: Path, n_events: int | None, threads: int, out: Path,
-              settings: list[str]) -> dict:
-    """One `trkx infer` of the code in ``tree``: its timing.json and the command's seconds."""
+              settings: list[str], models: list[str] | None = None) -> dict:
+    """One `trkx infer` of the code in ``tree`` (``models``: its ``--config`` / ``--checkpoints``
+    arguments): its timing.json and the command's seconds."""
     if out.exists():
         shutil.rmtree(out)
     command = [sys.executable, "-m", "trkx", "--threads", str(threads), "infer", "--events",
-               str(events), "--out", str(out), "--no-evaluate"]
+               str(events), "--out", str(out), "--no-evaluate", *(models or [])]
     if n_events:
         command += ["--n-events", str(n_events)]
     for setting in settings:
@@ -119,7 +122,12 @@ def main() -> None:
                    metavar="KEY=VALUE", help="pipeline override for this checkout's runs")
     p.add_argument("--baseline-set", dest="baseline_settings", action="append", default=[],
                    metavar="KEY=VALUE", help="pipeline override for the earlier commit's runs")
+    p.add_argument("--config", type=Path, help="this checkout's runs: the pipeline YAML of "
+                   "other models (with --checkpoints)")
+    p.add_argument("--checkpoints", type=Path, help="this checkout's runs: their models")
     args = parse(p)
+    if (args.config is None) != (args.checkpoints is None):
+        fail("speedup.py: --config and --checkpoints go together")
     from harness import DATA
 
     events = (args.events or DATA / "real_pixel_truth").resolve()
@@ -141,16 +149,18 @@ def measure(args, events: Path, work: Path) -> None:
     """The runs of both codes in ``work`` (module docstring), printed and written."""
     old_tree = worktree(args.baseline, work / "baseline")
     trees = {"old": (old_tree, args.baseline_settings), "new": (REPO, args.settings)}
+    models = {"old": None, "new": None if args.config is None else [
+        "--config", str(args.config.resolve()), "--checkpoints", str(args.checkpoints.resolve())]}
     n = args.n_events or None
     for name, (tree, settings) in trees.items():               # untimed: numba's caches
-        run_infer(tree, events, n, args.threads, work / f"warm_{name}", settings)
+        run_infer(tree, events, n, args.threads, work / f"warm_{name}", settings, models[name])
     busy = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.busy)]
     runs: dict[str, list[dict]] = {"old": [], "new": []}
     try:
         for repeat in range(args.repeats):
             for name, (tree, settings) in trees.items():
                 runs[name].append(run_infer(tree, events, n, args.threads,
-                                            work / f"{name}_{repeat}", settings))
+                                            work / f"{name}_{repeat}", settings, models[name]))
                 print(f"{name} run {repeat + 1}: total "
                       f"{runs[name][-1]['mean_seconds']['total']:.2f} s per event, command "
                       f"{runs[name][-1]['command_seconds']:.2f} s", flush=True)
@@ -172,6 +182,7 @@ def measure(args, events: Path, work: Path) -> None:
     write_json(args.json, {"baseline": args.baseline, "events": str(events),
                            "n_events": n, "threads": args.threads, "busy": args.busy,
                            "settings": args.settings,
+                           "models": models["new"],
                            "baseline_settings": args.baseline_settings,
                            "repeats": args.repeats, "old": old, "new": new, "ratio": ratio,
                            "tracks": tracks})
