@@ -106,6 +106,10 @@ def test_a_resumed_run_knows_its_teacher_by_content(sample_prefix: Path, tmp_pat
 
     assert key(first) == key(moved) != key(other)
     assert "sha256:" in key(first) and str(first) not in key(first)
+    # without a teacher the run is the one stored before distillation existed
+    before = _resume_key({"module": {"learning_rate": 1e-3}})
+    assert _resume_key({"module": {"teacher": None, "distill_weight": 0.5,
+                                   "learning_rate": 1e-3}}) == before
 
 
 def test_a_missing_teacher_is_named_before_training(sample_prefix: Path, tmp_path: Path,

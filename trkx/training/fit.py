@@ -64,6 +64,9 @@ def _resume_key(config: Mapping[str, Any]) -> str:
               if k not in WORKING_POINT_KEYS | KERNEL_KEYS}
     if isinstance(module.get("teacher"), str):   # the model file's content, not its place
         module["teacher"] = _file_identity(module["teacher"])
+    elif module.get("teacher", None) is None:    # no teacher: its share means nothing (and
+        module.pop("teacher", None)              # runs stored before distillation resume)
+        module.pop("distill_weight", None)
     return json.dumps({**kept, "trainer": trainer, "module": module}, sort_keys=True,
                       default=str)
 
