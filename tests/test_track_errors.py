@@ -82,3 +82,20 @@ def test_the_calibrated_fit_has_a_chi2_and_pulls_of_width_one() -> None:
         assert abs(np.median(pull)) < 0.25, name
     # the calibrated d0 and z0 are better than the robust fit's
     assert width(calibrated.z0) < width(fit.z0) and width(calibrated.d0) <= width(fit.d0)
+
+
+def test_the_compiled_least_squares_is_the_numpy_loop() -> None:
+    """The parallel compiled kernel gives the plain loop's chi2, variances and corrections."""
+    from trkx.tracks.fit.covariance import _gls_numpy, _gls_per_track
+
+    rng = np.random.default_rng(3)
+    lengths = [3, 7, 12, 2, 9]
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    n = int(starts[-1])
+    s = np.concatenate([np.sort(rng.uniform(30, 1000, k)) for k in lengths])
+    arrays = (s, rng.normal(0, 0.05, n), rng.normal(0, 0.5, n), rng.uniform(0.01, 0.05, n),
+              rng.uniform(0.01, 3.0, n), 0.5 * s * s * rng.uniform(0.8, 1.0, n),
+              rng.uniform(1e-4, 1e-3, n), rng.uniform(1e-4, 2e-3, n),
+              np.repeat(rng.choice([-1.0, 1.0], len(lengths)), lengths))
+    for compiled, plain in zip(_gls_per_track(starts, *arrays), _gls_numpy(starts, *arrays)):
+        np.testing.assert_allclose(compiled, plain, rtol=1e-9, atol=1e-12)

@@ -147,51 +147,70 @@ def calibrated_fit(fit: HelixFit, track_id: np.ndarray, x: np.ndarray, y: np.nda
         z0_err=np.sqrt(var[:, 3]) * nan)
 
 
+def _gls_track(t, starts, s, across, along, sigma_across, sigma_along, bend, angle_across,
+               angle_along, sense, chi2, ndf, var, delta) -> None:
+    """Track ``t`` of :func:`_gls_numpy`: its chi2, ndf, variances and corrections written into
+    row ``t`` of the outputs."""
+    lo, hi = starts[t], starts[t + 1]
+    n = hi - lo
+    if n < 3:
+        return
+    st = s[lo:hi]
+    turn = sense[lo:hi]
+    # measured minus predicted displacement: towards the centre across, along the beam
+    blocks = ((-across[lo:hi], sigma_across[lo:hi], angle_across[lo:hi],
+               np.stack((turn, turn * st, bend[lo:hi]), 1)),
+              (along[lo:hi], sigma_along[lo:hi], angle_along[lo:hi],
+               np.stack((np.ones(n), st), 1)))
+    total, column = 0.0, 0
+    for residual, sigma, angle, jacobian in blocks:
+        lever = np.maximum(st.reshape(-1, 1) - st.reshape(1, -1), 0.0) * angle.reshape(1, -1)
+        cov = lever @ lever.T + np.diag(sigma ** 2)
+        weight_j = np.linalg.solve(cov, jacobian)
+        weight_r = np.linalg.solve(cov, residual)
+        c = np.linalg.inv(jacobian.T @ weight_j)
+        correction = jacobian.T @ weight_r
+        total += residual @ weight_r - correction @ (c @ correction)
+        width = jacobian.shape[1]
+        var[t, column:column + width] = np.diag(c)
+        # the correction: across with the curvature held (pT stays the robust fit's)
+        held = np.ascontiguousarray(jacobian[:, :2])
+        delta[t, column:column + 2] = np.linalg.solve(held.T @ np.linalg.solve(cov, held),
+                                                      held.T @ weight_r)
+        column += width
+    chi2[t], ndf[t] = total, 2 * n - 5
+
+
 def _gls_numpy(starts, s, across, along, sigma_across, sigma_along, bend, angle_across,
                angle_along, sense):
     """Per track ``(chi2, ndf, var, delta)`` (module docstring): ``var`` and ``delta`` [T, 5]
     the variances and the generalised least squares' corrections of ``(d0, phi, kappa, z0,
     cot)`` (the curvature's correction 0: held); the hits of track ``t`` are
-    ``starts[t]:starts[t + 1]``, in path order."""
+    ``starts[t]:starts[t + 1]``, in path order. The reference loop of :func:`_gls_per_track`."""
     n_tracks = len(starts) - 1
     chi2, ndf = np.zeros(n_tracks), np.zeros(n_tracks)
-    var = np.full((n_tracks, 5), np.nan)
-    delta = np.zeros((n_tracks, 5))
+    var, delta = np.full((n_tracks, 5), np.nan), np.zeros((n_tracks, 5))
     for t in range(n_tracks):
-        lo, hi = starts[t], starts[t + 1]
-        n = hi - lo
-        if n < 3:
-            continue
-        st = s[lo:hi]
-        turn = sense[lo:hi]
-        # measured minus predicted displacement: towards the centre across, along the beam
-        blocks = ((-across[lo:hi], sigma_across[lo:hi], angle_across[lo:hi],
-                   np.stack((turn, turn * st, bend[lo:hi]), 1)),
-                  (along[lo:hi], sigma_along[lo:hi], angle_along[lo:hi],
-                   np.stack((np.ones(n), st), 1)))
-        total, column = 0.0, 0
-        for residual, sigma, angle, jacobian in blocks:
-            lever = np.maximum(st[:, None] - st[None, :], 0.0) * angle[None, :]   # [i, k]
-            cov = lever @ lever.T + np.diag(sigma ** 2)
-            weight_j = np.linalg.solve(cov, jacobian)
-            weight_r = np.linalg.solve(cov, residual)
-            c = np.linalg.inv(jacobian.T @ weight_j)
-            correction = jacobian.T @ weight_r
-            total += residual @ weight_r - correction @ (c @ correction)
-            width = jacobian.shape[1]
-            var[t, column:column + width] = np.diag(c)
-            # the correction: across with the curvature held (pT stays the robust fit's)
-            held = jacobian[:, :2]
-            delta[t, column:column + 2] = np.linalg.solve(held.T @ np.linalg.solve(cov, held),
-                                                          held.T @ weight_r)
-            column += width
-        chi2[t], ndf[t] = total, 2 * n - 5
+        _gls_track(t, starts, s, across, along, sigma_across, sigma_along, bend, angle_across,
+                   angle_along, sense, chi2, ndf, var, delta)
     return chi2, ndf, var, delta
 
 
 if numba_importable():
     import numba
 
-    _gls_per_track = numba.njit(cache=True, parallel=False)(_gls_numpy)
+    _gls_track_compiled = numba.njit(cache=True, nogil=True)(_gls_track)
+
+    @numba.njit(cache=True, nogil=True, parallel=True)
+    def _gls_per_track(starts, s, across, along, sigma_across, sigma_along, bend, angle_across,
+                       angle_along, sense):
+        """:func:`_gls_numpy`, compiled, the tracks shared by the threads (each its own row)."""
+        n_tracks = len(starts) - 1
+        chi2, ndf = np.zeros(n_tracks), np.zeros(n_tracks)
+        var, delta = np.full((n_tracks, 5), np.nan), np.zeros((n_tracks, 5))
+        for t in numba.prange(n_tracks):
+            _gls_track_compiled(t, starts, s, across, along, sigma_across, sigma_along, bend,
+                                angle_across, angle_along, sense, chi2, ndf, var, delta)
+        return chi2, ndf, var, delta
 else:  # pragma: no cover - numba is a dependency; the numpy loop is its reference
     _gls_per_track = _gls_numpy
