@@ -38,7 +38,8 @@ def track_parameters(record, labels: np.ndarray, builder: TrackBuilder,
     """The module docstring's table for ``labels`` (one track id per hit of ``record``, which
     carries ``pos``, ``volume_id``, ``layer_id``, ``edge_index`` and ``scores``); ``table``,
     the builder's own track table of these tracks when it made one
-    (:meth:`TrackBuilder.build_with_table`), is taken as it is instead of fitting again."""
+    (:meth:`TrackBuilder.build_with_table`), gives the hit counts and quality without the
+    builder's table being made again; the helix is fitted anew in the builder's field map."""
     pos, volume_id = as_numpy(record.pos), as_numpy(record.volume_id)
     if table is not None:
         table = table[list(COLUMNS)].reset_index(drop=True)
