@@ -48,6 +48,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from trkx.gnn.graph_ops import GraphOps
+from trkx.runtime.block_threads import for_blocks
 from trkx.runtime.device import row_blocked
 from trkx.runtime.fused_mlp import Buffers, MLPPlan, fused_precision, plan, run_layers
 
@@ -255,10 +256,13 @@ class InteractionGNN(nn.Module):
         fused = plan(self.node_nets[t], fused_precision())
         if fused is not None and fused.head is None:
             update = torch.empty(h.shape[0], fused.width, device="cpu")
-            buffers = Buffers(min(h.shape[0], INFERENCE_BLOCK_ROWS))
-            for start in range(0, h.shape[0], INFERENCE_BLOCK_ROWS):
-                stop = start + INFERENCE_BLOCK_ROWS
-                run_layers(fused.layers, z[start:stop], buffers, out=update[start:stop])
+            scratch = [Buffers(min(h.shape[0], INFERENCE_BLOCK_ROWS))
+                       for _ in range(torch.get_num_threads())]
+
+            def block(start: int, stop: int, worker: int) -> None:
+                run_layers(fused.layers, z[start:stop], scratch[worker], out=update[start:stop])
+
+            for_blocks(h.shape[0], INFERENCE_BLOCK_ROWS, block, len(scratch))
             return h + update, e
         update = None
         for start in range(0, h.shape[0], INFERENCE_BLOCK_ROWS):
@@ -308,18 +312,14 @@ class InteractionGNN(nn.Module):
 
 #: Rows per block of the inference path. A GEMM's rows are bit-identical to the unblocked
 #: product only where every block starts at the same position within the BLAS kernel's row tile
-#: (a block of 37 rows changed bits on the AVX2 build machine, multiples of 8 did not): a
-#: cache-sized block should be a multiple of 2^6 * 3 * 5 * 7 (13440 rows: 3.4 MB at width 64).
-#: Measured on event 21001 (AVX2 build machine, another process busy on both cores): at 1 thread
-#: the GNN took 0.73 of the unblocked time with 13440-row blocks, 0.90 with one block; at 2
-#: threads on those busy cores the small blocks ran 3-5x SLOWER (every block is a few more
-#: OpenMP regions, each waiting a scheduler slice for its descheduled second thread). On the
-#: idle 2 cores, 2 threads, mimalloc: `trkx infer` of the 11 Kaggle hit files, median 4.13 s
-#: per event with these blocks against 5.02 s with one block (5.79 s before the inference
-#: path was reworked), the same tracks byte for byte; so blocks are the default. With the fused
-#: layers (trkx.runtime.fused_mlp) blocks of 26880 rows scored event 21001's 1.07M edges in
-#: 2.43 s against 2.48-2.69 s with 13440 (53760: 2.40-2.44), the same bits.
-INFERENCE_BLOCK_ROWS = 26880
+#: (a block of 37 rows changed bits on the AVX2 build machine, multiples of 8 did not): a block
+#: is a multiple of 2^6 * 3 * 5 * 7 = 6720 rows (1.7 MB at width 64, in a core's L2). The blocks
+#: are shared out between the threads, one block per thread at a time
+#: (trkx.runtime.block_threads); with every operation split over the threads instead, 26880-row
+#: blocks were fastest (fewer barriers). Event 21001's 1.07M edges, 2-core EPYC, fp32, one
+#: process alternating (min of 3): 6720-row blocks per thread 2.86 s, 26880 per thread 3.91 s,
+#: 26880 split 3.77 s; bf16 2.05 / 2.33 / 2.32 s; the same bits in all.
+INFERENCE_BLOCK_ROWS = 6720
 
 
 def _row_blocked(ops: GraphOps, node_side_projection: bool) -> bool:
@@ -352,9 +352,10 @@ def _edge_mlp_fused(fused: MLPPlan, first: nn.Linear, width: int, projected: Ten
         projected_out = torch.empty(rows, device="cpu")
     else:
         out = torch.empty(rows, fused.width, device="cpu")
-    buffers = Buffers(min(rows, INFERENCE_BLOCK_ROWS))
-    for start in range(0, rows, INFERENCE_BLOCK_ROWS):
-        stop = min(start + INFERENCE_BLOCK_ROWS, rows)
+    scratch = [Buffers(min(rows, INFERENCE_BLOCK_ROWS)) for _ in range(torch.get_num_threads())]
+
+    def block(start: int, stop: int, worker: int) -> None:
+        buffers = scratch[worker]
         z = buffers.get(width, stop - start, dtype=dtype)
         if edge_weight_t is not None:
             torch.mm(e[start:stop].to(dtype), edge_weight_t, out=z)
@@ -371,16 +372,18 @@ def _edge_mlp_fused(fused: MLPPlan, first: nn.Linear, width: int, projected: Ten
                 weight, offset = fused.head
                 torch.mv(z, torch.from_numpy(weight), out=projected_out[start:stop])
                 projected_out[start:stop].add_(offset)
-                continue
+                return
             out[start:stop] = z
             if residual is not None:
                 residual[start:stop].add_(z)
-            continue
+            return
         run_layers(fused.layers[1:], z, buffers,
                    out=None if out is None else out[start:stop],
                    residual=None if residual is None else residual[start:stop],
                    head=fused.head,
                    head_out=None if projected_out is None else projected_out[start:stop])
+
+    for_blocks(rows, INFERENCE_BLOCK_ROWS, block, len(scratch))
     return projected_out.unsqueeze(1) if out is None else out
 
 
