@@ -72,3 +72,23 @@ def test_fused_scores_do_not_depend_on_the_threads(monkeypatch):
     (gnn_one, filter_one), (gnn_two, filter_two) = results
     assert torch.equal(gnn_one, gnn_two)
     assert torch.equal(filter_one, filter_two)
+
+
+def test_embedding_in_blocks_matches_the_whole_event(monkeypatch):
+    import trkx.embedding.inference as embedding_inference
+    from trkx.embedding.model import EmbeddingMLP
+
+    torch.manual_seed(4)
+    network = EmbeddingMLP(5, hidden=32, layers=3, embedding_dim=6).eval()
+    x = torch.randn(1000, 5)
+    monkeypatch.setattr(embedding_inference, "BLOCK_ROWS", 96)     # the last block: 40 rows
+    blocks = []
+    original = embedding_inference.for_blocks
+    monkeypatch.setattr(embedding_inference, "for_blocks",
+                        lambda rows, size, work: (blocks.append(size), original(rows, size, work)))
+    blocked = embedding_inference.embed(network, x)
+    assert blocks == [96], "the blocked path did not run"
+    with torch.no_grad():
+        whole = network(x)
+    assert blocked.shape == (1000, 6)
+    assert torch.allclose(blocked, whole, rtol=0, atol=1e-6)
