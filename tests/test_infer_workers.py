@@ -68,10 +68,11 @@ def test_workers_write_the_tracks_of_the_single_process_loop(
         assert timing["wall_seconds"] > 0
         assert timing["events_per_second"] == pytest.approx(4 / timing["wall_seconds"])
     # the workers' memory adds up: this process (the single-process run's peak) and two
-    # workers, each with torch and the models (over 0.15 GB each)
+    # workers, each with torch and the models (over 0.1 GB each: 0.14-0.15 GB measured, so a
+    # figure that counted one process alone would fall short)
     peaks = [json.loads((out / "timing.json").read_text())["peak_memory_gb"]
              for out in (one, two)]
-    assert peaks[1] > peaks[0] + 2 * 0.15
+    assert peaks[1] > peaks[0] + 2 * 0.1
     last = capsys.readouterr().out.strip().splitlines()[-1]
     rate = json.loads((two / "timing.json").read_text())["events_per_second"]
     assert f"{rate:.2f} events/s with 2 worker(s) of 1 thread(s)" in last
