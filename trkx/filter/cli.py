@@ -59,7 +59,7 @@ def check_edges(records: list[Record], folder: str, key: str, labels: bool = Tru
 
 
 def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
-    from trkx.config import instantiate, section
+    from trkx.config import ConfigError, instantiate, section
     from trkx.data.events import load_records
     from trkx.filter.model import FilterMLP
     from trkx.filter.module import FilterModule
@@ -72,6 +72,9 @@ def train(config: dict[str, Any], label: str, checkpoint: Path) -> FitResult:
     train_records, val_records = load_split(data, count_events, label, load_records,
                                             check_edges)
     model, module = section(config, "model", label), section(config, "module", label)
+    teacher = module.get("teacher")
+    if teacher is not None and not Path(str(teacher)).is_file():   # before the run folder
+        raise ConfigError(f"{label}: module.teacher {teacher}: no such model file")
 
     def build() -> FilterModule:
         network = instantiate(FilterMLP, model, f"{label}: model")

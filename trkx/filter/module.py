@@ -21,6 +21,13 @@ raised when needed so that it keeps at most ``max_edges_per_hit`` edges per hit 
 validation events (null: no bound; the bound wins over the efficiency target); it logs, at
 that cut, the efficiency, the share of fake edges removed (rejection), purity and edges per hit.
 ``working_point()`` hands the cut to the checkpoint; a fixed ``score_cut`` overrides it.
+
+With a ``teacher`` (a trained filter's model file, e.g. a shipped set's ``filter.pt``) the
+training loss's target is ``(1 - a) t_e + a sigmoid(l_e)``, ``a = distill_weight`` and ``l_e``
+the teacher's logit of the same edge (from its own edge features): since the BCE is linear in
+its target this is ``(1 - a) BCE(t) + a BCE(sigmoid(l))``, so a narrower filter learns the
+shipped one's ranking of the edges, not only the truth (knowledge distillation). The weights
+``w_e`` and every validation figure stay on the truth.
 """
 
 from __future__ import annotations
@@ -75,7 +82,8 @@ class FilterModule(pl.LightningModule):
                  target_efficiency: float = 0.99, target: str = "y",
                  lr_warmup_steps: int = 50, max_edges_per_hit: float | None = None,
                  lr_horizon_steps: int | None = None, secondary_weight: float = 1.0,
-                 z_shift_sigma: float = 0.0) -> None:
+                 z_shift_sigma: float = 0.0, teacher: str | None = None,
+                 distill_weight: float = 0.5) -> None:
         super().__init__()
         check_horizon(lr_horizon_steps)
         if z_shift_sigma < 0:
@@ -90,26 +98,53 @@ class FilterModule(pl.LightningModule):
             raise ValueError(f"max_edges_per_hit must be > 0 or null, got {max_edges_per_hit}")
         if target not in TARGETS:
             raise ValueError(f"target {target!r} is not one of {', '.join(TARGETS)}")
+        if not 0.0 <= distill_weight <= 1.0:
+            raise ValueError(f"distill_weight must lie in [0, 1], got {distill_weight}")
         self.save_hyperparameters(ignore=["model"])
+        self._teacher: tuple = ()     # (network,) once loaded: a tuple, so never a submodule
         self.network = model
         self._rng = np.random.default_rng(torch.initial_seed())
         self._val_scores: list[torch.Tensor] = []
         self._val_records: list[Record] = []
         self.chosen_cut: float | None = score_cut
 
-    def _names(self, record: Record):
-        names = getattr(record, "feature_names", None)
-        return names if self.network.cell_agreement else None
+    def teacher_network(self) -> FilterMLP | None:
+        """The frozen teacher (loaded once, on this module's device), or None."""
+        if self.hparams.get("teacher") is None:
+            return None
+        if not self._teacher:
+            from trkx.filter.checkpoint import load_model
 
-    def edge_loss(self, record: Record, edges: torch.Tensor | None = None) -> torch.Tensor:
-        """The weighted BCE over ``edges`` (indices into the record's edges; None: all)."""
+            network, _ = load_model(self.hparams.teacher)
+            network.requires_grad_(False)
+            self._teacher = (network.to(self.device).eval(),)
+        return self._teacher[0]
+
+    def _logits(self, network: FilterMLP, record: Record, edge_index: torch.Tensor,
+                ) -> torch.Tensor:
+        names = getattr(record, "feature_names", None) if network.cell_agreement else None
+        return network(edge_features(record.x, record.pos, edge_index, names,
+                                     network.hit_features, network.trajectory))
+
+    def _distilled(self, target: torch.Tensor, record: Record, edge_index: torch.Tensor,
+                   ) -> torch.Tensor:
+        """The training target mixed with the teacher's scores (module docstring)."""
+        teacher, share = self.teacher_network(), self.hparams.get("distill_weight", 0.5)
+        if teacher is None or share == 0.0:
+            return target
+        with torch.no_grad():
+            scores = torch.sigmoid(self._logits(teacher, record, edge_index).float())
+        return (1.0 - share) * target.float() + share * scores
+
+    def edge_loss(self, record: Record, edges: torch.Tensor | None = None,
+                  distill: bool = False) -> torch.Tensor:
+        """The weighted BCE over ``edges`` (indices into the record's edges; None: all), its
+        target mixed with the teacher's scores when ``distill`` and a teacher is set."""
         edge_index = record.edge_index if edges is None else record.edge_index[:, edges]
         labels = getattr(record, self.hparams.target)
         target = labels if edges is None else labels[edges]
         signal = record.signal if edges is None else record.signal[edges]
-        logits = self.network(edge_features(record.x, record.pos, edge_index,
-                                            self._names(record), self.network.hit_features,
-                                            self.network.trajectory))
+        logits = self._logits(self.network, record, edge_index)
         secondary_weight = self.hparams.get("secondary_weight", 1.0)
         radius = None
         if secondary_weight != 1.0:
@@ -120,6 +155,8 @@ class FilterModule(pl.LightningModule):
         weights = edge_weights(target, signal, self.hparams.signal_weight,
                                self.hparams.pos_weight, 1.0, signal_radius=radius,
                                secondary_weight=secondary_weight)
+        if distill:
+            target = self._distilled(target, record, edge_index)
         return weighted_bce(logits, target, weights)
 
     def sample_edges(self, n_edges: int) -> torch.Tensor | None:
@@ -130,7 +167,8 @@ class FilterModule(pl.LightningModule):
 
     def training_step(self, record: Record, batch_idx: int) -> torch.Tensor:
         record = random_shift(record, self.hparams.get("z_shift_sigma", 0.0))
-        loss = self.edge_loss(record, self.sample_edges(record.edge_index.shape[1]))
+        loss = self.edge_loss(record, self.sample_edges(record.edge_index.shape[1]),
+                              distill=True)
         self.log("train_loss", loss, prog_bar=True, batch_size=1)
         return loss
 
