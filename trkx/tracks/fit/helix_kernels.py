@@ -26,7 +26,13 @@ import math
 import numba
 import numpy as np
 
-from trkx.tracks.fit.circle_kernels import circle_steps, floor_max, group_by_track, solve3
+from trkx.tracks.fit.circle_kernels import (
+    circle_steps,
+    floor_max,
+    group_by_track,
+    hit_radii,
+    solve3,
+)
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 #: Per-track outputs of :func:`fit_tracks`, the rows of its result.
@@ -61,8 +67,8 @@ def _by_radius(hits: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) 
 
 
 @njit
-def _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a, b, radius, pixel_sigma2,
-                 outlier_scale) -> float:
+def _robust_loss(hits, u, v, x, y, hit_radius, sigma_fine, sigma_r, a, b, radius,
+                 pixel_sigma2, outlier_scale) -> float:
     """``sum_i (sigma_0 / sigma_i)^2 log(1 + (e_i / c)^2)`` over the track's hits."""
     total = 0.0
     for k in range(hits.shape[0]):
@@ -70,8 +76,7 @@ def _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a, b, radius, pixel_sigm
         du, dv = u[i] - a, v[i] - b
         res = math.hypot(du, dv) - radius
         dist = floor_max(math.hypot(du, dv), 1e-12)
-        hit_radius = floor_max(math.hypot(x[i], y[i]), 1e-12)
-        cos_beta = (du * x[i] + dv * y[i]) / (dist * hit_radius)
+        cos_beta = (du * x[i] + dv * y[i]) / (dist * hit_radius[i])
         coarse = sigma_r[i] * cos_beta
         sigma2 = sigma_fine[i] * sigma_fine[i] + coarse * coarse
         weight = (pixel_sigma2 / sigma2) / (1.0 + 0.0)
@@ -109,6 +114,7 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
     out = np.full((len(OUTPUTS), n_tracks), np.nan)
     u, v = np.empty_like(x), np.empty_like(y)
     by_radius = np.empty_like(order)
+    hit_radius = hit_radii(x, y)
     for t in numba.prange(n_tracks):
         hits = order[starts[t]:starts[t + 1]]
         n = float(hits.shape[0])
@@ -149,21 +155,19 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
         # the two starts refined, the one of smaller robust loss kept
         ordered = by_radius[starts[t]:starts[t + 1]]
         _by_radius(hits, x, y, ordered)
-        a1, b1, r1 = circle_steps(hits, u, v, x, y, sigma_fine, sigma_r, a, b, radius,
-                                  fitted, steps, pixel_sigma2, outlier_scale, max_radius, work)
+        hit_arrays = (u, v, x, y, hit_radius, sigma_fine, sigma_r)
+        a1, b1, r1 = circle_steps(hits, *hit_arrays, a, b, radius, fitted, steps, pixel_sigma2,
+                                  outlier_scale, max_radius, work)
         a2, b2, r2 = _three_point_start(ordered, u, v, max_radius)
-        a2, b2, r2 = circle_steps(hits, u, v, x, y, sigma_fine, sigma_r, a2, b2, r2,
-                                  fitted, steps, pixel_sigma2, outlier_scale, max_radius, work)
-        loss1 = _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a1, b1, r1, pixel_sigma2,
-                             outlier_scale)
-        loss2 = _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, a2, b2, r2, pixel_sigma2,
-                             outlier_scale)
+        a2, b2, r2 = circle_steps(hits, *hit_arrays, a2, b2, r2, fitted, steps, pixel_sigma2,
+                                  outlier_scale, max_radius, work)
+        loss1 = _robust_loss(hits, *hit_arrays, a1, b1, r1, pixel_sigma2, outlier_scale)
+        loss2 = _robust_loss(hits, *hit_arrays, a2, b2, r2, pixel_sigma2, outlier_scale)
         a, b, radius = (a2, b2, r2) if loss2 < loss1 else (a1, b1, r1)
         # a nearly straight track: the line through the hits' principal direction
-        if _robust_loss(hits, u, v, x, y, sigma_fine, sigma_r, far_a, far_b, max_radius,
-                        pixel_sigma2, outlier_scale) < _robust_loss(
-                hits, u, v, x, y, sigma_fine, sigma_r, a, b, radius, pixel_sigma2,
-                outlier_scale):
+        if _robust_loss(hits, *hit_arrays, far_a, far_b, max_radius, pixel_sigma2,
+                        outlier_scale) < _robust_loss(hits, *hit_arrays, a, b, radius,
+                                                      pixel_sigma2, outlier_scale):
             a, b, radius = far_a, far_b, max_radius
         a, b = a + mx, b + my
         # turning sense from the innermost to the outermost hit
