@@ -74,8 +74,9 @@ def _robust_loss(hits, u, v, x, y, hit_radius, sigma_fine, sigma_r, a, b, radius
     for k in range(hits.shape[0]):
         i = hits[k]
         du, dv = u[i] - a, v[i] - b
-        res = math.hypot(du, dv) - radius
-        dist = floor_max(math.hypot(du, dv), 1e-12)
+        length = math.hypot(du, dv)
+        res = length - radius
+        dist = floor_max(length, 1e-12)
         cos_beta = (du * x[i] + dv * y[i]) / (dist * hit_radius[i])
         coarse = sigma_r[i] * cos_beta
         sigma2 = sigma_fine[i] * sigma_fine[i] + coarse * coarse
