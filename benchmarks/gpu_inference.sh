@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check of `trkx infer --device cuda` (issues 39, 47), in one call on a fresh GPU machine:
+# GPU check of `trkx infer --device cuda`, in one call on a fresh GPU machine:
 # both shipped sets on the real event 21001 (the cells set, as `trkx infer` chooses it, and the
 # hits-only set on the same event's hits), and the hits-only set on the 11 Kaggle hit files,
 # each on the GPU and on the CPU. Reported per run: mean seconds per stage, events/s, the

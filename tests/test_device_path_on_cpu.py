@@ -1,4 +1,4 @@
-"""The GPU's code path, run on the CPU (issue 47): the shipped cells set with the torch neighbour
+"""The GPU's code path, run on the CPU: the shipped cells set with the torch neighbour
 search (the layer masked inside it), the filter and GNN forwards unblocked (as on a GPU: trkx.
 device.ROW_BLOCKED_DEVICES), the filter's edge features and cell agreement as torch rows and the
 GNN's edge agreement as the torch enumeration (not the CPU's compiled kernels: the

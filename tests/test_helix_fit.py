@@ -150,7 +150,7 @@ def test_built_tracks_parameters_resolve_their_particles():
 def test_a_wrong_hit_does_not_bend_the_circle():
     """A track built with a wrong hit (another particle's, tens of mm off its circle) at its
     outer end: the weighted, outlier-robust fit keeps the particle's pT and charge; an
-    unweighted least-squares circle through all hits would not (issue 59: 0.90 of the matched
+    unweighted least-squares circle through all hits would not (0.90 of the matched
     tracks had their charge right before)."""
     points, truth = _ideal_tracks(1000, seed=5)
     slow = (truth["pt"] < 5.0) & (np.abs(truth["eta"]) < 1.0)
