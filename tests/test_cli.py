@@ -86,6 +86,37 @@ def test_console_entry_point_and_demo(sample_prefix: Path, tmp_path: Path) -> No
     assert metrics["overall"]["efficiency"] > 0.9
 
 
+QUICK_ENTRY = ("import atexit, sys\n"
+               "atexit.register(lambda: print('shutdown ran', flush=True))\n"
+               "sys.argv = ['trkx', *sys.argv[1:]]\n"
+               "from trkx.cli import main\n"
+               "sys.exit(main())\n")
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("arguments, status, quick", [
+    (["info", "{prefix}"], 0, True),
+    (["info", "{prefix}_missing"], 2, True),
+    (["simulate", "--out", "{tmp}/sim", "--n-events", "0"], 2, False),
+])
+def test_an_inference_command_ends_its_process_without_the_shutdown(
+        sample_prefix: Path, tmp_path: Path, arguments: list[str], status: int,
+        quick: bool) -> None:
+    """At the process entry, `trkx info` (as `trkx infer`) ends its process when its handler
+    returns: the exit handlers do not run, the piped output is whole and the exit status kept,
+    also for an error; a training-side command (`trkx simulate`) shuts the interpreter down as
+    usual."""
+    arguments = [a.format(prefix=sample_prefix, tmp=tmp_path) for a in arguments]
+    ran = subprocess.run([sys.executable, "-c", QUICK_ENTRY, *arguments],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == status, ran.stderr
+    assert ("shutdown ran" in ran.stdout) is not quick
+    if status == 0:
+        assert "signal particles           54" in ran.stdout
+    else:
+        assert ran.stderr.startswith(f"trkx {arguments[0]}: error:")
+
+
 def test_demo_without_events_names_trkx_data(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture,
                                              tmp_path: Path) -> None:
