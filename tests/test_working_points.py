@@ -220,3 +220,27 @@ def test_training_state_saved_with_the_gnns_old_tuning_keys_resumes() -> None:
     new = {"model": {"hidden": 8}, "module": {"fake_weight": 0.2}}
     assert _same_run(json.dumps(old), new)
     assert not _same_run(json.dumps(old), {**new, "module": {"fake_weight": 0.1}})
+
+
+def test_length_figures_count_each_events_particle_once():
+    """The efficiency counts the (event, particle) pairs found by the kept candidates: two
+    kept pieces of one particle find it once, the same particle id in another event is
+    another particle, a dropped candidate finds nothing; the fake rate is over the kept."""
+    import pandas as pd
+
+    from trkx.tracks.tune.tuning import LengthTable, length_figures
+
+    big = 2**60 + 7                              # TrackML particle ids need all 64 bits
+    table = pd.DataFrame({
+        "track_id": np.arange(6), "n_hits": [6, 7, 6, 3, 8, 9],
+        "abs_eta": [0.5, 0.5, 0.5, 0.5, 2.5, 0.5],
+        "matched": [True, True, True, True, True, False],
+        "signal_pid": [big, big, big, 5, 5, 0], "mean_score": 0.5, "quality": 1.0,
+        "event": [0, 0, 1, 1, 1, 1]})
+    # central 6, forward 9: the 3-hit and the forward 8-hit candidates of particle 5 dropped
+    efficiency, fake = length_figures(table, 4, 6, 9, 2.0)
+    assert efficiency == pytest.approx(2 / 4) and fake == pytest.approx(1 / 4)
+    # forward 8 keeps event 1's particle 5: three particles found
+    assert length_figures(LengthTable.of(table), 4, 6, 8, 2.0) == pytest.approx((3 / 4, 1 / 5))
+    # the short one kept by its score alone: the same particle, no new find
+    assert length_figures(table, 4, 6, 8, 2.0, short_score=0.4) == pytest.approx((3 / 4, 1 / 6))

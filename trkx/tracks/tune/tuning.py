@@ -154,28 +154,64 @@ def _track_table(evaluation, mean_score: np.ndarray | None = None,
                          "event": evaluation.event_id})
 
 
-def length_figures(table: pd.DataFrame, n_signal: int, central: int, forward: int,
-                   forward_eta: float, short_score: float | None = None,
+@dataclass(frozen=True)
+class LengthTable:
+    """The columns of a candidates' table (:func:`_track_table`, any number of events) that
+    :func:`length_figures` reads, as arrays, made once for the many working points scored on
+    it; ``signal_key`` numbers each (event, signal particle) pair found by some candidate
+    (-1: the candidate finds none), so that the particles found by the kept candidates are
+    the distinct keys among them."""
+
+    n_hits: np.ndarray
+    abs_eta: np.ndarray
+    matched: np.ndarray
+    mean_score: np.ndarray
+    quality: np.ndarray
+    short_quality: np.ndarray | None
+    signal_key: np.ndarray
+    n_keys: int
+
+    @classmethod
+    def of(cls, table: pd.DataFrame) -> LengthTable:
+        event = table["event"].to_numpy(np.int64)
+        particle = table["signal_pid"].to_numpy(np.int64)
+        rows = np.flatnonzero(particle != 0)
+        order = rows[np.lexsort((particle[rows], event[rows]))]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (event[order][1:] != event[order][:-1]) | (
+            particle[order][1:] != particle[order][:-1])
+        key = np.full(len(table), -1, dtype=np.int64)
+        key[order] = np.cumsum(first) - 1
+        return cls(table["n_hits"].to_numpy(), table["abs_eta"].to_numpy(),
+                   table["matched"].to_numpy(bool), table["mean_score"].to_numpy(),
+                   table["quality"].to_numpy(),
+                   table["short_quality"].to_numpy() if "short_quality" in table else None,
+                   key, int(first.sum()))
+
+
+def length_figures(table: pd.DataFrame | LengthTable, n_signal: int, central: int,
+                   forward: int, forward_eta: float, short_score: float | None = None,
                    quality_cut: float | None = None,
                    short_quality_cut: float | None = None) -> tuple[float, float]:
     """Efficiency and fake rate of the tracks of ``table`` kept at lengths (central, forward),
     ``short_score``, ``quality_cut`` and ``short_quality_cut`` (the module docstring's
     formulas; the last reads the table's ``short_quality``)."""
-    need = np.where(table["abs_eta"].to_numpy() >= forward_eta, forward, central)
-    n_hits = table["n_hits"].to_numpy()
-    keep = n_hits >= need
+    if not isinstance(table, LengthTable):
+        table = LengthTable.of(table)
+    need = np.where(table.abs_eta >= forward_eta, forward, central)
+    keep = table.n_hits >= need
     spared = np.zeros(len(keep), dtype=bool)
     if short_quality_cut is not None:
-        spared = ~keep & (n_hits >= 3) & (table["short_quality"].to_numpy() >= short_quality_cut)
+        spared = ~keep & (table.n_hits >= 3) & (table.short_quality >= short_quality_cut)
     elif short_score is not None:
-        keep |= table["mean_score"].to_numpy() >= short_score
+        keep |= table.mean_score >= short_score
     if quality_cut is not None:
-        keep &= table["quality"].to_numpy() >= quality_cut
+        keep &= table.quality >= quality_cut
     keep |= spared
-    found = table.loc[keep & (table["signal_pid"].to_numpy() != 0), ["event", "signal_pid"]]
-    n_found = len(found.drop_duplicates())
+    found = table.signal_key[keep]
+    n_found = int(np.count_nonzero(np.bincount(found[found >= 0], minlength=table.n_keys)))
     n_kept = int(keep.sum())
-    fakes = int((keep & ~table["matched"].to_numpy(bool)).sum())
+    fakes = int((keep & ~table.matched).sum())
     efficiency = n_found / n_signal if n_signal else float("nan")
     return efficiency, (fakes / n_kept if n_kept else float("nan"))
 
@@ -234,10 +270,11 @@ def tune_cut(records: Sequence, builder: TrackBuilder | None = None,
         if models[cut][1] is not None:
             gates += [(None, lam) for lam in short_quality_cuts if lam is not None]
         kappas = quality_cuts if models[cut][0] is not None else (None,)
+        arrays = LengthTable.of(table)
         for central in lengths:
-            plain = length_figures(table, n_signal, central, central, 0.0)
+            plain = length_figures(arrays, n_signal, central, central, 0.0)
             scan.append((cut, int(central), *plain))
-            points += _formula_points(table, n_signal, cut, int(central), plain,
+            points += _formula_points(arrays, n_signal, cut, int(central), plain,
                                       forward_lengths, gates, kappas, builder.forward_eta)
     if extending:
         points = exact_shortlist(points, extension_points, fake_target, quality_budget,
@@ -296,7 +333,7 @@ def _fit_models(table: pd.DataFrame, features: list, longest: int,
     return model, short_model
 
 
-def _formula_points(table: pd.DataFrame, n_signal: int, cut: float, central: int,
+def _formula_points(table: LengthTable, n_signal: int, cut: float, central: int,
                     plain: tuple[float, float], forward_lengths: Sequence[int],
                     gates: list[tuple], kappas: Sequence[float | None],
                     forward_eta: float) -> list[TrackPoint]:
