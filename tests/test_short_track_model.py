@@ -19,12 +19,12 @@ from trkx.tracks.builder.graph import graph_from_record
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
 from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel, fit_quality
+from trkx.tracks.tune.length_figures import length_figures
 from trkx.tracks.tune.tuning import (
     _candidates_table,
     _mean_scores,
     _short_model,
     _track_table,
-    length_figures,
     tune_cut,
 )
 

@@ -15,11 +15,11 @@ from trkx.tracks.builder.building import TrackBuilder, tracks_frame
 from trkx.tracks.builder.track_labels import track_mean_score
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.tune.length_figures import length_figures
 from trkx.tracks.tune.tuning import (
     TunedCut,
     _mean_scores,
     _track_table,
-    length_figures,
     tune_cut,
 )
 

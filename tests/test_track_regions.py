@@ -15,10 +15,10 @@ from trkx.tracks.builder.track_labels import dissolve_short
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.findable import findable_particles, findable_share
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
+from trkx.tracks.tune.length_figures import length_figures
 from trkx.tracks.tune.tuning import (
     TunedCut,
     _track_table,
-    length_figures,
     tune_cut,
 )
 

@@ -228,7 +228,7 @@ def test_length_figures_count_each_events_particle_once():
     another particle, a dropped candidate finds nothing; the fake rate is over the kept."""
     import pandas as pd
 
-    from trkx.tracks.tune.tuning import LengthTable, length_figures
+    from trkx.tracks.tune.length_figures import LengthTable, length_figures
 
     big = 2**60 + 7                              # TrackML particle ids need all 64 bits
     table = pd.DataFrame({
