@@ -7,7 +7,7 @@
         --threads 2 [--repeats 3] [--cells-models DIR] [--json out.json]
 
 Without --config/--checkpoints: the shipped models (trkx/models/pu200). Every event goes
-through ``trkx.pipeline.inference.reconstruct_event`` (the engine of ``trkx infer``: seconds of
+through ``TrainedPipeline.event_tracks`` (the engine of ``trkx infer``: seconds of
 ``load``, ``embedding``, ``graph``, ``filter``, ``gnn``, ``tracks``, ``parameters``), then its
 tracks CSV is written (``write``); the first event of a pass warms up; medians over events.
 
@@ -116,13 +116,13 @@ def edge_keys(edge_index: torch.Tensor, n: int) -> np.ndarray:
 
 def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
              recall: bool = False) -> dict:
-    """Warm up on the first event, then time every event (``reconstruct_event`` and the tracks
-    CSV written); evaluations when with truth (read apart: inference never reads it)."""
+    """Warm up on the first event, then time every event (``TrainedPipeline.event_tracks``
+    and the tracks CSV written); evaluations when with truth (read apart: inference never
+    reads it)."""
     from trkx.data.detector import load_detector
     from trkx.data.events import event_record
     from trkx.embedding.graph import build_edges
     from trkx.embedding.inference import embed
-    from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
     from trkx.tracks.files import atomic_write
@@ -130,7 +130,7 @@ def run_pass(pipeline, prefixes: list[str], with_truth: bool, scratch: Path,
     detector = load_detector()
     rows, evaluations, recalls = [], [], []
     for index, prefix in enumerate([prefixes[0], *prefixes]):
-        event = reconstruct_event(pipeline, detector, prefix, stage_graphs=True)
+        event = pipeline.event_tracks(detector, prefix, stage_graphs=True)
         start = time.perf_counter()
         atomic_write(scratch / "tracks.csv",
                      lambda tmp, t=event.tracks: t.to_csv(tmp, index=False))
@@ -161,7 +161,6 @@ def stage_efficiencies(pipeline, prefixes: list[str]) -> dict[str, float]:
     """Pooled signal-edge efficiency of each stage's graph (GNN: at the builder's cut) and the
     track efficiency of ``pipeline`` on events with truth."""
     from trkx.data.detector import load_detector
-    from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.evaluate.edge_metrics import edge_metrics, pool_edge_metrics
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
@@ -171,7 +170,7 @@ def stage_efficiencies(pipeline, prefixes: list[str]) -> dict[str, float]:
     per_stage: dict[str, list] = {stage: [] for stage in LEARNED}
     evaluations = []
     for prefix in prefixes:
-        event = reconstruct_event(pipeline, detector, prefix, graphs_with_truth=True)
+        event = pipeline.event_tracks(detector, prefix, graphs_with_truth=True)
         for stage in LEARNED:
             metrics = edge_metrics(event.graphs[stage], gnn_cut if stage == "gnn" else 0.0)
             if metrics is not None:

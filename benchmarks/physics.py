@@ -21,7 +21,7 @@ Runs (or resumes) ``trkx run CONFIG`` and then, on the held-apart simulated test
 - plots: signal-edge efficiency per stage vs pT and eta.
 
 Then the same models on the real events (``--data``; ``--no-real`` skips them), each through
-``reconstruct_event``, the engine of ``trkx infer``:
+``TrainedPipeline.event_tracks``, the engine of ``trkx infer``:
 
 - event 21001 (``real_pixel_truth/``, truth for its pixel hits): the tracks projected onto the
   hits with truth (``pixel_truth_report``, as ``trkx infer`` prints it): ``real_pixel_*``
@@ -119,13 +119,12 @@ def kaggle_events(pipeline, detector, data: Path, n_events: int | None) -> dict:
     import pandas as pd
 
     from trkx.data.listing import event_prefixes
-    from trkx.pipeline.inference import reconstruct_event
 
     prefixes = event_prefixes(data / "kaggle_hits")[:n_events]
     seconds, lengths = {}, {}
     for i, prefix in enumerate([prefixes[0], *prefixes]):
         start = time.perf_counter()
-        event = reconstruct_event(pipeline, detector, prefix)
+        event = pipeline.event_tracks(detector, prefix)
         if i > 0:                            # the first pass is the warm-up
             seconds[event.event_id] = time.perf_counter() - start
             lengths[event.event_id] = event.tracks.groupby("track_id").size().to_numpy()
@@ -149,7 +148,6 @@ def kaggle_events(pipeline, detector, data: Path, n_events: int | None) -> dict:
 def real_events(pipeline, data: Path, n_kaggle: int | None) -> dict:
     """The models on event 21001, the sample event and the Kaggle hit files."""
     from trkx.data.detector import load_detector
-    from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
     from trkx.tracks.evaluate.projection import pixel_truth_report
@@ -157,10 +155,10 @@ def real_events(pipeline, data: Path, n_kaggle: int | None) -> dict:
     detector = load_detector()
     folder, name, event_id = PIXEL_EVENT
     prefix = data / folder / name
-    pixel = pixel_truth_report([(prefix, reconstruct_event(pipeline, detector, prefix).tracks,
+    pixel = pixel_truth_report([(prefix, pipeline.event_tracks(detector, prefix).tracks,
                                  event_id)])
-    sample = reconstruct_event(pipeline, detector, data / SAMPLE_EVENT[0] / SAMPLE_EVENT[1],
-                               graphs_with_truth=True)
+    sample = pipeline.event_tracks(detector, data / SAMPLE_EVENT[0] / SAMPLE_EVENT[1],
+                                   graphs_with_truth=True)
     stages = pipeline_stages({s: [g] for s, g in sample.graphs.items()}, pipeline.builder)
     tracks = overall_summary([evaluate_event(truth_from_record(sample.graphs["gnn"]),
                                              sample.tracks, MetricCuts())])

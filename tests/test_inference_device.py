@@ -18,7 +18,6 @@ from torch.overrides import TorchFunctionMode
 from trkx.cli import main as trkx_main
 from trkx.config import ConfigError
 from trkx.data.detector import load_detector
-from trkx.pipeline.inference import reconstruct_event
 from trkx.runtime.device import DEVICES, device_label, gpu_name, resolve_device
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
@@ -169,5 +168,5 @@ def test_every_stage_stays_on_the_pipeline_device(sample_hits: Path) -> None:
         assert {v.device for v in graph.to_dict().values()
                 if isinstance(v, torch.Tensor)} == {torch.device("cpu")}, name
     assert graphs["gnn"].scores.shape[0] == graphs["gnn"].edge_index.shape[1] > 0
-    tracks = reconstruct_event(pipeline, load_detector(), sample_hits / "event000000001").tracks
+    tracks = pipeline.event_tracks(load_detector(), sample_hits / "event000000001").tracks
     assert (tracks.track_id.to_numpy() == labels).all()

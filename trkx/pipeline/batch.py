@@ -97,7 +97,6 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
     from trkx.data.io import find_part_file
     from trkx.data.record import save_record
     from trkx.files.errors import EventFileNotFoundError
-    from trkx.pipeline.inference import reconstruct_event
     from trkx.tracks.builder.parameters import parameters_file_name
     from trkx.tracks.files import atomic_write, tracks_file_name
 
@@ -106,8 +105,7 @@ def infer_event(pipeline: TrainedPipeline, detector: Any, prefix: str, out: Outp
         has_truth = True
     except EventFileNotFoundError:
         has_truth = False
-    event = reconstruct_event(pipeline, detector, prefix, graphs_with_truth=out.graphs
-                              is not None)
+    event = pipeline.event_tracks(detector, prefix, graphs_with_truth=out.graphs is not None)
     start = time.perf_counter()
     # the parameters first: an event interrupted between the two has no tracks file, the one
     # every reader (trkx evaluate, trkx score) takes as the event's result

@@ -12,10 +12,10 @@ so one setting decides the precision of all three learned stages.
 
 Users reconstruct events with :class:`trkx.pipeline.reconstruct.Reconstructor` (the one public
 entry: the shipped sets chosen per event, or your own models), which makes ``trkx infer``'s
-tracks. Its engine is :class:`TrainedPipeline` (one model set: ``run(record)`` gives every
-stage's graph) and :func:`reconstruct_event`, which reads one event, runs the pipeline and
-returns the tracks, their parameters and the seconds per stage (``trkx infer``'s batch runs
-it too: trkx.pipeline.batch).
+tracks. Its engine is :class:`TrainedPipeline` (one model set): ``run(record)`` gives every
+stage's graph, and ``event_tracks(detector, prefix)`` reads one event, runs the pipeline and
+returns the tracks, their parameters and the seconds per stage (what ``trkx infer``'s batch,
+trkx.pipeline.batch, and the Reconstructor run).
 
 Edge truth labels are attached only when asked (``edge_labels=True``, for per-stage figures):
 inference does not need them.
@@ -308,6 +308,31 @@ class TrainedPipeline:
         lap("tracks")
         return graphs, labels, table, seconds
 
+    def event_tracks(self, detector: Any, prefix: str | os.PathLike,
+                     graphs_with_truth: bool = False, stage_graphs: bool | None = None
+                     ) -> EventTracks:
+        """Read the event ``prefix``, run the pipeline, fit the tracks. ``graphs_with_truth``
+        returns every stage's graph with its edge labels (the truth is read for them; the tracks
+        never read it); without it, the GNN's graph alone, unless ``stage_graphs`` asks for every
+        stage's graph without truth (what a benchmark counts the edges of)."""
+        from trkx.data.events import event_record
+        from trkx.tracks.builder.building import tracks_frame
+
+        start = time.perf_counter()
+        record = event_record(str(prefix), detector, self.use_cells, self.signal_pt_min,
+                              with_truth=graphs_with_truth)
+        seconds = {"load": time.perf_counter() - start}
+        graphs, labels, table, laps = self.run_with_table(
+            record, edge_labels=graphs_with_truth,
+            stage_graphs=graphs_with_truth if stage_graphs is None else stage_graphs)
+        seconds.update(laps)
+        start = time.perf_counter()
+        parameters = self.track_parameters(graphs["gnn"], labels, table)
+        seconds["parameters"] = time.perf_counter() - start
+        event_id = int(record.event_id)
+        return EventTracks(event_id, graphs, tracks_frame(record.hit_id, labels, event_id),
+                           parameters, seconds, int(record.num_nodes))
+
     def track_parameters(self, graph: Record, labels: np.ndarray,
                          table: pd.DataFrame | None = None) -> pd.DataFrame:
         """Each track's helix parameters, chi2 / ndf, quality score and errors
@@ -321,7 +346,7 @@ class TrainedPipeline:
 @dataclass(frozen=True, eq=False)
 class EventTracks:
     """What one event gives: its record's graphs after each stage (the GNN's alone unless asked
-    for: :func:`reconstruct_event`), the tracks, the track parameters, seconds per stage
+    for: :meth:`TrainedPipeline.event_tracks`), the tracks, the track parameters, seconds per stage
     (``load`` ... ``parameters``) and the hit count."""
 
     event_id: int
@@ -330,32 +355,6 @@ class EventTracks:
     parameters: pd.DataFrame
     seconds: dict[str, float]
     n_hits: int
-
-
-def reconstruct_event(pipeline: TrainedPipeline, detector: Any, prefix: str | os.PathLike,
-                      graphs_with_truth: bool = False, stage_graphs: bool | None = None
-                      ) -> EventTracks:
-    """Read the event ``prefix``, run ``pipeline``, fit the tracks. ``graphs_with_truth``
-    returns every stage's graph with its edge labels (the truth is read for them; the tracks
-    never read it); without it, the GNN's graph alone, unless ``stage_graphs`` asks for every
-    stage's graph without truth (what a benchmark counts the edges of)."""
-    from trkx.data.events import event_record
-    from trkx.tracks.builder.building import tracks_frame
-
-    start = time.perf_counter()
-    record = event_record(str(prefix), detector, pipeline.use_cells, pipeline.signal_pt_min,
-                          with_truth=graphs_with_truth)
-    seconds = {"load": time.perf_counter() - start}
-    graphs, labels, table, laps = pipeline.run_with_table(
-        record, edge_labels=graphs_with_truth,
-        stage_graphs=graphs_with_truth if stage_graphs is None else stage_graphs)
-    seconds.update(laps)
-    start = time.perf_counter()
-    parameters = pipeline.track_parameters(graphs["gnn"], labels, table)
-    seconds["parameters"] = time.perf_counter() - start
-    event_id = int(record.event_id)
-    return EventTracks(event_id, graphs, tracks_frame(record.hit_id, labels, event_id),
-                       parameters, seconds, int(record.num_nodes))
 
 
 def warm_up_record(hits: int, use_cells: bool, device: torch.device) -> Record:

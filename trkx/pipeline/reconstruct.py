@@ -1,7 +1,7 @@
 """The tracks of TrackML events from Python, as ``trkx infer`` makes them.
 
 :class:`Reconstructor` is the Python face of the command (its engine is
-:func:`trkx.pipeline.inference.reconstruct_event`): it chooses the models per event
+:class:`trkx.pipeline.inference.TrainedPipeline`): it chooses the models per event
 exactly as ``trkx infer`` does (trkx.pipeline.model_sets: without a config and checkpoints,
 the shipped cells set on an event with a cells file, the hits-only set on the others), loads
 each set once, and says which set it used::
@@ -88,9 +88,7 @@ class Reconstructor:
         if self._detector is None:
             self._detector = load_detector()
         name = self.models_for(prefix)
-        from trkx.pipeline.inference import reconstruct_event
-
-        event = reconstruct_event(self.pipeline(name), self._detector, prefix)
+        event = self.pipeline(name).event_tracks(self._detector, prefix)
         return Reconstruction(event.tracks, event.parameters, name, event.seconds)
 
     @staticmethod

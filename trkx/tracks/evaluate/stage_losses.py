@@ -1,6 +1,6 @@
 """Where each learned stage loses the signal, and what tracks its graph makes: the analysis of
 a trained pipeline's stage graphs (the records ``trkx infer --graphs`` writes per stage, or
-``reconstruct_event(..., stage_graphs=True)`` returns). benchmarks/physics.py drives it.
+``TrainedPipeline.event_tracks(..., stage_graphs=True)`` returns). benchmarks/physics.py drives it.
 
 - :func:`stage_edges`: per stage, signal-edge efficiency (cumulative and of the edges the
   stage received), purity (truth-graph edges among kept edges, docs/design.md) and edges per
