@@ -1,4 +1,4 @@
-"""What a training that spans many sessions relies on (trkx.training, trkx.packaging.curves): a
+"""What a training run in many stretches relies on (trkx.training, trkx.packaging.curves): a
 fixed learning-rate horizon that a larger budget does not move, ``last.ckpt`` written one step
 after each validation (a killed run loses at most the steps since it), and training seconds
 summed over the stretches of a resumed run, read back as learning curves."""
