@@ -180,7 +180,8 @@ def run_in_workers(source: PipelineSource, prefixes: list[str], out: Outputs, ba
     from trkx.runtime.parallel import worker_pool
 
     try:
-        with worker_pool(workers, _init_worker, (source, threads), context="spawn") as pool:
+        with worker_pool(workers, _init_worker, (source, threads), context="spawn",
+                         end_when_done=True) as pool:   # every result is in hand at its end
             futures = {pool.submit(_worker_event, prefix, out): i
                        for i, prefix in enumerate(prefixes)}
             done: dict[int, tuple[EventResult, float, int, int, float]] = {}
