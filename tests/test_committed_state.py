@@ -26,7 +26,8 @@ def training_config(argv: tuple[str, ...]) -> dict:
     return apply_overrides(config, [*sets, f"checkpoint={checkpoint}"])
 
 
-@pytest.mark.parametrize("name", ["pu200_cells_far", "pu200_far", "pu200_cells_small"])
+@pytest.mark.parametrize("name", ["pu200_cells_far", "pu200_far", "pu200_cells_small",
+                                  "pu200_cells_along"])
 def test_every_stored_stage_resumes_under_the_recipe(tmp_path: Path, name: str) -> None:
     recipe = CONFIGS / "recipes" / f"{name}.yaml"
     pipeline = load_pipeline_config(recipe)
