@@ -130,3 +130,44 @@ def test_simulated_tracks_in_the_solenoid_lose_their_forward_bias() -> None:
     assert abs(summaries["solenoid"][(1.0, 2.0)]["median"]) < 0.5 * summaries["uniform"][
         (1.0, 2.0)]["median"]
     assert summaries["solenoid"][forward]["sigma"] < 0.5 * summaries["uniform"][forward]["sigma"]
+
+
+def test_the_compiled_field_fit_is_the_numpy_loop(monkeypatch) -> None:
+    """trkx.tracks.fit.field_kernels runs each track's iterations to its end: the parameters,
+    hit counts and the moved hits (fitted_hits) of the numpy loop over the active tracks, on
+    tracks of every region with a wrong hit on some, a track of 2 hits and unfitted ids."""
+    import trkx.tracks.fit.helix_fit as helix_fit
+    from trkx.tracks.fit.field_map import fit_in_field_with_hits, fitted_hits
+
+    rng = np.random.default_rng(5)
+    columns: list[list[np.ndarray]] = [[], [], [], [], []]
+    for track in range(40):
+        pt, eta = rng.uniform(0.8, 20.0), rng.uniform(-3.2, 3.2)
+        x, y, z, volume = _traced(pt, eta, int(rng.choice([-1, 1])), rng.uniform(-3, 3),
+                                  rng.normal(0, 50.0), step=2.0)
+        x, y = x + rng.normal(0, 0.02, len(x)), y + rng.normal(0, 0.02, len(x))
+        if track % 5 == 0:
+            x[len(x) // 2] += 3.0                                  # a wrong hit
+        ids = np.full(len(x), track if track != 7 else -1)        # id -1: not fitted
+        if track == 9:
+            ids[2:] = -1                                           # a track of 2 hits
+        for column, values in zip(columns, (ids, x, y, z, volume)):
+            column.append(values)
+    ids, x, y, z, volume = (np.concatenate(column) for column in columns)
+    monkeypatch.setattr(helix_fit, "COMPILED_FIT", False)
+    plain = fit_in_field_with_hits(ids, x, y, z, volume)
+    reference = fitted_hits(plain[0], ids, x, y, z)
+    monkeypatch.setattr(helix_fit, "COMPILED_FIT", True)
+    compiled = fit_in_field_with_hits(ids, x, y, z, volume)
+    ours, theirs = compiled[0], plain[0]
+    np.testing.assert_array_equal(ours.track_id, theirs.track_id)
+    np.testing.assert_array_equal(ours.n_hits, theirs.n_hits)
+    np.testing.assert_array_equal(ours.charge, theirs.charge)
+    assert np.isnan(ours.pt[ours.track_id == 9]).all() and np.isfinite(ours.pt).sum() == 38
+    for name in ("pt", "eta", "phi", "d0", "z0", "chi2_ndf"):
+        np.testing.assert_allclose(getattr(ours, name), getattr(theirs, name), rtol=1e-6,
+                                   atol=1e-6, err_msg=name)
+    for ours_hits, their_hits in zip(compiled[1:], reference):
+        np.testing.assert_allclose(ours_hits, their_hits, rtol=0, atol=1e-6)
+    moved = np.hypot(compiled[1] - x, compiled[2] - y)
+    assert moved[ids == -1].max() == 0 and moved.max() > 0.1   # forward hits move by mm

@@ -22,7 +22,7 @@ from trkx.arrays import as_numpy
 from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import graph_from_record
 from trkx.tracks.fit.covariance import ERROR_COLUMNS, calibrated_fit
-from trkx.tracks.fit.field_map import fit_in_field, fitted_hits
+from trkx.tracks.fit.field_map import fit_in_field_with_hits
 from trkx.tracks.fit.track_table import track_table
 
 COLUMNS: tuple[str, ...] = ("track_id", "n_hits", "pt", "eta", "phi", "d0", "z0", "charge",
@@ -63,9 +63,8 @@ def _in_field(table: pd.DataFrame, labels: np.ndarray, pos: np.ndarray, volume_i
     r, phi = pos[:, 0], pos[:, 1]
     x, y, z = r * np.cos(phi), r * np.sin(phi), pos[:, 2]
     ids = np.where(np.isin(labels, table["track_id"].to_numpy()), labels, -1)
-    fit = fit_in_field(ids, x, y, z, volume_id, field_map)
-    calibrated = calibrated_fit(fit, ids, *fitted_hits(fit, ids, x, y, z, field_map), z,
-                                volume_id, field_map)
+    fit, moved_x, moved_y = fit_in_field_with_hits(ids, x, y, z, volume_id, field_map)
+    calibrated = calibrated_fit(fit, ids, moved_x, moved_y, z, volume_id, field_map)
     row = np.searchsorted(calibrated.track_id, table["track_id"].to_numpy())
     table = table.copy()
     for column in (*FITTED, *ERROR_COLUMNS):

@@ -115,14 +115,15 @@ def circle_steps(hits: np.ndarray, u: np.ndarray, v: np.ndarray, x: np.ndarray, 
         for k in range(hits.shape[0]):
             i = hits[k]
             du, dv = u[i] - a, v[i] - b
-            dist = floor_max(math.hypot(du, dv), 1e-12)
+            dist = floor_max(math.sqrt(du * du + dv * dv), 1e-12)
+            inverse = 1.0 / dist
             res = dist - radius
-            cos_beta = (du * x[i] + dv * y[i]) / (dist * hit_radius[i])
+            cos_beta = (du * x[i] + dv * y[i]) * inverse / hit_radius[i]
             coarse = sigma_r[i] * cos_beta
             sigma2 = sigma_fine[i] * sigma_fine[i] + coarse * coarse
             scaled = res / outlier_scale
-            w = (pixel_sigma2 / sigma2) / (1.0 + scaled * scaled)
-            ju, jv = -du / dist, -dv / dist
+            w = pixel_sigma2 / (sigma2 * (1.0 + scaled * scaled))
+            ju, jv = -du * inverse, -dv * inverse
             s_uu += w * ju * ju
             s_uv += w * ju * jv
             s_vv += w * jv * jv

@@ -197,20 +197,6 @@ def _gls_numpy(starts, s, across, along, sigma_across, sigma_along, bend, angle_
 
 
 if numba_importable():
-    import numba
-
-    _gls_track_compiled = numba.njit(cache=True, nogil=True)(_gls_track)
-
-    @numba.njit(cache=True, nogil=True, parallel=True)
-    def _gls_per_track(starts, s, across, along, sigma_across, sigma_along, bend, angle_across,
-                       angle_along, sense):
-        """:func:`_gls_numpy`, compiled, the tracks shared by the threads (each its own row)."""
-        n_tracks = len(starts) - 1
-        chi2, ndf = np.zeros(n_tracks), np.zeros(n_tracks)
-        var, delta = np.full((n_tracks, 5), np.nan), np.zeros((n_tracks, 5))
-        for t in numba.prange(n_tracks):
-            _gls_track_compiled(t, starts, s, across, along, sigma_across, sigma_along, bend,
-                                angle_across, angle_along, sense, chi2, ndf, var, delta)
-        return chi2, ndf, var, delta
+    from trkx.tracks.fit.gls_kernels import gls_per_track as _gls_per_track
 else:  # pragma: no cover - numba is a dependency; the numpy loop is its reference
     _gls_per_track = _gls_numpy

@@ -35,7 +35,15 @@ from dataclasses import fields
 import numpy as np
 
 from trkx.data.simulate.physics import FIELD_MAPS, SOLENOID_EDGE_WIDTH, SOLENOID_HALF_LENGTH
-from trkx.tracks.fit.helix_fit import FIELD_TESLA, HelixFit, fit_helices
+from trkx.tracks.fit import helix_fit
+from trkx.tracks.fit.helix_fit import (
+    FIELD_TESLA,
+    PT_PER_TESLA_MM,
+    HelixFit,
+    fit_helices,
+    fit_inputs,
+    helix_fit_from_rows,
+)
 
 #: A track's fits repeat until its pT moves by less than this (relative; 10x below the
 #: resolution) ...
@@ -77,10 +85,43 @@ def fit_in_field(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarr
     itself), ``field`` the field at the centre (T). The module docstring's fits are repeated
     for the tracks whose pT still moved by more than ``tolerance`` (relative), at most
     ``max_iterations`` times; each fit shifts the original hits by the last parameters."""
+    return fit_in_field_with_hits(track_id, x, y, z, volume_id, field_map, field, tolerance,
+                                  max_iterations)[0]
+
+
+def fit_in_field_with_hits(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
+                           volume_id: np.ndarray | None = None, field_map: str = "solenoid",
+                           field: float = FIELD_TESLA, tolerance: float = FIELD_TOLERANCE,
+                           max_iterations: int = FIELD_MAX_ITERATIONS,
+                           ) -> tuple[HelixFit, np.ndarray, np.ndarray]:
+    """:func:`fit_in_field`, and the transverse hit positions its last fit saw
+    (:func:`fitted_hits`): compiled per track (trkx.tracks.fit.field_kernels) where the helix
+    fit is (helix_fit.COMPILED_FIT), else the numpy loop over the active tracks."""
     check_field_map(field_map)
-    fit = fit_helices(track_id, x, y, z, volume_id, field)
     if field_map == "uniform":
-        return fit
+        fit = fit_helices(track_id, x, y, z, volume_id, field)
+        return fit, *fitted_hits(fit, track_id, x, y, z, field_map, field)
+    if not helix_fit.COMPILED_FIT:
+        fit = _fit_in_field_numpy(track_id, x, y, z, volume_id, field, tolerance,
+                                  max_iterations)
+        return fit, *fitted_hits(fit, track_id, x, y, z, field_map, field)
+    from trkx.tracks.fit.field_kernels import fit_tracks_in_field
+
+    inputs = fit_inputs(track_id, x, y, z, volume_id)
+    counts, rows, moved_x, moved_y = fit_tracks_in_field(
+        *inputs.kernel_arguments(), abs(field) * PT_PER_TESLA_MM, tolerance, max_iterations,
+        _NODES, _WEIGHTS, SOLENOID_HALF_LENGTH, SOLENOID_EDGE_WIDTH)
+    all_x, all_y = np.array(x, dtype=np.float64), np.array(y, dtype=np.float64)
+    all_x[inputs.used], all_y[inputs.used] = moved_x, moved_y
+    return helix_fit_from_rows(inputs.ids, counts, rows, field), all_x, all_y
+
+
+def _fit_in_field_numpy(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
+                        volume_id: np.ndarray | None, field: float, tolerance: float,
+                        max_iterations: int) -> HelixFit:
+    """:func:`fit_in_field` in the solenoid with numpy arrays over the tracks still active at
+    each iteration (the reference of the compiled fit)."""
+    fit = fit_helices(track_id, x, y, z, volume_id, field)
     track_id = np.asarray(track_id, dtype=np.int64)
     x, y, z = (np.asarray(a, dtype=np.float64) for a in (x, y, z))
     result = {f.name: getattr(fit, f.name).copy() for f in fields(HelixFit)}

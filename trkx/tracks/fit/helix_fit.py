@@ -210,27 +210,58 @@ def _solve3(m: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 COMPILED_FIT = numba_importable()
 
 
+@dataclass(frozen=True, eq=False)
+class FitInputs:
+    """What the compiled fits read: the hits of fitted ids (``used``, ids >= 0), each one's
+    track 0..len(ids)-1 (``inverse``), positions and resolutions (:func:`hit_resolutions`)."""
+
+    used: np.ndarray
+    ids: np.ndarray
+    inverse: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray
+    volumes: np.ndarray
+
+    def kernel_arguments(self) -> tuple:
+        """The arguments of trkx.tracks.fit.helix_kernels.fit_tracks, in its order."""
+        return (np.ascontiguousarray(self.inverse, dtype=np.int64), len(self.ids),
+                *(np.ascontiguousarray(a) for a in (self.x, self.y, self.z,
+                                                    *hit_resolutions(self.volumes))),
+                GAUSS_NEWTON_STEPS, float(PIXEL_SIGMA ** 2), OUTLIER_SCALE, MAX_RADIUS)
+
+
+def fit_inputs(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
+               volume_id: np.ndarray | None = None) -> FitInputs:
+    """:class:`FitInputs` of :func:`fit_helices`' arguments."""
+    track_id = np.asarray(track_id, dtype=np.int64)
+    used = track_id >= 0
+    ids, inverse_used = np.unique(track_id[used], return_inverse=True)
+    x, y, z = (np.asarray(a, dtype=np.float64)[used] for a in (x, y, z))
+    volumes = (np.full(len(x), 8) if volume_id is None
+               else np.asarray(volume_id, dtype=np.int64)[used])
+    return FitInputs(used, ids, inverse_used.reshape(-1), x, y, z, volumes)
+
+
+def helix_fit_from_rows(ids: np.ndarray, counts: np.ndarray, rows: np.ndarray,
+                        field: float) -> HelixFit:
+    """The :class:`HelixFit` of a compiled fit's hit counts and rows
+    (trkx.tracks.fit.helix_kernels.OUTPUTS)."""
+    return _helix_fit(ids, counts, *rows, field)
+
+
 def fit_helices(track_id: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
                 volume_id: np.ndarray | None = None, field: float = FIELD_TESLA) -> HelixFit:
     """Fit every track of ``track_id`` (one id per hit; negative ids are not fitted) to the
     hits at ``(x, y, z)`` mm; ``volume_id`` sets the hit resolutions of chi2 (None: pixel)."""
-    track_id = np.asarray(track_id, dtype=np.int64)
-    x, y, z = (np.asarray(a, dtype=np.float64) for a in (x, y, z))
-    used = track_id >= 0
-    ids, inverse_used = np.unique(track_id[used], return_inverse=True)
-    inverse = inverse_used.reshape(-1)
-    x, y, z = x[used], y[used], z[used]
-    volumes = (np.full(len(x), 8) if volume_id is None
-               else np.asarray(volume_id, dtype=np.int64)[used])
+    inputs = fit_inputs(track_id, x, y, z, volume_id)
     if not COMPILED_FIT:
-        return _fit_numpy(ids, inverse, x, y, z, volumes, field)
+        return _fit_numpy(inputs.ids, inputs.inverse, inputs.x, inputs.y, inputs.z,
+                          inputs.volumes, field)
     from trkx.tracks.fit.helix_kernels import fit_tracks
 
-    counts, rows = fit_tracks(np.ascontiguousarray(inverse, dtype=np.int64), len(ids),
-                              *(np.ascontiguousarray(a) for a in (x, y, z, *hit_resolutions(
-                                  volumes))), GAUSS_NEWTON_STEPS, float(PIXEL_SIGMA ** 2),
-                              OUTLIER_SCALE, MAX_RADIUS)
-    return _helix_fit(ids, counts, *rows, field)
+    counts, rows = fit_tracks(*inputs.kernel_arguments())
+    return helix_fit_from_rows(inputs.ids, counts, rows, field)
 
 
 def _fit_numpy(ids: np.ndarray, inverse: np.ndarray, x: np.ndarray, y: np.ndarray,
