@@ -86,6 +86,25 @@ def group_by_track(inverse: np.ndarray, n_tracks: int) -> tuple[np.ndarray, np.n
     return order, starts
 
 
+@njit
+def tracks_to_fit(starts: np.ndarray) -> np.ndarray:
+    """The tracks of >= 3 hits (``starts``: :func:`group_by_track`'s), the only ones a fit
+    works on: a parallel loop over them shares the work evenly, where one over every track id
+    gave a thread all the fitted tracks when their ids come first (a builder's candidates
+    before its lone hits: event 21001's track table, 4,647 of 81,718 ids)."""
+    count = 0
+    for t in range(starts.shape[0] - 1):
+        if starts[t + 1] - starts[t] >= 3:
+            count += 1
+    tracks = np.empty(count, np.int64)
+    count = 0
+    for t in range(starts.shape[0] - 1):
+        if starts[t + 1] - starts[t] >= 3:
+            tracks[count] = t
+            count += 1
+    return tracks
+
+
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=False)
 def hit_radii(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Each hit's transverse radius ``max(hypot(x, y), 1e-12)``: what every step and loss of

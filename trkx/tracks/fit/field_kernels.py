@@ -26,7 +26,7 @@ import math
 import numba
 import numpy as np
 
-from trkx.tracks.fit.circle_kernels import group_by_track, hit_radii
+from trkx.tracks.fit.circle_kernels import group_by_track, hit_radii, tracks_to_fit
 from trkx.tracks.fit.helix_kernels import OUTPUTS, fit_track
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
@@ -90,11 +90,12 @@ def fit_tracks_in_field(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np
     by_radius = np.empty_like(order)
     hit_radius = hit_radii(x, y)
     moved_x, moved_y, moved_radius = x.copy(), y.copy(), hit_radius.copy()
-    for t in numba.prange(n_tracks):
+    for t in range(n_tracks):
+        counts[t] = starts[t + 1] - starts[t]
+    fitted = tracks_to_fit(starts)  # the others: NaN parameters, the hits where they are
+    for k in numba.prange(fitted.shape[0]):
+        t = fitted[k]
         hits = order[starts[t]:starts[t + 1]]
-        counts[t] = hits.shape[0]
-        if hits.shape[0] < 3:   # not fitted: NaN parameters, the hits where they are
-            continue
         row, ordered, work = out[:, t], by_radius[starts[t]:starts[t + 1]], np.empty((5, 3, 3))
         fit_track(hits, x, y, z, hit_radius, sigma_fine, sigma_z, sigma_r, u, v, ordered,
                   work, steps, pixel_sigma2, outlier_scale, max_radius, row)

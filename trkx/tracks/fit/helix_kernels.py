@@ -38,6 +38,7 @@ from trkx.tracks.fit.circle_kernels import (
     group_by_track,
     hit_radii,
     solve3,
+    tracks_to_fit,
 )
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
@@ -219,11 +220,12 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
     u, v = np.empty_like(x), np.empty_like(y)
     by_radius = np.empty_like(order)
     hit_radius = hit_radii(x, y)
-    for t in numba.prange(n_tracks):
+    for t in range(n_tracks):
+        counts[t] = starts[t + 1] - starts[t]
+    fitted = tracks_to_fit(starts)  # the others' parameters stay NaN (helix_fit._helix_fit)
+    for k in numba.prange(fitted.shape[0]):
+        t = fitted[k]
         hits = order[starts[t]:starts[t + 1]]
-        counts[t] = hits.shape[0]
-        if hits.shape[0] < 3:   # not fitted: its parameters stay NaN (helix_fit._helix_fit)
-            continue
         fit_track(hits, x, y, z, hit_radius, sigma_fine, sigma_z, sigma_r, u, v,
                   by_radius[starts[t]:starts[t + 1]], np.empty((5, 3, 3)), steps,
                   pixel_sigma2, outlier_scale, max_radius, out[:, t])
