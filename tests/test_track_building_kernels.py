@@ -48,6 +48,23 @@ def test_ball_pairs_are_the_k_d_trees(seed: int) -> None:
     assert len(expected_found) > 300
 
 
+def test_the_grids_squares_hold_their_hits_by_z_then_index() -> None:
+    """square_grid: each square's hits in z order, ties in index order (the merge sort's
+    order), in sparse squares (insertion) and dense ones (more than INSERTION_SORT_MAX hits)."""
+    from trkx.tracks.grid_kernels import INSERTION_SORT_MAX, square_grid
+
+    rng = np.random.default_rng(7)
+    x, y = rng.uniform(0, 100, 3000), rng.uniform(0, 100, 3000)
+    z = np.round(rng.normal(0, 50, 3000))                  # ties in z
+    for side in (3.0, 50.0):
+        order, starts, x0, y0, _, ny = square_grid(x, y, z, side)
+        cell = ((x - x0) // side).astype(np.int64) * ny + ((y - y0) // side).astype(np.int64)
+        expected = np.lexsort((np.arange(len(x)), z, cell))
+        np.testing.assert_array_equal(order, expected)
+        sizes = np.diff(starts)
+        assert (sizes.max() > INSERTION_SORT_MAX) == (side == 50.0)
+
+
 def test_ball_pairs_of_nothing_are_empty() -> None:
     x = np.zeros(0)
     query, found = ball_pairs(np.zeros((3, 3)), np.ones(3), x, x, x, 1.0)

@@ -19,6 +19,8 @@ import numba
 import numpy as np
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+#: Squares of at most this many hits are sorted by insertion, larger ones by a merge sort.
+INSERTION_SORT_MAX = 32
 
 
 @njit
@@ -31,17 +33,29 @@ def square_grid(x: np.ndarray, y: np.ndarray, z: np.ndarray, side: float):
     cell = np.empty(x.shape[0], np.int64)
     for i in range(x.shape[0]):
         cell[i] = int((x[i] - x0) / side) * ny + int((y[i] - y0) / side)
-    order = np.argsort(cell, kind="mergesort")
     starts = np.zeros(nx * ny + 1, np.int64)
     for i in range(x.shape[0]):
         starts[cell[i] + 1] += 1
     for c in range(nx * ny):
         starts[c + 1] += starts[c]
-    for c in range(nx * ny):
-        lo, hi = starts[c], starts[c + 1]
-        if hi - lo > 1:
+    order = np.empty(x.shape[0], np.int64)     # a counting sort: stable, hits in index order
+    fill = starts[:-1].copy()
+    for i in range(x.shape[0]):
+        order[fill[cell[i]]] = i
+        fill[cell[i]] += 1
+    for c in range(nx * ny):                   # each square by z, stably: few hits by
+        lo, hi = starts[c], starts[c + 1]      # insertion, many by a merge sort
+        if hi - lo > INSERTION_SORT_MAX:
             run = order[lo:hi]
             order[lo:hi] = run[np.argsort(z[run], kind="mergesort")]
+            continue
+        for k in range(lo + 1, hi):
+            hit, key = order[k], z[order[k]]
+            j = k - 1
+            while j >= lo and z[order[j]] > key:
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = hit
     return order, starts, x0, y0, nx, ny
 
 
