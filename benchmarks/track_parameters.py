@@ -111,6 +111,10 @@ def main() -> None:
     event_ids = sorted(int(p.name[5:14]) for p in args.tracks.glob("event*-tracks.csv"))
     if not event_ids:
         parser.error(f"{args.tracks}: no eventNNNNNNNNN-tracks.csv")
+    for name in ("tracks.csv", "particles.csv"):
+        if not (args.tracks / "evaluate" / name).is_file():
+            parser.error(f"{args.tracks / 'evaluate' / name}: missing (run `trkx infer` with "
+                         "its evaluation: without --no-evaluate)")
     rows = pd.concat([event_rows(args.tracks, args.events, e) for e in event_ids])
     table = summary(rows)
     columns = ("fit", "abs_eta", "n_tracks", "pt_bias", "pt_width", "eta_width",
