@@ -8,7 +8,7 @@ square (:func:`square_grid`). The hits within ``rho`` of a point ``p``,
 
     { i : (x_i - p_x)^2 + (y_i - p_y)^2 + (z_i - p_z)^2 <= rho^2 },
 
-lie in the squares within ``ceil(rho / s)`` of the point's own, at z within ``rho`` of ``p_z``:
+lie in the squares that the box ``[p - rho, p + rho]`` overlaps, at z within ``rho`` of ``p_z``:
 a binary search per square for the first, then the square's hits in z order until ``z_i - p_z >
 rho`` (:func:`gather_within`).
 """
@@ -78,12 +78,17 @@ def gather_within(px: float, py: float, pz: float, rho: float, x, y, z, order, s
     """``(out, n)`` with the hits within ``rho`` of ``(px, py, pz)`` written into ``out`` from
     position ``n`` on (in the grid's order), ``out`` replaced by a larger copy when it is full,
     and ``n`` their new end; without ``write`` they are only counted (``out`` untouched)."""
-    span = int(min(np.ceil(rho / side), float(nx + ny)))
-    ci = int(min(max(np.floor((px - x0) / side), -1.0), float(nx)))
-    cj = int(min(max(np.floor((py - y0) / side), -1.0), float(ny)))
+    # the squares the box [p - rho, p + rho] overlaps (widened by a hair against rounding):
+    # 2 x 2 for most points, where the squares within ceil(rho / side) of the point's own were
+    # 3 x 3
+    reach = rho + 1e-9 * side
+    i_lo = int(min(max(np.floor((px - reach - x0) / side), 0.0), float(nx)))
+    i_hi = int(min(max(np.floor((px + reach - x0) / side) + 1.0, 0.0), float(nx)))
+    j_lo = int(min(max(np.floor((py - reach - y0) / side), 0.0), float(ny)))
+    j_hi = int(min(max(np.floor((py + reach - y0) / side) + 1.0, 0.0), float(ny)))
     r2 = rho * rho
-    for i in range(max(ci - span, 0), min(ci + span + 1, nx)):
-        for j in range(max(cj - span, 0), min(cj + span + 1, ny)):
+    for i in range(i_lo, i_hi):
+        for j in range(j_lo, j_hi):
             lo, hi = starts[i * ny + j], starts[i * ny + j + 1]
             if hi == lo:
                 continue
