@@ -26,8 +26,7 @@ import math
 import numba
 import numpy as np
 
-from trkx.tracks.fit.circle_kernels import group_by_track, hit_radii, tracks_to_fit
-from trkx.tracks.fit.helix_kernels import OUTPUTS, fit_track
+from trkx.tracks.fit.helix_kernels import fit_setup, fit_track
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 
@@ -49,7 +48,7 @@ def lacking_bend_at(s: float, z0: float, cot: float, nodes: np.ndarray, weights:
 def _move_hits(hits: np.ndarray, x: np.ndarray, y: np.ndarray, row: np.ndarray,
                nodes: np.ndarray, weights: np.ndarray, half_length: float, edge_width: float,
                moved_x: np.ndarray, moved_y: np.ndarray, moved_radius: np.ndarray) -> None:
-    """The track's hits moved towards the centre of the circle of ``row`` (:data:`OUTPUTS`) by
+    """The track's hits moved towards the centre of the circle of ``row`` (helix_kernels.OUTPUTS) by
     ``D(s)`` into ``moved_x``, ``moved_y`` and their radii into ``moved_radius``; a hit whose
     shift is not finite stays (field_map._toward_centres)."""
     radius, sense, d0, phi, z0 = row[0], row[1], row[2], row[3], row[4]
@@ -80,19 +79,12 @@ def fit_tracks_in_field(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np
                         weights: np.ndarray, half_length: float, edge_width: float,
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per track (``inverse``: each hit's track 0..n_tracks-1) its hit count, the rows of
-    :data:`OUTPUTS` ``[9, n_tracks]`` of its last fit (module docstring), and each hit moved by
-    its track's final parameters (``x``, ``y`` for tracks that were not fitted);
+    helix_kernels.OUTPUTS ``[9, n_tracks]`` of its last fit (module docstring), and each hit
+    moved by its track's final parameters (``x``, ``y`` for tracks that were not fitted);
     ``pt_scale = PT_PER_TESLA_MM |B|``."""
-    order, starts = group_by_track(inverse, n_tracks)
-    counts = np.zeros(n_tracks)
-    out = np.full((len(OUTPUTS), n_tracks), np.nan)
-    u, v = np.empty_like(x), np.empty_like(y)
-    by_radius = np.empty_like(order)
-    hit_radius = hit_radii(x, y)
+    order, starts, counts, out, u, v, by_radius, hit_radius, fitted = fit_setup(
+        inverse, n_tracks, x, y)   # tracks of < 3 hits: NaN parameters, the hits where they are
     moved_x, moved_y, moved_radius = x.copy(), y.copy(), hit_radius.copy()
-    for t in range(n_tracks):
-        counts[t] = starts[t + 1] - starts[t]
-    fitted = tracks_to_fit(starts)  # the others: NaN parameters, the hits where they are
     for k in numba.prange(fitted.shape[0]):
         t = fitted[k]
         hits = order[starts[t]:starts[t + 1]]

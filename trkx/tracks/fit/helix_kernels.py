@@ -207,6 +207,21 @@ def fit_track(hits: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray,
     row[6], row[7], row[8] = chi2, sq_xy, sq_z
 
 
+@njit
+def fit_setup(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray):
+    """What a fit of every track prepares: ``(order, starts)`` (:func:`group_by_track`), the
+    hit counts, the [9, n_tracks] rows (NaN: a track of < 3 hits keeps them,
+    helix_fit._helix_fit), the scratch ``u``, ``v`` and by-radius order, the hit radii and the
+    tracks to fit (:func:`tracks_to_fit`)."""
+    order, starts = group_by_track(inverse, n_tracks)
+    counts = np.zeros(n_tracks)
+    for t in range(n_tracks):
+        counts[t] = starts[t + 1] - starts[t]
+    out = np.full((len(OUTPUTS), n_tracks), np.nan)
+    return (order, starts, counts, out, np.empty_like(x), np.empty_like(y),
+            np.empty_like(order), hit_radii(x, y), tracks_to_fit(starts))
+
+
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=False, error_model="numpy")
 def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
                z: np.ndarray, sigma_fine: np.ndarray, sigma_z: np.ndarray,
@@ -214,15 +229,8 @@ def fit_tracks(inverse: np.ndarray, n_tracks: int, x: np.ndarray, y: np.ndarray,
                max_radius: float) -> tuple[np.ndarray, np.ndarray]:
     """Per track (``inverse``: each hit's track 0..n_tracks-1): its hit count and the rows of
     :data:`OUTPUTS` ``[9, n_tracks]`` (module docstring)."""
-    order, starts = group_by_track(inverse, n_tracks)
-    counts = np.zeros(n_tracks)
-    out = np.full((len(OUTPUTS), n_tracks), np.nan)
-    u, v = np.empty_like(x), np.empty_like(y)
-    by_radius = np.empty_like(order)
-    hit_radius = hit_radii(x, y)
-    for t in range(n_tracks):
-        counts[t] = starts[t + 1] - starts[t]
-    fitted = tracks_to_fit(starts)  # the others' parameters stay NaN (helix_fit._helix_fit)
+    order, starts, counts, out, u, v, by_radius, hit_radius, fitted = fit_setup(
+        inverse, n_tracks, x, y)
     for k in numba.prange(fitted.shape[0]):
         t = fitted[k]
         hits = order[starts[t]:starts[t + 1]]
