@@ -48,6 +48,26 @@ def test_ball_pairs_are_the_k_d_trees(seed: int) -> None:
     assert len(expected_found) > 300
 
 
+def test_ball_pairs_in_a_dense_cluster_are_the_k_d_trees() -> None:
+    """Queries that find more hits than the in-place insertion sort takes (sorted by np.sort)
+    beside ones that find a few."""
+    from trkx.tracks.grid_kernels import INSERTION_SORT_MAX
+
+    rng = np.random.default_rng(11)
+    hits = np.concatenate([rng.uniform(-10, 10, size=(1500, 3)),
+                           rng.normal(size=(500, 3)) * 200.0])
+    points = np.concatenate([hits[:40] + rng.normal(size=(40, 3)),
+                             hits[1500:1540] + rng.normal(size=(40, 3))])
+    radii = np.concatenate([np.full(40, 6.0), rng.uniform(1.0, 40.0, size=40)])
+    x, y, z = (np.ascontiguousarray(hits[:, i]) for i in range(3))
+    query, found = ball_pairs(points, radii, x, y, z, grid_side(x, y, 6.0))
+    expected_query, expected_found = k_d_tree_pairs(points, radii, hits)
+    np.testing.assert_array_equal(query, expected_query)
+    np.testing.assert_array_equal(found, expected_found)
+    sizes = np.bincount(query, minlength=len(points))
+    assert sizes.max() > INSERTION_SORT_MAX and (sizes[40:] <= INSERTION_SORT_MAX).all()
+
+
 def test_the_grids_squares_hold_their_hits_by_z_then_index() -> None:
     """square_grid: each square's hits in z order, ties in index order (the merge sort's
     order), in sparse squares (insertion) and dense ones (more than INSERTION_SORT_MAX hits)."""
