@@ -145,3 +145,15 @@ def test_a_table_with_hits_of_no_track_has_the_rows_of_their_own_tracks(built_sa
         np.testing.assert_allclose(ours[column].to_numpy(), theirs[column].to_numpy(),
                                    rtol=1e-12, atol=0, err_msg=column)
     assert (ours["leaving"] > 0).any() and (ours["ahead"] > 0).any()
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 32, 33, 200])
+def test_the_continuations_sort_unique_is_numpys_unique(n: int) -> None:
+    """continuation_kernels._sort_unique: np.unique of the first n values, in place, for the
+    counts that sort by insertion (<= INSERTION_SORT_MAX) and by a merge sort."""
+    from trkx.tracks.fit.continuation_kernels import _sort_unique
+
+    values = np.random.default_rng(n).integers(0, max(n // 3, 1), size=n + 7)
+    expected = np.unique(values[:n])
+    m = _sort_unique(values, n)
+    np.testing.assert_array_equal(values[:m], expected)

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from trkx.tracks.fit.helix_kernels import remainder
-from trkx.tracks.grid_kernels import gather_within, square_grid
+from trkx.tracks.grid_kernels import INSERTION_SORT_MAX, gather_within, square_grid
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 
@@ -30,6 +30,28 @@ njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 def _contains(sorted_keys: np.ndarray, key: int) -> bool:
     i = np.searchsorted(sorted_keys, key)
     return i < sorted_keys.shape[0] and sorted_keys[i] == key
+
+
+@njit
+def _sort_unique(values: np.ndarray, n: int) -> int:
+    """``values[:m]`` <- the distinct values of ``values[:n]``, ascending (``np.unique``'s), in
+    place; returns ``m``. A few values (the usual count) by insertion, more by a merge sort."""
+    if n > INSERTION_SORT_MAX:
+        values[:n] = np.sort(values[:n])
+    else:
+        for k in range(1, n):
+            value = values[k]
+            j = k - 1
+            while j >= 0 and values[j] > value:
+                values[j + 1] = values[j]
+                j -= 1
+            values[j + 1] = value
+    m = 0
+    for k in range(n):
+        if m == 0 or values[k] != values[m - 1]:
+            values[m] = values[k]
+            m += 1
+    return m
 
 
 @njit
@@ -54,7 +76,7 @@ def _count(t, direction, x, y, z, labels, layer, ids, a, b, radius, sense, alpha
                                        x0, y0, nx, ny, search_radius, found, n_found)
     if n_found == 0:
         return 0
-    candidates = np.unique(found[:n_found])
+    candidates = found[:_sort_unique(found, n_found)]
     layers = np.empty(candidates.shape[0], np.int64)
     n_layers = 0
     for h in candidates:
@@ -73,7 +95,7 @@ def _count(t, direction, x, y, z, labels, layer, ids, a, b, radius, sense, alpha
             continue
         layers[n_layers] = layer[h]
         n_layers += 1
-    return np.unique(layers[:n_layers]).shape[0] if n_layers else 0
+    return _sort_unique(layers, n_layers)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=False, error_model="numpy")
