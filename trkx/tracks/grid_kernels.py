@@ -24,6 +24,23 @@ INSERTION_SORT_MAX = 32
 
 
 @njit
+def sort_small(values: np.ndarray, n: int) -> None:
+    """``values[:n]`` sorted ascending in place: a few values (a search's usual count) by
+    insertion, more than :data:`INSERTION_SORT_MAX` by a merge sort (np.sort allocates a copy,
+    which cost more than sorting the few)."""
+    if n > INSERTION_SORT_MAX:
+        values[:n] = np.sort(values[:n])
+        return
+    for k in range(1, n):
+        value = values[k]
+        j = k - 1
+        while j >= 0 and values[j] > value:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = value
+
+
+@njit
 def square_grid(x: np.ndarray, y: np.ndarray, z: np.ndarray, side: float):
     """``(order, starts, x0, y0, nx, ny)``: the hits of square ``(i, j)`` (``i = floor((x -
     x0) / side)``) are ``order[starts[i * ny + j]:starts[i * ny + j + 1]]``, sorted by z."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from trkx.tracks.grid_kernels import INSERTION_SORT_MAX, gather_within, square_grid
+from trkx.tracks.grid_kernels import gather_within, sort_small, square_grid
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 
@@ -51,17 +51,7 @@ def ball_pairs(points: np.ndarray, radii: np.ndarray, x: np.ndarray, y: np.ndarr
         segment = hits[a:b]             # exactly their number: filled in place, not grown
         gather_within(points[q, 0], points[q, 1], points[q, 2], radii[q], x, y, z, order,
                       starts, x0, y0, nx, ny, side, segment, 0)
-        if b - a > INSERTION_SORT_MAX:
-            segment[:] = np.sort(segment)
-            query[a:b] = q
-            continue
-        for k in range(1, b - a):       # by hit: an insertion sort in place (a few hits each)
-            hit = segment[k]
-            j = k - 1
-            while j >= 0 and segment[j] > hit:
-                segment[j + 1] = segment[j]
-                j -= 1
-            segment[j + 1] = hit
+        sort_small(segment, b - a)     # by hit
         query[a:b] = q
     return query, hits
 

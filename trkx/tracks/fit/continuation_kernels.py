@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from trkx.tracks.fit.helix_kernels import remainder
-from trkx.tracks.grid_kernels import INSERTION_SORT_MAX, gather_within, square_grid
+from trkx.tracks.grid_kernels import gather_within, sort_small, square_grid
 
 njit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 
@@ -35,17 +35,8 @@ def _contains(sorted_keys: np.ndarray, key: int) -> bool:
 @njit
 def _sort_unique(values: np.ndarray, n: int) -> int:
     """``values[:m]`` <- the distinct values of ``values[:n]``, ascending (``np.unique``'s), in
-    place; returns ``m``. A few values (the usual count) by insertion, more by a merge sort."""
-    if n > INSERTION_SORT_MAX:
-        values[:n] = np.sort(values[:n])
-    else:
-        for k in range(1, n):
-            value = values[k]
-            j = k - 1
-            while j >= 0 and values[j] > value:
-                values[j + 1] = values[j]
-                j -= 1
-            values[j + 1] = value
+    place (trkx.tracks.grid_kernels.sort_small); returns ``m``."""
+    sort_small(values, n)
     m = 0
     for k in range(n):
         if m == 0 or values[k] != values[m - 1]:
