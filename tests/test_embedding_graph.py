@@ -166,6 +166,34 @@ def test_compiled_table_to_edges_is_the_numpy_one(n, k, seed) -> None:
     assert np.array_equal(found, expected)
 
 
+@pytest.mark.parametrize("k, duplicates", [(6, False), (6, True), (24, False)])
+def test_pairs_by_distance_are_the_pairs_by_scan(k, duplicates) -> None:
+    """The search's distances decide most mutual proposals (trkx.embedding.bucket_search): the
+    same edges as scanning every partner's row, with rows full and not, other-layer groups and
+    exact ties (duplicated points) at the k-th distance."""
+    pytest.importorskip("numba")
+    from trkx.embedding.bucket_kernels import keep_once, keep_once_by_distance, row_thresholds
+    from trkx.embedding.bucket_search import bucket_neighbours, unique_directed_pairs
+
+    rng = np.random.default_rng(k + duplicates)
+    centres = rng.normal(0, 1, (40, 8))
+    points = centres[rng.integers(0, 40, 2000)] + rng.normal(0, 0.08, (2000, 8))
+    if duplicates:
+        points[1000:1400] = points[rng.integers(0, 1000, 400)]
+    points = (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+    groups = rng.integers(0, 5, 2000)
+    table, squared = bucket_neighbours(points, 0.12, k, 16, groups=groups, distances=True)
+    full = (table >= 0).sum(1) == k
+    assert full.any() and not full.all()
+    rank = rng.permutation(2000)
+    scanned = keep_once(table, rank)
+    by_distance = keep_once_by_distance(table, squared, rank, row_thresholds(table, squared),
+                                        1e-5)
+    assert np.array_equal(by_distance, scanned) and 0 < scanned.sum() < (table >= 0).sum()
+    assert np.array_equal(unique_directed_pairs(table, rank, squared),
+                          unique_directed_pairs(table, rank))
+
+
 def test_compiled_pairs_do_not_depend_on_the_thread_count() -> None:
     """The counting sort runs one block of rows per numba thread: any count, the same edges."""
     numba = pytest.importorskip("numba")

@@ -41,8 +41,9 @@ import numpy as np
 
 def bucket_neighbours(points: np.ndarray, radius: float, k: int, bucket: int = 64,
                       threads: int | None = None, groups: np.ndarray | None = None,
-                      ) -> np.ndarray:
-    """Proposal table [N, k] (int64, -1 padded) of the module docstring; exact.
+                      distances: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Proposal table [N, k] (int64, -1 padded) of the module docstring; exact; with
+    ``distances``, also each proposal's squared distance [N, k] (float32, inf where -1).
 
     ``points`` is [N, d] float32; ``bucket`` is the leaf size (64 was fastest at 119k hits in
     12 dimensions); ``threads`` (default: numba's) sets the parallel workers; ``groups`` [N]
@@ -70,13 +71,20 @@ def bucket_neighbours(points: np.ndarray, radius: float, k: int, bucket: int = 6
     own = np.zeros(1, np.int64) if groups is None else np.asarray(groups, np.int64)
     if groups is not None and own.shape != (n,):
         raise ValueError(f"groups must have one entry per point ({n}), got {own.shape}")
-    table, _ = search(y, xt, bounds, lo, hi, np.float32(radius) ** 2, int(k), perm,
-                      own if groups is None else np.ascontiguousarray(own[perm]),
-                      groups is not None)
-    return table
+    table, squared = search(y, xt, bounds, lo, hi, np.float32(radius) ** 2, int(k), perm,
+                            own if groups is None else np.ascontiguousarray(own[perm]),
+                            groups is not None)
+    return (table, squared) if distances else table
 
 
-def unique_directed_pairs(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
+#: Relative distance to a row's threshold within which the pair kernel scans the row instead of
+#: trusting the distances (the two directions' sums are the same float32 operations on the same
+#: values; the margin also covers ties at the k-th partner).
+THRESHOLD_MARGIN = 1e-5
+
+
+def unique_directed_pairs(table: np.ndarray, rank: np.ndarray,
+                          distances: np.ndarray | None = None) -> np.ndarray:
     """The edges [2, E] of a proposal table (trkx.embedding.graph.table_to_edges), compiled.
 
     Pair {i, j} (u = the one of lower ``rank``, v the other) is an edge when u proposes v or v
@@ -85,8 +93,18 @@ def unique_directed_pairs(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
     parallel over blocks of rows (one per numba thread), and each group sorted by v (repeats,
     from a row that names a partner twice, dropped): the result is ordered by (u, v), as
     table_to_edges orders it, whatever the thread count.
+
+    ``distances`` (the squared distances of :func:`bucket_neighbours`' exact table) replace
+    the scan of v's row by a comparison with v's k-th distance (v proposes u exactly when u is
+    nearer than v's k-th partner, or v has fewer than k), scanning only near that threshold:
+    the same edges, a k-fold shorter check.
     """
-    from trkx.embedding.bucket_kernels import keep_once, sorted_pairs
+    from trkx.embedding.bucket_kernels import (
+        keep_once,
+        keep_once_by_distance,
+        row_thresholds,
+        sorted_pairs,
+    )
 
     table = np.ascontiguousarray(table, dtype=np.int64)
     rank = np.ascontiguousarray(rank, dtype=np.int64)
@@ -94,4 +112,10 @@ def unique_directed_pairs(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
         return np.zeros((2, 0), np.int64)
     import numba
 
-    return sorted_pairs(table, rank, keep_once(table, rank), numba.get_num_threads())
+    if distances is None:
+        keep = keep_once(table, rank)
+    else:
+        distances = np.ascontiguousarray(distances, dtype=np.float32)
+        keep = keep_once_by_distance(table, distances, rank, row_thresholds(table, distances),
+                                     THRESHOLD_MARGIN)
+    return sorted_pairs(table, rank, keep, numba.get_num_threads())

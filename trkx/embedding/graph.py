@@ -230,12 +230,19 @@ def neighbour_table(embedding: torch.Tensor | np.ndarray, radius: float, max_nei
     if backend == "kdtree":
         return _kdtree_search(points, radius, k, chunk_size, workers)
     if backend == "bucket":
-        from trkx.embedding.bucket_search import bucket_neighbours
-
-        return bucket_neighbours(points, radius, k, bucket_size,
-                                 threads=None if workers < 0 else workers, groups=groups)
+        return _bucket_search(points, radius, k, bucket_size, workers, groups)[0]
     index = _faiss_index(points, backend, hnsw_m, hnsw_ef_search, ivf_lists, ivf_probe)
     return _faiss_search(index, points, radius, k, chunk_size)
+
+
+def _bucket_search(points: np.ndarray, radius: float, k: int, bucket_size: int, workers: int,
+                   groups: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``bucket`` backend's table and its squared distances (trkx.embedding.bucket_search)."""
+    from trkx.embedding.bucket_search import bucket_neighbours
+
+    return bucket_neighbours(points, radius, k, bucket_size,
+                             threads=None if workers < 0 else workers, groups=groups,
+                             distances=True)
 
 
 def inner_to_outer_rank(pos: torch.Tensor | np.ndarray | None, n: int) -> np.ndarray:
@@ -283,13 +290,16 @@ def _table_to_edges_torch(table: torch.Tensor, rank: torch.Tensor) -> torch.Tens
     return torch.stack([keys // n, keys % n])
 
 
-def table_to_edges(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
+def table_to_edges(table: np.ndarray, rank: np.ndarray,
+                   distances: np.ndarray | None = None) -> np.ndarray:
     """Unique directed pairs [2, E] (inner -> outer by ``rank``) from a proposal table, ordered
-    by (inner, outer); compiled (trkx.embedding.bucket_search) when numba is importable."""
+    by (inner, outer); compiled (trkx.embedding.bucket_search) when numba is importable, which
+    uses ``distances`` (the exact search's squared distances, when given) to skip most of the
+    mutual-proposal scans: the same pairs."""
     if numba_importable():
         from trkx.embedding.bucket_search import unique_directed_pairs
 
-        return unique_directed_pairs(table, rank)
+        return unique_directed_pairs(table, rank, distances)
     return _table_to_edges_numpy(table, rank)
 
 
@@ -356,11 +366,18 @@ def build_edges(embedding: torch.Tensor | np.ndarray, radius: float, max_neighbo
         return _table_to_edges_torch(table, rank)
     if layer is not None:
         layer = layer.cpu().numpy() if isinstance(layer, torch.Tensor) else np.asarray(layer)
-    table = neighbour_table(embedding, radius, max_neighbours, backend, groups=layer,
-                            **search_options)
+    squared = None
+    if resolve_backend(backend, embedding) == "bucket" and n > 0:
+        _check_search_arguments(radius, max_neighbours, embedding)
+        table, squared = _bucket_search(
+            _as_float32(embedding), radius, int(max_neighbours),
+            search_options.get("bucket_size", 64), search_options.get("workers", -1), layer)
+    else:
+        table = neighbour_table(embedding, radius, max_neighbours, backend, groups=layer,
+                                **search_options)
     # Unique inner -> outer pairs: a numba kernel (counting sort of the pairs) on the CPU
     # whatever the device, and the (r, |z|) rank; the edges move to the embedding's device once.
-    edges = torch.from_numpy(table_to_edges(table, inner_to_outer_rank(pos, n)))
+    edges = torch.from_numpy(table_to_edges(table, inner_to_outer_rank(pos, n), squared))
     if isinstance(embedding, torch.Tensor):
         edges = edges.to(embedding.device)
     return edges
