@@ -149,22 +149,6 @@ def _keep_smallest(values: np.ndarray, index: np.ndarray, used: int, k: int) -> 
             right = b
 
 
-#: De Bruijn sequence B(2, 6) and its table: the index of a single set bit ``b`` of a 64-bit
-#: word is ``_DE_BRUIJN_INDEX[(b * _DE_BRUIJN) >> 58]`` (each 6-bit window of the sequence is
-#: distinct, so the product's top 6 bits name the bit).
-_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_DE_BRUIJN_INDEX = np.array([0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55,
-                             59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24, 18, 12, 5, 63, 47, 56,
-                             27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15,
-                             34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6], np.int64)
-
-
-@njit
-def _lowest_bit(word: np.uint64) -> int:
-    """The index of the one set bit of ``word`` (a power of two)."""
-    return _DE_BRUIJN_INDEX[(word * _DE_BRUIJN) >> np.uint64(58)]
-
-
 @pjit
 def search(y: np.ndarray, xt: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarray,
            r2: float, k: int, perm: np.ndarray, group: np.ndarray, grouped: bool,
@@ -224,17 +208,10 @@ def search(y: np.ndarray, xt: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi
                             tmp[jj] = np.inf
                 elif s <= i < t:
                     tmp[i - s] = np.inf  # not its own partner
-                for c0 in range(0, t - s, 64):  # the entries < thr, by a 64-bit mask
-                    mask = np.uint64(0)
-                    for jj in range(c0, min(c0 + 64, t - s)):   # (a vectorised compare)
-                        mask |= np.uint64(tmp[jj] < thr) << np.uint64(jj - c0)
-                    while mask != np.uint64(0):
-                        low = mask & (~mask + np.uint64(1))     # the lowest set bit
-                        jj = c0 + _lowest_bit(low)
-                        mask ^= low
-                        buf_d[used] = tmp[jj]
-                        buf_j[used] = jj + s
-                        used += 1
+                for jj in range(t - s):  # branch-free compaction of the entries < thr
+                    buf_d[used] = tmp[jj]
+                    buf_j[used] = jj + s
+                    used += tmp[jj] < thr
                 if used >= k and (thr == r2 or used + widest > cap):
                     # keep the k nearest; no partner at or beyond the k-th can enter
                     _keep_smallest(buf_d, buf_j, used, k)
