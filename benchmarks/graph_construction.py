@@ -13,8 +13,10 @@ point (radius, max_neighbours), or a saved one (``--embedding``, [N, d] .npy; ``
 and without query chunking, FAISS HNSW / IVF settings, exact FAISS flat unless --quick) is timed
 on it, with its recall of the exact (cKDTree) graph; the fastest with recall >= --min-recall is
 reported. ``search`` is the neighbour table, ``build`` adds the unique directed pairs (the whole
-of build_edges). The pipeline's physics per stage is benchmarks/physics.py; its seconds per
-stage benchmarks/inference.py.
+of build_edges). The pairs of the pipeline's own table (the bucket search, other layers only
+when the pipeline asks for it) are timed both ways, alternately: each partner's row scanned for
+the mutual proposals, and decided by the search's distances. The pipeline's physics per stage
+is benchmarks/physics.py; its seconds per stage benchmarks/inference.py.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if __name__ == "__main__":
     harness.start()
 
 import json
+import time
 from pathlib import Path
 
 import harness
@@ -49,9 +52,33 @@ SEARCH_CANDIDATES: list[tuple[str, dict]] = [
 QUICK = {"faiss_flat"}  # left out by --quick: an N^2 scan
 
 
+def pair_timing(points: np.ndarray, rank: np.ndarray, radius: float, k: int, repeats: int,
+                groups: np.ndarray | None) -> dict:
+    """The unique directed pairs of the bucket search's table (``groups``: the pipeline's
+    other-layers search), by scanning rows and by the search's distances, timed alternately:
+    the seconds of each (best and median) and the same edges asserted."""
+    from trkx.embedding.bucket_search import bucket_neighbours, unique_directed_pairs
+
+    table, squared = bucket_neighbours(points, radius, k, groups=groups, distances=True)
+    seconds: dict[str, list[float]] = {"scan": [], "distance": []}
+    edges = {}
+    for _ in range(max(1, repeats)):
+        for way, given in (("scan", None), ("distance", squared)):
+            begin = time.perf_counter()
+            edges[way] = unique_directed_pairs(table, rank, given)
+            seconds[way].append(time.perf_counter() - begin)
+    assert np.array_equal(edges["scan"], edges["distance"])
+    return {"other_layers_only": groups is not None, "edges": int(edges["scan"].shape[1]),
+            **{f"pairs_{way}_seconds": min(v) for way, v in seconds.items()},
+            **{f"pairs_{way}_median_seconds": float(np.median(v)) for way, v in seconds.items()}}
+
+
 def search_timing(embedding, pos, radius: float, k: int, repeats: int, min_recall: float,
-                  label: str, workers: int, quick: bool = False) -> dict:
-    """Seconds and recall of every search candidate on one embedding [N, d]."""
+                  label: str, workers: int, quick: bool = False,
+                  groups: np.ndarray | None = None) -> dict:
+    """Seconds and recall of every search candidate on one embedding [N, d]; the pairs of the
+    pipeline's table both ways (:func:`pair_timing`, ``groups``: each hit's layer when the
+    pipeline searches the other layers only)."""
     from trkx.embedding.graph import (
         _table_to_edges_numpy,
         inner_to_outer_rank,
@@ -79,6 +106,12 @@ def search_timing(embedding, pos, radius: float, k: int, repeats: int, min_recal
     print(f"[{label}] {n:,d} hits, {exact.shape[1]:,d} edges, {proposals.mean():.1f} "
           f"proposals/hit ({result['capped_fraction']:.1%} capped at k={k}); pairs from the "
           f"table: numpy {numpy_edges_s:.3f} s, compiled {edges_s:.3f} s")
+    result["pipeline_pairs"] = pairs = pair_timing(points, rank, radius, k, repeats, groups)
+    print(f"[{label}] the pipeline's table ({pairs['edges']:,d} edges, other layers only: "
+          f"{pairs['other_layers_only']}): pairs by scanning rows {pairs['pairs_scan_seconds']:.3f}"
+          f" s (median {pairs['pairs_scan_median_seconds']:.3f}), by the search's distances "
+          f"{pairs['pairs_distance_seconds']:.3f} s (median "
+          f"{pairs['pairs_distance_median_seconds']:.3f}), the same edges")
     for backend, options in SEARCH_CANDIDATES:
         if quick and backend in QUICK:
             continue
@@ -104,12 +137,13 @@ def search_timing(embedding, pos, radius: float, k: int, repeats: int, min_recal
 
 
 
-def pipeline_embedding(args) -> tuple[np.ndarray, object, float, int, str]:
-    """The pipeline's embedding of the first event of --events at its working point."""
+def pipeline_embedding(args) -> tuple[np.ndarray, object, float, int, str, np.ndarray | None]:
+    """The pipeline's embedding of the first event of --events at its working point, and each
+    hit's layer when the pipeline searches the other layers only."""
     from trkx.data.detector import load_detector
     from trkx.data.events import event_record
     from trkx.data.listing import event_prefixes
-    from trkx.embedding.inference import embed
+    from trkx.embedding.inference import embed, layer_key
 
     data = harness.DATA
     prefix = event_prefixes(str(args.events or data / "real_pixel_truth"))[0]
@@ -117,8 +151,10 @@ def pipeline_embedding(args) -> tuple[np.ndarray, object, float, int, str]:
     record = event_record(prefix, load_detector(), pipeline.use_cells, pipeline.signal_pt_min)
     embedding, seconds = best_of(lambda: embed(pipeline.embedding, record.x))
     print(f"{Path(prefix).name}: embedding {seconds:.3f} s")
+    groups = (layer_key(record).numpy() if pipeline.embedding_options.other_layers_only
+              else None)
     return (embedding.numpy(), record.pos, args.radius or pipeline.radius,
-            args.max_neighbours or pipeline.max_neighbours, Path(prefix).name)
+            args.max_neighbours or pipeline.max_neighbours, Path(prefix).name, groups)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,11 +175,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--embedding needs --radius and --max-neighbours")
         embedding = np.load(args.embedding)
         pos = np.load(args.positions) if args.positions else None
-        radius, k, label = args.radius, args.max_neighbours, args.embedding.name
+        radius, k, label, groups = args.radius, args.max_neighbours, args.embedding.name, None
     else:
-        embedding, pos, radius, k, label = pipeline_embedding(args)
+        embedding, pos, radius, k, label, groups = pipeline_embedding(args)
     result = search_timing(embedding, pos, radius, k, repeats, args.min_recall, label,
-                           args.threads, args.quick)
+                           args.threads, args.quick, groups)
     result.update(radius=radius, max_neighbours=k)
     harness.write_json(args.json, result)
     return 0

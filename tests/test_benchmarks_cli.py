@@ -125,6 +125,9 @@ def test_graph_construction_quick_search_on_a_saved_embedding(tmp_path: Path) ->
     assert all(row["recall"] == 1.0 for row in figures["candidates"]
                if row["backend"] in ("bucket", "kdtree"))         # exact searches
     assert figures["best"]["recall"] >= 0.999
+    pairs = figures["pipeline_pairs"]        # the same edges both ways (asserted inside)
+    assert pairs["edges"] == figures["edges"] and not pairs["other_layers_only"]
+    assert pairs["pairs_scan_seconds"] > 0 and pairs["pairs_distance_seconds"] > 0
 
 
 @pytest.mark.subprocess
