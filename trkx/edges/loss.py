@@ -27,6 +27,13 @@ The short factor ``w_short`` (1: off) weighs the signal edges of particles of at
 ``n_short`` hits (``n_k``, of the edge's first hit's particle): those that end in the material
 after 3-4 hits are 2.5% of the prompt signal of a pile-up-200 event, and a track is found
 only when every one of their 2-3 edges survives the GNN's cut (docs/levers.md).
+
+The focal factor (Lin et al., "Focal loss for dense object detection", 2017; ``gamma = 0``:
+off) multiplies each term by ``|t_k - sigmoid(l_k)|^gamma``, ``(1 - p_t)^gamma`` for a hard
+target and the distance to a soft one (a teacher's mixed target): the edges the network
+already classifies well weigh little and the hard ones (a fake scored high, a signal edge
+scored low) weigh most, where the track builder's cut decides (docs/levers.md: the edges of
+two particles above the cut are what keeps the anchors' count from 0.99).
 """
 
 from __future__ import annotations
@@ -63,7 +70,14 @@ def edge_weights(y: Tensor, signal: Tensor, signal_weight: float, true_weight: f
     return weights
 
 
-def weighted_bce(logits: Tensor, y: Tensor, weights: Tensor) -> Tensor:
-    """``sum_k w_k BCE(logit_k, y_k) / sum_k w_k`` (zero for a graph without edges)."""
+def weighted_bce(logits: Tensor, y: Tensor, weights: Tensor, focal_gamma: float = 0.0,
+                 ) -> Tensor:
+    """``sum_k w_k BCE(logit_k, y_k) / sum_k w_k`` (zero for a graph without edges); with
+    ``focal_gamma`` > 0 each term is multiplied by ``|y_k - sigmoid(logit_k)|^gamma`` (the
+    module docstring's focal factor)."""
     losses = F.binary_cross_entropy_with_logits(logits, y.to(logits.dtype), reduction="none")
+    if focal_gamma < 0:
+        raise ValueError(f"focal_gamma must be >= 0, got {focal_gamma}")
+    if focal_gamma > 0:
+        losses = losses * (y.to(logits.dtype) - torch.sigmoid(logits)).abs().pow(focal_gamma)
     return (weights.to(losses.dtype) * losses).sum() / weights.sum().clamp_min(1e-12)

@@ -74,6 +74,9 @@ class GNNModule(pl.LightningModule):
             whose scores the training loss also fits (module docstring); None: the truth alone.
             Loaded at the first training step, frozen, never saved with this network.
         distill_weight: the teacher's share ``a`` of the loss's target, in [0, 1].
+        focal_gamma: the training loss's focal factor ``|target - score|^gamma``
+            (trkx.edges.loss; 0: off); the validation loss stays the plain weighted BCE, so
+            runs with and without it compare.
     """
 
     def __init__(self, model: InteractionGNN, graph_ops: str = "auto",
@@ -84,7 +87,8 @@ class GNNModule(pl.LightningModule):
                  lr_horizon_steps: int | None = None, signal_pt_power: float = 0.0,
                  signal_pt_cap: float = 10.0, secondary_weight: float = 1.0,
                  z_shift_sigma: float = 0.0, signal_pt_min: float | None = None,
-                 teacher: str | None = None, distill_weight: float = 0.5) -> None:
+                 teacher: str | None = None, distill_weight: float = 0.5,
+                 focal_gamma: float = 0.0) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         if graph_ops not in GRAPH_OPS_CHOICES:
@@ -121,6 +125,9 @@ class GNNModule(pl.LightningModule):
             raise ValueError(f"distill_weight must lie in [0, 1], got {distill_weight}")
         self.teacher = teacher
         self.distill_weight = distill_weight
+        if focal_gamma < 0:
+            raise ValueError(f"focal_gamma must be >= 0, got {focal_gamma}")
+        self.focal_gamma = focal_gamma
         self._teacher: tuple = ()     # (network,) once loaded: a tuple, so never a submodule
         self.edge_cut = edge_cut
         self.lr_warmup_steps = lr_warmup_steps
@@ -220,7 +227,7 @@ class GNNModule(pl.LightningModule):
         mask = getattr(data, "target_edge_mask", None)
         if mask is not None:  # a sampled minibatch (trkx.gnn.sampling): target edges only
             logits, y, weights = logits[mask], y[mask], weights[mask]
-        loss = weighted_bce(logits, y, weights)
+        loss = weighted_bce(logits, y, weights, self.focal_gamma)
         self.log("train_loss", loss, batch_size=1, prog_bar=True)
         return loss
 
