@@ -51,3 +51,13 @@ def test_the_gnn_training_step_takes_the_focal_factor(sample_prefix: Path,
     assert focal.training_step(record, 0) < plain.training_step(record, 0)
     with pytest.raises(ValueError, match="focal_gamma"):
         GNNModule(network, graph_ops="csr", focal_gamma=-0.5)
+
+
+def test_a_run_without_the_focal_factor_resumes_runs_stored_before_it() -> None:
+    """``focal_gamma: 0`` (the default every stage config now names) keeps the resume key of a
+    run stored before the key existed; another value is another run."""
+    from trkx.training.fit import _resume_key
+
+    before = _resume_key({"module": {"learning_rate": 1e-3}})
+    assert _resume_key({"module": {"learning_rate": 1e-3, "focal_gamma": 0.0}}) == before
+    assert _resume_key({"module": {"learning_rate": 1e-3, "focal_gamma": 2.0}}) != before

@@ -67,6 +67,8 @@ def _resume_key(config: Mapping[str, Any]) -> str:
     elif module.get("teacher", None) is None:    # no teacher: its share means nothing (and
         module.pop("teacher", None)              # runs stored before distillation resume)
         module.pop("distill_weight", None)
+    if not module.get("focal_gamma"):            # off: as runs stored before the factor was
+        module.pop("focal_gamma", None)          # a key (they resume)
     return json.dumps({**kept, "trainer": trainer, "module": module}, sort_keys=True,
                       default=str)
 
