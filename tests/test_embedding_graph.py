@@ -172,8 +172,9 @@ def test_pairs_by_distance_are_the_pairs_by_scan(k, duplicates) -> None:
     same edges as scanning every partner's row, with rows full and not, other-layer groups and
     exact ties (duplicated points) at the k-th distance."""
     pytest.importorskip("numba")
-    from trkx.embedding.bucket_kernels import keep_once, keep_once_by_distance, row_thresholds
+    from trkx.embedding.bucket_kernels import keep_once, row_thresholds
     from trkx.embedding.bucket_search import bucket_neighbours, unique_directed_pairs
+    from trkx.embedding.graph import _table_to_edges_numpy
 
     rng = np.random.default_rng(k + duplicates)
     centres = rng.normal(0, 1, (40, 8))
@@ -186,12 +187,11 @@ def test_pairs_by_distance_are_the_pairs_by_scan(k, duplicates) -> None:
     full = (table >= 0).sum(1) == k
     assert full.any() and not full.all()
     rank = rng.permutation(2000)
-    scanned = keep_once(table, rank)
-    by_distance = keep_once_by_distance(table, squared, rank, row_thresholds(table, squared),
-                                        1e-5)
+    scanned = keep_once(table, rank, np.zeros_like(squared), np.zeros(2000, np.float32), 1.0)
+    by_distance = keep_once(table, rank, squared, row_thresholds(table, squared), 1e-5)
     assert np.array_equal(by_distance, scanned) and 0 < scanned.sum() < (table >= 0).sum()
     assert np.array_equal(unique_directed_pairs(table, rank, squared),
-                          unique_directed_pairs(table, rank))
+                          _table_to_edges_numpy(table, rank))
 
 
 def test_compiled_pairs_do_not_depend_on_the_thread_count() -> None:

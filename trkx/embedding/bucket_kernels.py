@@ -228,33 +228,17 @@ def search(y: np.ndarray, xt: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi
     return out, out_d
 
 
-@pjit
-def keep_once(table: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """keep[i, c]: whether proposal table[i, c] is where its pair is emitted."""
-    n, k = table.shape
-    keep = np.zeros((n, k), np.bool_)
-    for i in numba.prange(n):
-        for c in range(k):
-            j = table[i, c]
-            if j < 0:
-                continue
-            if rank[i] < rank[j]:
-                keep[i, c] = True
-            else:
-                mutual = False
-                for cc in range(k):
-                    mutual |= table[j, cc] == i
-                keep[i, c] = not mutual
-    return keep
+#: A row threshold above every squared distance the search returns (finite: fastmath).
+BEYOND_ANY_DISTANCE = np.float32(1e30)
 
 
 @pjit
 def row_thresholds(table: np.ndarray, distance: np.ndarray) -> np.ndarray:
     """Per row of a search's table: its largest squared distance when the row holds k partners
-    (a hit farther than it cannot be among them), +inf when it holds fewer (every eligible hit
-    within the radius is)."""
+    (a hit farther than it cannot be among them), :data:`BEYOND_ANY_DISTANCE` when it holds
+    fewer (every eligible hit within the radius is)."""
     n, k = table.shape
-    out = np.full(n, np.inf, np.float32)
+    out = np.full(n, BEYOND_ANY_DISTANCE, np.float32)
     for i in numba.prange(n):
         if k and table[i, k - 1] >= 0:
             largest = distance[i, 0]
@@ -265,13 +249,15 @@ def row_thresholds(table: np.ndarray, distance: np.ndarray) -> np.ndarray:
 
 
 @pjit
-def keep_once_by_distance(table: np.ndarray, distance: np.ndarray, rank: np.ndarray,
-                          threshold: np.ndarray, margin: float) -> np.ndarray:
-    """:func:`keep_once` for a table of the exact search with its squared distances: hit i at
-    squared distance d from j is among j's proposals when d is below j's row threshold
-    (:func:`row_thresholds`) and not when above it; within ``margin`` (relative) of it, where
-    a tie or a last-bit difference of the two directions' sums could decide, j's row is
-    scanned as :func:`keep_once` scans every one."""
+def keep_once(table: np.ndarray, rank: np.ndarray, distance: np.ndarray,
+              threshold: np.ndarray, margin: float) -> np.ndarray:
+    """keep[i, c]: whether proposal j = table[i, c] is where the pair {i, j} is emitted: from
+    i's row when i ranks lower, else only when j does not propose i back. With the exact
+    search's squared distances, i at distance d is among j's proposals when d is below j's row
+    threshold (:func:`row_thresholds`) and not when above it; within ``margin`` (relative) of
+    it, where a tie or a last-bit difference of the two directions' sums could decide, j's row
+    is scanned (zero distances and thresholds with ``margin`` 1: every row; the values stay
+    finite, as the kernels' fastmath assumes)."""
     n, k = table.shape
     keep = np.zeros((n, k), np.bool_)
     for i in numba.prange(n):

@@ -99,12 +99,7 @@ def unique_directed_pairs(table: np.ndarray, rank: np.ndarray,
     nearer than v's k-th partner, or v has fewer than k), scanning only near that threshold:
     the same edges, a k-fold shorter check.
     """
-    from trkx.embedding.bucket_kernels import (
-        keep_once,
-        keep_once_by_distance,
-        row_thresholds,
-        sorted_pairs,
-    )
+    from trkx.embedding.bucket_kernels import keep_once, row_thresholds, sorted_pairs
 
     table = np.ascontiguousarray(table, dtype=np.int64)
     rank = np.ascontiguousarray(rank, dtype=np.int64)
@@ -112,10 +107,11 @@ def unique_directed_pairs(table: np.ndarray, rank: np.ndarray,
         return np.zeros((2, 0), np.int64)
     import numba
 
-    if distances is None:
-        keep = keep_once(table, rank)
+    if distances is None:       # every partner's row scanned
+        keep = keep_once(table, rank, np.zeros(table.shape, np.float32),
+                         np.zeros(len(table), np.float32), 1.0)
     else:
         distances = np.ascontiguousarray(distances, dtype=np.float32)
-        keep = keep_once_by_distance(table, distances, rank, row_thresholds(table, distances),
-                                     THRESHOLD_MARGIN)
+        keep = keep_once(table, rank, distances, row_thresholds(table, distances),
+                         THRESHOLD_MARGIN)
     return sorted_pairs(table, rank, keep, numba.get_num_threads())
