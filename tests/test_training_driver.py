@@ -102,6 +102,24 @@ def test_stage_without_signal_is_refused(gnn_data, tmp_path: Path,
     assert not checkpoint.exists()
 
 
+def test_init_from_a_deeper_gnn_keeps_its_first_iterations(gnn_data, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """trainer.init_from a model of more iterations: the fewer-iteration network starts from its
+    encoders, first iterations and classifier (one step at learning rate 0 exports them
+    unchanged), and the log names the iterations left out."""
+    source = tmp_path / "deep.pt"
+    assert train(gnn_data, source, "trainer.max_steps=2", "model.n_graph_iters=2") == 0
+    capsys.readouterr()
+    shallow = tmp_path / "shallow.pt"
+    assert train(gnn_data, shallow, "trainer.max_steps=1", "module.learning_rate=0",
+                 f"trainer.init_from={source}") == 0
+    assert "iterations 1 are left out" in capsys.readouterr().out
+    deep, kept = weights(source), weights(shallow)
+    assert all(torch.equal(kept[k], deep[k]) for k in kept)
+    assert set(deep) - set(kept) == {k for k in deep if k.startswith(("edge_nets.1.",
+                                                                      "node_nets.1."))}
+
+
 def test_an_old_flag_is_an_argparse_error(capsys: pytest.CaptureFixture) -> None:
     """The flags of the previous release are gone: argparse's own error, exit status 2."""
     with pytest.raises(SystemExit) as exit_info:

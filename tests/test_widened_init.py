@@ -3,12 +3,14 @@ the widened network computes what the model file's did, and other mismatches are
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from trkx.gnn.local_ops import CsrGraphOps
 from trkx.gnn.model import InteractionGNN
-from trkx.training.fit import widened_weights
+from trkx.training.fit import first_iterations, widened_weights
 
 
 def test_a_gnn_given_more_node_columns_starts_as_the_narrower_one() -> None:
@@ -72,3 +74,33 @@ def test_a_gnn_given_more_edge_inputs_starts_as_the_narrower_one(node_side_proje
     wide(x, ops, attr).sum().backward()
     assert wide.edge_encoder[0].weight.grad[:, 10:12].abs().sum() > 0
     assert InteractionGNN(3, hidden=16, n_graph_iters=2).inner_input_weights() == {}
+
+
+def test_a_shallower_gnn_starts_from_the_first_iterations_of_a_deeper_one() -> None:
+    """trainer.init_from with fewer iterations (trkx.training.fit.first_iterations): the
+    encoders, the first T iterations and the classifier are the model file's, so the network
+    computes what the deeper one computes with its later iterations skipped."""
+    torch.manual_seed(2)
+    deep = InteractionGNN(3, hidden=16, n_graph_iters=3, edge_features=2).double()
+    shallow = InteractionGNN(3, hidden=16, n_graph_iters=2, edge_features=2).double()
+    state, dropped = first_iterations(deep.state_dict(), shallow.state_dict(),
+                                      shallow.iteration_lists)
+    assert dropped == [2]
+    weights, widened = widened_weights(state, shallow.state_dict())
+    shallow.load_state_dict(weights)
+    assert widened == []
+    skipped = copy.deepcopy(deep)
+    skipped.edge_nets, skipped.node_nets = deep.edge_nets[:2], deep.node_nets[:2]
+    skipped.n_graph_iters = 2
+    x = torch.randn(30, 3, dtype=torch.float64)
+    edges = torch.randint(0, 30, (2, 80))
+    attr = torch.randn(80, 2, dtype=torch.float64)
+    ops = CsrGraphOps(edges, 30)
+    torch.testing.assert_close(shallow(x, ops, attr), skipped(x, ops, attr))
+    assert not torch.allclose(shallow(x, ops, attr), deep(x, ops, attr))
+    # a deeper target than the model file keeps every key: its missing ones are refused
+    same, none = first_iterations(shallow.state_dict(), deep.state_dict(),
+                                  deep.iteration_lists)
+    assert none == [] and same.keys() == shallow.state_dict().keys()
+    with pytest.raises(ValueError, match="differ in their keys"):
+        widened_weights(same, deep.state_dict())

@@ -100,6 +100,9 @@ class InteractionGNN(nn.Module):
     #: with fewer node features starts this network with the new columns at weight 0
     #: (trainer.init_from, trkx.training.fit.widened_weights).
     leading_input_weights: tuple[str, ...] = ("node_encoder.0.weight",)
+    #: The per-iteration lists: a model file of more iterations starts this network from its
+    #: first ``n_graph_iters`` (trainer.init_from, trkx.training.fit.first_iterations).
+    iteration_lists: tuple[str, ...] = ("edge_nets", "node_nets")
 
     def inner_input_weights(self) -> dict[str, int]:
         """Weights whose input ends with columns that keep their place: the edge encoder reads

@@ -120,8 +120,10 @@ def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None])
         raise CheckpointError(f"trainer.init_from {path}: no such model file")
     source = load_checkpoint(path, stage)
     try:
+        state, dropped = first_iterations(source.state_dict, network.state_dict(),
+                                          getattr(network, "iteration_lists", ()))
         inner = getattr(network, "inner_input_weights", None)
-        weights, widened = widened_weights(source.state_dict, network.state_dict(),
+        weights, widened = widened_weights(state, network.state_dict(),
                                            getattr(network, "leading_input_weights", ()),
                                            inner() if inner is not None else {})
         network.load_state_dict(weights)
@@ -130,9 +132,38 @@ def _initialise(stage: str, network: Any, path: str, log: Callable[[str], None])
                               f"({str(exc).splitlines()[0]}); give a model of the same "
                               "constructor") from exc
     log(f"{stage}: starting from the weights of {path} (trainer.init_from)")
+    if dropped:
+        log(f"{stage}: the model file's iterations {', '.join(map(str, dropped))} are left "
+            "out: this network has fewer")
     for key in widened:
         log(f"{stage}: {key} reads {network.state_dict()[key].shape[1]} input columns, the "
             f"model file's {source.state_dict[key].shape[1]}: the new ones start at weight 0")
+
+
+def first_iterations(source: Mapping[str, Any], target: Mapping[str, Any],
+                     lists: Collection[str] = ()) -> tuple[dict[str, Any], list[int]]:
+    """``source`` without the iterations ``target`` lacks, and their numbers.
+
+    A network whose message passing repeats ``T`` times keeps one module per iteration in each
+    of ``lists`` (the GNN's ``edge_nets.t.*``, ``node_nets.t.*``). Given a model file of ``T' >
+    T`` iterations, the network starts from its encoders, its first ``T`` iterations and its
+    classifier, iterations ``T .. T' - 1`` left out: a shallower GNN fine-tuned from a deeper
+    one's weights instead of from scratch. A source with fewer iterations than the target is
+    left as it is (its missing keys are :func:`widened_weights`' error)."""
+    def iteration(key: str) -> int | None:
+        head, _, rest = key.partition(".")
+        number = rest.partition(".")[0]
+        return int(number) if head in lists and number.isdigit() else None
+
+    have = {iteration(key) for key in target} - {None}
+    out, dropped = {}, set()
+    for key, weight in source.items():
+        t = iteration(key)
+        if t is not None and have and t > max(have):
+            dropped.add(t)
+            continue
+        out[key] = weight
+    return out, sorted(dropped)
 
 
 def widened_weights(source: Mapping[str, Any], target: Mapping[str, Any],
