@@ -374,8 +374,12 @@ class TrackBuilder:
 
 def scored_track_table(labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph, cut: float,
                        quality: QualityModel | None) -> pd.DataFrame:
-    """The track table of ``labels`` on the edges of ``graph`` at or above ``cut``, with each
-    track's quality ``q_t`` (module docstring; 1 without a model)."""
+    """The track table of ``labels``' tracks of >= 3 hits (the builder judges no other; their
+    rows are the same without the others') on the edges of ``graph`` at or above ``cut``, with
+    each track's quality ``q_t`` (module docstring; 1 without a model)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    if len(labels):
+        labels = np.where(np.bincount(labels)[labels] >= 3, labels, -1)
     above = graph.score >= cut
     return _scored(track_table(labels, pos, graph.layer // 1000, graph.layer % 1000,
                                graph.src[above], graph.dst[above], graph.score[above]), quality)
