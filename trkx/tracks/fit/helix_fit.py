@@ -75,20 +75,29 @@ BARREL_VOLUMES = (8, 13, 17)
 PIXEL_SIGMA = _PITCH[8][0] / np.sqrt(12.0)
 
 
+def _resolution_table() -> np.ndarray:
+    """``[3, V]``: ``(sigma_xy, sigma_z, sigma_r)`` of volume ids ``0 .. V - 1`` (module
+    docstring); an unknown volume (and id 0) gets the pixel barrel's."""
+    size = max(_PITCH) + 1
+    fine, coarse = np.full(size, _PITCH[8][0]), np.full(size, _PITCH[8][1])
+    barrel = np.ones(size, dtype=bool)
+    for volume, (u, v) in _PITCH.items():
+        fine[volume], coarse[volume] = u, v
+        barrel[volume] = volume in BARREL_VOLUMES
+    fine, coarse = fine / np.sqrt(12.0), coarse / np.sqrt(12.0)
+    return np.stack([fine, np.where(barrel, coarse, 0.0), np.where(barrel, 0.0, coarse)])
+
+
+_RESOLUTIONS = _resolution_table()
+
+
 def hit_resolutions(volume_id: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per hit ``(sigma_xy, sigma_z, sigma_r)`` in mm from its volume (module docstring);
     unknown volumes get the pixel values."""
     volume_id = np.asarray(volume_id, dtype=np.int64)
-    fine = np.full(len(volume_id), _PITCH[8][0])
-    coarse = np.full(len(volume_id), _PITCH[8][1])
-    for volume, (u, v) in _PITCH.items():
-        rows = volume_id == volume
-        fine[rows], coarse[rows] = u, v
-    fine, coarse = fine / np.sqrt(12.0), coarse / np.sqrt(12.0)
-    barrel = np.isin(volume_id, BARREL_VOLUMES) | ~np.isin(volume_id, list(_PITCH))
-    sigma_z = np.where(barrel, coarse, 0.0)
-    sigma_r = np.where(barrel, 0.0, coarse)
-    return fine, sigma_z, sigma_r
+    known = (volume_id >= 0) & (volume_id < _RESOLUTIONS.shape[1])
+    sigma_xy, sigma_z, sigma_r = _RESOLUTIONS[:, np.where(known, volume_id, 0)]
+    return sigma_xy, sigma_z, sigma_r
 
 
 @dataclass(frozen=True, eq=False)
