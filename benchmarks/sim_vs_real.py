@@ -38,7 +38,10 @@ volumes 7, 8, 9) and ``{sample,event21001}/all_hits`` (every hit with cells, all
 (:func:`trkx.realism.material.material_facts`: the pixel crossings' circle RMS and the pT lost
 across the detector, prompt 1-2 GeV particles) between the sample event and the twins, simulated
 with ``--field-map``, ``--support-fraction`` and ``--energy-loss`` as ``trkx simulate`` takes
-them (the fit of trkx.data.simulate.physics):
+them (the fit of trkx.data.simulate.physics), and the material from one crossing to the next
+by volume groups (:func:`trkx.realism.material.material_between_crossings`: the table the
+calibrated fit's scattering reads, trkx.tracks.fit.covariance), the real sample event's beside
+the twins' (pooled):
 
     python benchmarks/sim_vs_real.py --material --events 2 --field-map solenoid \
         --support-fraction 5.9 --energy-loss 1.2 --json material.json
@@ -80,7 +83,7 @@ from trkx.realism.distributions import (
     tvd,
     tvd_floor,
 )
-from trkx.realism.material import material_facts
+from trkx.realism.material import crossing_kicks, material_between_crossings, material_facts
 from trkx.tracks.evaluate.projection import PIXEL_TRUTH, read_tables
 
 PILEUP = 200.0
@@ -141,19 +144,32 @@ def material(args) -> int:
                             energy_loss=args.energy_loss)
     sample = read_tables(args.data / SAMPLE_EVENT, "truth", cells=False)
     real = material_facts(sample["hits"], sample["particles"], sample["truth"])
-    twins = [material_facts(e["hits"], e["particles"], e["truth"])
-             for e in simulate(args.events, args.seed, args.vertex_sigma_z, physics)]
+    events = simulate(args.events, args.seed, args.vertex_sigma_z, physics)
+    twins = [material_facts(e["hits"], e["particles"], e["truth"]) for e in events]
     sim = {key: float(np.median([t[key] for t in twins]))
            for key in ("pixel_circle_rms_um", "pt_loss")}
     sim["particles"] = int(sum(t["particles"] for t in twins))
     out = {"physics": {"field_map": args.field_map, "support_fraction": args.support_fraction,
                        "energy_loss": args.energy_loss},
            "events": args.events, "seed": args.seed, "real_sample": real, "simulated": sim}
+    between = material_between_crossings(crossing_kicks(sample["hits"], sample["particles"],
+                                                        sample["truth"]))
+    twins_between = material_between_crossings(pd.concat(
+        [crossing_kicks(e["hits"], e["particles"], e["truth"]) for e in events]))
+    table = between.merge(twins_between, on=["same_layer", "group", "next_group"], how="left",
+                          suffixes=("", "_simulated"))
+    out["between_crossings"] = table.to_dict(orient="records")
     harness.write_json(args.json, out)
     print(f"{'prompt 1-2 GeV':24s} {'pixel circle RMS':>17s} {'pT lost':>8s} {'particles':>9s}")
     for name, facts in (("real sample event", real), ("simulated", sim)):
         print(f"{name:24s} {facts['pixel_circle_rms_um']:14.2f} um {facts['pt_loss']:8.4f} "
               f"{facts['particles']:9d}")
+    print("material from a crossing to the next (x / X0 at normal incidence), real / simulated:")
+    for row in table.itertuples():
+        where = (f"{row.group:2d} same layer" if row.same_layer
+                 else f"{row.group:2d} -> {row.next_group:2d}")
+        print(f"  {where:13s} {row.x0_normal:7.4f} ({row.pairs:3d} pairs) / "
+              f"{row.x0_normal_simulated:7.4f}")
     return 0
 
 

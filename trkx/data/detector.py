@@ -28,6 +28,12 @@ from trkx.files.errors import TrackMLFormatError
 
 #: TrackML's pixel volumes (barrel 8, endcaps 7 and 9).
 PIXEL_VOLUMES: tuple[int, ...] = (7, 8, 9)
+#: Each volume's group: a barrel, or both endcaps of a subdetector under the id of the one at
+#: negative z (pixels 7 / 8, short strips 12 / 13, long strips 16 / 17).
+VOLUME_GROUP: dict[int, int] = {7: 7, 9: 7, 8: 8, 12: 12, 14: 12, 13: 13, 16: 16, 18: 16, 17: 17}
+#: The barrels' groups: a track crosses their modules at incidence ``sin(theta)``, the disks'
+#: at ``|cos(theta)|``.
+BARREL_GROUPS: tuple[int, ...] = (8, 13, 17)
 
 _ROTATION_COLUMNS = [f"rot_{g}{loc}" for g in "xyz" for loc in "uvw"]
 _COLUMNS = ["volume_id", "layer_id", "module_id", "cx", "cy", "cz", *_ROTATION_COLUMNS,

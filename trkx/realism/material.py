@@ -1,6 +1,8 @@
 """What the material does to a track, read from its true crossings: the scatter off its circle
 and the momentum it loses (the simulator's support fraction and energy loss are fitted on these
-two figures against the real sample event: docs/levers.md, "The simulator's material, fitted").
+two figures against the real sample event: docs/levers.md, "The simulator's material, fitted"),
+and the material between one crossing and the next (:func:`material_between_crossings`, the
+calibrated fit's scattering: trkx.tracks.fit.covariance).
 """
 
 from __future__ import annotations
@@ -8,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trkx.data.detector import PIXEL_VOLUMES
+from trkx.data.detector import BARREL_GROUPS, PIXEL_VOLUMES, VOLUME_GROUP
+from trkx.data.simulate.physics import highland_angle
 from trkx.realism.distributions import PROMPT_RADIUS
 
 
@@ -55,3 +58,75 @@ def material_facts(hits: pd.DataFrame, particles: pd.DataFrame, truth: pd.DataFr
     return {"pixel_circle_rms_um": float(np.median(rms)) if rms else None,
             "pt_loss": float(np.median(loss)) if loss else None,
             "particles": len(loss), "particles_with_pixel_fit": len(rms)}
+
+
+_MAD_TO_SIGMA = 1.4826
+
+
+def thickness_from_angle(theta0_times_p: float) -> float:
+    """The ``x / X0`` whose Highland angle for ``beta p = 1 GeV`` is ``theta0_times_p``
+    (rad GeV), between 1e-6 and 2 X0 (1e-6 for an angle below that material's: no kick)."""
+    from scipy.optimize import brentq
+
+    one = np.ones(1)
+
+    def excess(x: float) -> float:
+        return float(highland_angle(one, one, one, np.array([x]))[0]) - theta0_times_p
+
+    return 1e-6 if excess(1e-6) >= 0.0 else float(brentq(excess, 1e-6, 2.0))
+
+
+def crossing_kicks(hits: pd.DataFrame, particles: pd.DataFrame, truth: pd.DataFrame,
+                   pt_min: float = 0.7) -> pd.DataFrame:
+    """The kicks a track's polar angle takes from one crossing to the next.
+
+    A field along the beam turns the transverse momentum and leaves ``theta`` alone, and the
+    energy loss keeps the direction, so the change of ``theta`` between consecutive crossings of
+    a particle (ordered by distance from its vertex; true momenta ``tpx, tpy, tpz``) is the
+    scattering: Highland's ``theta0`` projected, ``~ 13.6 MeV / (beta p) sqrt(x / X0)``. One row
+    per consecutive pair of crossings of a prompt particle (``r_v <= 1 mm``) of vertex pT >=
+    ``pt_min``: ``same_layer`` (the next on the same layer: overlapping modules), the volume
+    groups (:data:`trkx.data.detector.VOLUME_GROUP`) ``group`` and ``next_group``, ``kick``
+    (``p dtheta``, rad GeV) and ``incidence`` (the first crossing's ``sin(theta)`` in a barrel,
+    ``|cos(theta)|`` on a disk)."""
+    table = truth.merge(hits[["hit_id", "volume_id", "layer_id"]], on="hit_id")
+    table = table.merge(particles[["particle_id", "vx", "vy", "vz", "px", "py", "pz"]],
+                        on="particle_id")
+    keep = ((np.hypot(table["vx"], table["vy"]) <= PROMPT_RADIUS)
+            & (np.hypot(table["px"], table["py"]) >= pt_min))
+    table = table[keep].copy()
+    table["distance"] = np.sqrt((table["tx"] - table["vx"]) ** 2 + (table["ty"] - table["vy"])
+                                ** 2 + (table["tz"] - table["vz"]) ** 2)
+    table = table.sort_values(["particle_id", "distance"], kind="stable")
+    theta = np.arctan2(np.hypot(table["tpx"], table["tpy"]), table["tpz"]).to_numpy()
+    group = table["volume_id"].map(VOLUME_GROUP).to_numpy()
+    layer = table["volume_id"].to_numpy() * 1000 + table["layer_id"].to_numpy()
+    particle = table["particle_id"].to_numpy()
+    momentum = np.sqrt(table["px"] ** 2 + table["py"] ** 2 + table["pz"] ** 2).to_numpy()
+    incidence = np.where(np.isin(group, BARREL_GROUPS), np.sin(theta), np.abs(np.cos(theta)))
+    pair = particle[1:] == particle[:-1]
+    return pd.DataFrame({"same_layer": (layer[1:] == layer[:-1])[pair],
+                         "group": group[:-1][pair], "next_group": group[1:][pair],
+                         "kick": ((theta[1:] - theta[:-1]) * momentum[:-1])[pair],
+                         "incidence": incidence[:-1][pair]})
+
+
+def material_between_crossings(kicks: pd.DataFrame, min_pairs: int = 5) -> pd.DataFrame:
+    """The material a track crosses from one crossing to the next, read from the kicks of
+    :func:`crossing_kicks` (one event's, or several events' concatenated). Per ``(same_layer,
+    group, next_group)`` with >= ``min_pairs`` pairs: ``pairs``, ``width_mrad_gev`` (robust
+    width, 1.4826 MAD, of the kicks), ``x0_crossed`` (the ``x / X0`` whose Highland angle it
+    is, ``beta = 1``) and ``x0_normal`` (times the pairs' median incidence: the material at
+    normal incidence). Rows sorted by those keys."""
+    rows = []
+    for (same, first, then), pairs in kicks.groupby(["same_layer", "group", "next_group"]):
+        if len(pairs) < min_pairs:
+            continue
+        kick = pairs["kick"].to_numpy()
+        width = _MAD_TO_SIGMA * float(np.median(np.abs(kick - np.median(kick))))
+        crossed = thickness_from_angle(width)
+        rows.append({"same_layer": bool(same), "group": int(first), "next_group": int(then),
+                     "pairs": len(pairs), "width_mrad_gev": 1e3 * width, "x0_crossed": crossed,
+                     "x0_normal": crossed * float(np.median(pairs["incidence"]))})
+    return pd.DataFrame(rows, columns=["same_layer", "group", "next_group", "pairs",
+                                       "width_mrad_gev", "x0_crossed", "x0_normal"])
