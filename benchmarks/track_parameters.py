@@ -55,7 +55,7 @@ def event_rows(tracks_dir: Path, events_dir: Path, event_id: int) -> pd.DataFram
     uniform = fit_in_field(track_id, x, y, z, volume, "uniform")
     field = fit_in_field(track_id, x, y, z, volume, "solenoid")
     calibrated = calibrated_fit(field, track_id, *fitted_hits(field, track_id, x, y, z), z,
-                                volume)
+                                volume, hits["layer_id"].to_numpy())
     frames = []
     for label, fit in (("uniform", uniform), ("field map", field), ("calibrated", calibrated)):
         frame = pd.DataFrame({"track_id": fit.track_id, "fit": label}).assign(

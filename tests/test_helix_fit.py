@@ -118,11 +118,12 @@ def test_built_tracks_parameters_resolve_their_particles():
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
     from trkx.tracks.evaluate.resolution import matched_parameters, resolution_summary
-    from trkx.tracks.fit.covariance import ERROR_COLUMNS, SUPPORT_FRACTION
+    from trkx.tracks.fit.covariance import ERROR_COLUMNS
 
     rng = np.random.default_rng(4)
-    # the material the fit's scattering assumes (trkx.tracks.fit.covariance): the real fit's
-    physics = PhysicsConfig(support_fraction=SUPPORT_FRACTION)
+    # the simulator's support fitted to the real sample event (the recipes' 5.9): in the
+    # barrel near the real detector's material that the fit assumes (trkx.tracks.fit.covariance)
+    physics = PhysicsConfig(support_fraction=5.9)
     tables = simulate_event(generate_particles(30.0, rng), rng, SimulationConfig(physics=physics))
     record = build_event_record(tables["hits"], None, tables["particles"], tables["truth"],
                                 use_cells=False, event_id=3)

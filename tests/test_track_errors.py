@@ -20,8 +20,9 @@ def _barrel_volume(radius: float) -> int:
 
 def _scattered_track(pt: float, eta: float, rng: np.random.Generator, step: float = 1.0):
     """Hits ``(x, y, z, volume)`` on the barrel layers of a positive particle from ``(0, 0,
-    0)``: traced in the solenoid, kicked at each layer by the fit's own Highland angles and
-    measured with the fit's own resolutions (across the track and along the beam)."""
+    0)``: traced in the solenoid, kicked at each layer by the fit's own Highland angles (the
+    material from that layer to the next) and measured with the fit's own resolutions (across
+    the track and along the beam)."""
     kappa0 = PT_PER_TESLA_MM * 2.0 / pt
     x = y = z = 0.0
     direction, cot = 0.3, np.sinh(eta)
@@ -39,7 +40,9 @@ def _scattered_track(pt: float, eta: float, rng: np.random.Generator, step: floa
             across = rng.normal(0.0, fine)
             hits.append((x + across * normal[0], y + across * normal[1],
                          z + rng.normal(0.0, sigma_z), volume))
-            theta0 = scattering_angles(np.array([volume]), np.array([pt]),
+            following = _barrel_volume(radii[0]) if radii else volume
+            theta0 = scattering_angles(np.array([volume]), np.array([following]),
+                                       np.array([False]), np.array([pt]),
                                        np.array([np.arcsinh(cot)]))[0]
             sin_theta = 1.0 / np.sqrt(1.0 + cot * cot)
             direction += rng.normal(0.0, theta0) / sin_theta
@@ -62,7 +65,8 @@ def test_the_calibrated_fit_has_a_chi2_and_pulls_of_width_one() -> None:
         truth.append((pt, eta))
     ids, x, y, z, volume = (np.concatenate(c) for c in columns)
     fit = fit_in_field(ids, x, y, z, volume, "solenoid")
-    calibrated = calibrated_fit(fit, ids, *fitted_hits(fit, ids, x, y, z), z, volume)
+    layer = np.concatenate([np.arange(np.count_nonzero(ids == t)) for t in range(300)])
+    calibrated = calibrated_fit(fit, ids, *fitted_hits(fit, ids, x, y, z), z, volume, layer)
     pt, eta = np.array(truth).T
 
     def width(values: np.ndarray) -> float:
@@ -99,3 +103,28 @@ def test_the_compiled_least_squares_is_the_numpy_loop() -> None:
               np.repeat(rng.choice([-1.0, 1.0], len(lengths)), lengths))
     for compiled, plain in zip(_gls_per_track(starts, *arrays), _gls_numpy(starts, *arrays)):
         np.testing.assert_allclose(compiled, plain, rtol=1e-9, atol=1e-12)
+
+
+def test_the_material_follows_the_crossings() -> None:
+    """The scattering after a crossing is the measured material to the next one: a short-strip
+    endcap disk scatters more than a pixel layer, the step from the pixels to the strips more
+    than a pixel layer, another module of the same layer least; a pair not measured takes
+    its first crossing's group."""
+    from trkx.tracks.fit.covariance import (
+        MATERIAL_BETWEEN_LAYERS,
+        MATERIAL_WITHIN_LAYER,
+        material_after,
+    )
+
+    volume = np.array([8, 8, 8, 14, 12, 9, 17])
+    following = np.array([8, 13, 8, 14, 16, 7, 16])
+    same = np.array([False, False, True, False, False, True, False])
+    np.testing.assert_array_equal(material_after(volume, following, same), [
+        MATERIAL_BETWEEN_LAYERS[(8, 8)], MATERIAL_BETWEEN_LAYERS[(8, 13)],
+        MATERIAL_WITHIN_LAYER[8], MATERIAL_BETWEEN_LAYERS[(12, 12)],
+        MATERIAL_BETWEEN_LAYERS[(12, 16)], MATERIAL_WITHIN_LAYER[7],
+        MATERIAL_BETWEEN_LAYERS[(17, 17)]])
+    eta = np.array([0.0, 0.0, 2.5])          # 1 GeV each: pT = p / cosh(eta)
+    angles = scattering_angles(np.array([8, 8, 12]), np.array([8, 13, 12]),
+                               np.zeros(3, dtype=bool), 1.0 / np.cosh(eta), eta)
+    assert angles[0] < angles[1] < angles[2]

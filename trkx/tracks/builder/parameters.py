@@ -50,12 +50,12 @@ def track_parameters(record, labels: np.ndarray, builder: TrackBuilder,
         table = table[table["n_hits"].to_numpy() >= 3].reset_index(drop=True)
         table["quality"] = (builder.quality.score(table) if builder.quality is not None
                             else np.nan)
-    return _in_field(table, labels, pos, volume_id, builder.field_map)[
-        [*COLUMNS, *ERROR_COLUMNS]]
+    return _in_field(table, labels, pos, volume_id, as_numpy(record.layer_id),
+                     builder.field_map)[[*COLUMNS, *ERROR_COLUMNS]]
 
 
 def _in_field(table: pd.DataFrame, labels: np.ndarray, pos: np.ndarray, volume_id: np.ndarray,
-              field_map: str) -> pd.DataFrame:
+              layer_id: np.ndarray, field_map: str) -> pd.DataFrame:
     """``table`` with the helix parameters of the fit in ``field_map``
     (trkx.tracks.fit.field_map), its chi2 / ndf and errors with the multiple scattering
     (trkx.tracks.fit.covariance); the tracks, their hit counts and quality stay."""
@@ -64,7 +64,7 @@ def _in_field(table: pd.DataFrame, labels: np.ndarray, pos: np.ndarray, volume_i
     x, y, z = r * np.cos(phi), r * np.sin(phi), pos[:, 2]
     ids = np.where(np.isin(labels, table["track_id"].to_numpy()), labels, -1)
     fit, moved_x, moved_y = fit_in_field_with_hits(ids, x, y, z, volume_id, field_map)
-    calibrated = calibrated_fit(fit, ids, moved_x, moved_y, z, volume_id, field_map)
+    calibrated = calibrated_fit(fit, ids, moved_x, moved_y, z, volume_id, layer_id, field_map)
     row = np.searchsorted(calibrated.track_id, table["track_id"].to_numpy())
     table = table.copy()
     for column in (*FITTED, *ERROR_COLUMNS):

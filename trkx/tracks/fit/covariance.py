@@ -13,11 +13,17 @@ in an endcap its coarse radial pitch projected on the circle's normal, as the he
 weighs it; along the beam the coarse pitch, or the radial one times ``cot(theta)``) and
 ``a_k`` the scattering angle at crossing ``k`` seen in that projection: ``theta0_k /
 sin(theta)`` across, ``theta0_k / sin(theta)^2`` along. ``theta0_k`` is Highland's angle
-(trkx.data.simulate.physics) for the momentum ``p = pT cosh(eta)`` through
-``x / X0 = t (1 + f_support) / cos(alpha) / X0(Si)``: the module's silicon ``t`` (0.15 /
-0.25 / 0.35 mm in the pixels / short / long strips), the support beside it as the simulator's
-fit to the real sample event (``f_support`` 5.9), at incidence ``cos(alpha) = sin(theta)`` in
-a barrel and ``|cos(theta)|`` on a disk.
+(trkx.data.simulate.physics) for the momentum ``p = pT cosh(eta)`` through the material
+between crossing ``k`` and the next, ``x / X0 = m / cos(alpha)`` at incidence ``cos(alpha) =
+sin(theta)`` in a barrel and ``|cos(theta)|`` on a disk. ``m``, the material at normal
+incidence, is measured on the real sample event's true crossings by the kicks of their polar
+angle (trkx.realism.material.material_between_crossings; `python benchmarks/sim_vs_real.py
+--material`) for each pair of volume groups (the crossing's and the next's:
+:data:`MATERIAL_BETWEEN_LAYERS`), and for the next crossing on the same layer (overlapping
+modules: :data:`MATERIAL_WITHIN_LAYER`). The real detector is not the simulator's uniform
+silicon-plus-support: a short-strip endcap disk and what lies behind it is 0.18 X0, the pixel
+layers 0.01, the step from the pixels to the strips 0.04-0.06 (docs/levers.md, "The real
+detector's material, crossing by crossing").
 
 Linearised around the fit, the residuals move with the parameters as ``J = [1, s, g(s)]``
 across (``d0``, ``phi``, the curvature ``kappa``; ``g = s^2 / 2``, in the solenoid ``G(s)`` of
@@ -43,17 +49,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trkx.data.simulate.physics import SILICON_RADIATION_LENGTH, highland_angle
+from trkx.data.detector import VOLUME_GROUP
+from trkx.data.simulate.physics import highland_angle
 from trkx.runtime.device import numba_importable
 from trkx.tracks.fit.field_map import lacking_bend
 from trkx.tracks.fit.helix_fit import BARREL_VOLUMES, HelixFit, hit_resolutions
 
-#: The silicon of each volume's modules (mm; detectors.csv's module_t).
-SILICON_THICKNESS = {7: 0.15, 8: 0.15, 9: 0.15, 12: 0.25, 13: 0.25, 14: 0.25,
-                     16: 0.35, 17: 0.35, 18: 0.35}
-#: The support beside the silicon, as a fraction of it (the simulator's fit to the real
-#: sample event, trkx.data.simulate.physics).
-SUPPORT_FRACTION = 5.9
+#: ``x / X0`` at normal incidence from a crossing of one volume group to the next crossing on
+#: another layer (groups: trkx.data.detector.VOLUME_GROUP; measured on the real sample
+#: event, pairs of 5-188, widths to ~10-30%); a pair not listed takes the crossing's own
+#: group's ``(g, g)``.
+MATERIAL_BETWEEN_LAYERS: dict[tuple[int, int], float] = {
+    (7, 7): 0.0105, (7, 12): 0.060, (7, 13): 0.019, (8, 7): 0.0082, (8, 8): 0.0101,
+    (8, 13): 0.042, (12, 12): 0.18, (12, 16): 0.13, (13, 12): 0.018, (13, 13): 0.019,
+    (13, 16): 0.059, (13, 17): 0.015, (16, 16): 0.11, (17, 17): 0.033}
+#: ... and to the next crossing on the same layer (another module of it).
+MATERIAL_WITHIN_LAYER: dict[int, float] = {7: 0.0065, 8: 0.0008, 12: 0.0024, 13: 0.0017,
+                                           16: 0.015, 17: 0.0023}
 #: The error columns of the parameters file, in order.
 ERROR_COLUMNS: tuple[str, ...] = ("pt_err", "eta_err", "phi_err", "d0_err", "z0_err")
 
@@ -79,26 +91,48 @@ class CalibratedFit:
     z0_err: np.ndarray
 
 
-def scattering_angles(volume_id: np.ndarray, pt: np.ndarray, eta: np.ndarray,
-                      support_fraction: float = SUPPORT_FRACTION) -> np.ndarray:
-    """Highland's ``theta0`` (rad) per crossing (module docstring)."""
+def material_after(volume_id: np.ndarray, next_volume_id: np.ndarray,
+                   same_layer: np.ndarray) -> np.ndarray:
+    """``x / X0`` at normal incidence from each crossing to the next (module docstring)."""
+    group = _groups(volume_id)
+    following = _groups(next_volume_id)
+    material = np.zeros(len(group))
+    for first in np.unique(group):
+        mine = group == first
+        material[mine] = MATERIAL_BETWEEN_LAYERS[(first, first)]
+        for (a, b), value in MATERIAL_BETWEEN_LAYERS.items():
+            if a == first:
+                material[mine & (following == b)] = value
+        material[mine & same_layer] = MATERIAL_WITHIN_LAYER[first]
+    return material
+
+
+def _groups(volume_id: np.ndarray) -> np.ndarray:
     volume_id = np.asarray(volume_id, dtype=np.int64)
-    silicon = np.full(len(volume_id), SILICON_THICKNESS[8])
-    for volume, thickness in SILICON_THICKNESS.items():
-        silicon[volume_id == volume] = thickness
+    group = np.full(len(volume_id), 8, dtype=np.int64)     # anything else: as the pixel barrel
+    for volume, value in VOLUME_GROUP.items():
+        group[volume_id == volume] = value
+    return group
+
+
+def scattering_angles(volume_id: np.ndarray, next_volume_id: np.ndarray,
+                      same_layer: np.ndarray, pt: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """Highland's ``theta0`` (rad) from each crossing to the next (module docstring)."""
     sin_theta, cos_theta = 1.0 / np.cosh(eta), np.abs(np.tanh(eta))
-    barrel = np.isin(volume_id, BARREL_VOLUMES)
+    barrel = np.isin(np.asarray(volume_id, dtype=np.int64), BARREL_VOLUMES)
     incidence = np.maximum(np.where(barrel, sin_theta, cos_theta), 0.05)
-    x_over_x0 = silicon * (1.0 + support_fraction) / incidence / SILICON_RADIATION_LENGTH
+    x_over_x0 = material_after(volume_id, next_volume_id, np.asarray(same_layer, dtype=bool))
     momentum = pt * np.cosh(eta)
-    return highland_angle(momentum, np.ones_like(momentum), np.ones_like(momentum), x_over_x0)
+    ones = np.ones_like(momentum)
+    return highland_angle(momentum, ones, ones, x_over_x0 / incidence)
 
 
 def calibrated_fit(fit: HelixFit, track_id: np.ndarray, x: np.ndarray, y: np.ndarray,
-                   z: np.ndarray, volume_id: np.ndarray, field_map: str = "solenoid",
-                   support_fraction: float = SUPPORT_FRACTION) -> CalibratedFit:
+                   z: np.ndarray, volume_id: np.ndarray, layer_id: np.ndarray,
+                   field_map: str = "solenoid") -> CalibratedFit:
     """The module docstring's fit of every track of ``fit`` (fitted to the hits ``(x, y, z)``
-    of ``track_id``; in ``field_map`` the hits the last fit saw:
+    of ``track_id``, on the modules of ``volume_id``, ``layer_id``; in ``field_map`` the hits
+    the last fit saw:
     trkx.tracks.fit.field_map.fitted_hits): one generalised least-squares step from it, the
     curvature held."""
     track_id = np.asarray(track_id, dtype=np.int64)
@@ -107,6 +141,7 @@ def calibrated_fit(fit: HelixFit, track_id: np.ndarray, x: np.ndarray, y: np.nda
     row = np.searchsorted(fit.track_id, track_id[hits])
     xs, ys, zs = (np.asarray(a, dtype=np.float64)[hits] for a in (x, y, z))
     volumes = np.asarray(volume_id, dtype=np.int64)[hits]
+    layers = volumes * 1000 + np.asarray(layer_id, dtype=np.int64)[hits]
     radius, phi, d0 = fit.radius[row], fit.phi[row], fit.d0[row]
     sense = -fit.charge[row].astype(np.float64)
     z0, eta, pt = fit.z0[row], fit.eta[row], fit.pt[row]
@@ -122,10 +157,12 @@ def calibrated_fit(fit: HelixFit, track_id: np.ndarray, x: np.ndarray, y: np.nda
                       / np.maximum(np.hypot(xs, ys) * distance, 1e-12))
     bend = (0.5 * s * s if field_map == "uniform"
             else 0.5 * s * s - lacking_bend(s, z0, cot))
-    theta0 = scattering_angles(volumes, pt, eta, support_fraction)
     sin_theta = 1.0 / np.cosh(eta)
     order = np.lexsort((s, row))
     starts = np.searchsorted(row[order], np.arange(n_tracks + 1))
+    theta0 = np.empty(len(order))
+    theta0[order] = scattering_angles(*_next_crossings(row[order], volumes[order],
+                                                      layers[order]), pt[order], eta[order])
     chi2, ndf, var, delta = _gls_per_track(starts, *(np.ascontiguousarray(a[order]) for a in (
         s, distance - radius, zs - z0 - s * cot, np.sqrt(fine ** 2 + (sigma_r * cos_beta) ** 2),
         np.sqrt(sigma_z ** 2 + (sigma_r * cot) ** 2 + 1e-6 ** 2), bend, theta0 / sin_theta,
@@ -145,6 +182,18 @@ def calibrated_fit(fit: HelixFit, track_id: np.ndarray, x: np.ndarray, y: np.nda
         eta_err=np.sqrt(var[:, 4]) / np.cosh(new_eta) * nan,
         phi_err=np.sqrt(var[:, 1]) * nan, d0_err=np.sqrt(var[:, 0]) * nan,
         z0_err=np.sqrt(var[:, 3]) * nan)
+
+
+def _next_crossings(row: np.ndarray, volume: np.ndarray, layer: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """In path order (``row``: each hit's track, grouped): each hit's volume, the next hit's
+    volume (its own for a track's last hit, whose scattering no hit sees) and whether the next
+    hit is on the same layer."""
+    last = np.append(row[1:] != row[:-1], True)
+    following = np.append(volume[1:], 0)
+    following[last] = volume[last]
+    same = np.append(layer[1:] == layer[:-1], False) & ~last
+    return volume, following, same
 
 
 def _gls_track(t, starts, s, across, along, sigma_across, sigma_along, bend, angle_across,
