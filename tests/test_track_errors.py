@@ -128,3 +128,12 @@ def test_the_material_follows_the_crossings() -> None:
     angles = scattering_angles(np.array([8, 8, 12]), np.array([8, 13, 12]),
                                np.zeros(3, dtype=bool), 1.0 / np.cosh(eta), eta)
     assert angles[0] < angles[1] < angles[2]
+
+
+def test_no_fitted_track_gives_an_empty_fit() -> None:
+    """An event whose tracks are all too short: nothing to fit, no error."""
+    x, y, z = np.array([30.0, 70.0]), np.array([1.0, 2.0]), np.array([0.0, 5.0])
+    ids, volume, layer = np.array([-1, -1]), np.array([8, 8]), np.array([2, 4])
+    fit = fit_in_field(ids, x, y, z, volume, "solenoid")
+    calibrated = calibrated_fit(fit, ids, *fitted_hits(fit, ids, x, y, z), z, volume, layer)
+    assert len(calibrated.track_id) == 0 and len(calibrated.pt_err) == 0

@@ -189,10 +189,10 @@ def _next_crossings(row: np.ndarray, volume: np.ndarray, layer: np.ndarray
     """In path order (``row``: each hit's track, grouped): each hit's volume, the next hit's
     volume (its own for a track's last hit, whose scattering no hit sees) and whether the next
     hit is on the same layer."""
-    last = np.append(row[1:] != row[:-1], True)
-    following = np.append(volume[1:], 0)
+    last = np.append(row[1:] != row[:-1], True)[:len(row)]     # no hits: none
+    following = np.append(volume[1:], 0)[:len(row)]
     following[last] = volume[last]
-    same = np.append(layer[1:] == layer[:-1], False) & ~last
+    same = np.append(layer[1:] == layer[:-1], False)[:len(row)] & ~last
     return volume, following, same
 
 
