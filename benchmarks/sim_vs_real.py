@@ -152,24 +152,19 @@ def material(args) -> int:
     out = {"physics": {"field_map": args.field_map, "support_fraction": args.support_fraction,
                        "energy_loss": args.energy_loss},
            "events": args.events, "seed": args.seed, "real_sample": real, "simulated": sim}
-    between = material_between_crossings(crossing_kicks(sample["hits"], sample["particles"],
-                                                        sample["truth"]))
-    twins_between = material_between_crossings(pd.concat(
-        [crossing_kicks(e["hits"], e["particles"], e["truth"]) for e in events]))
-    table = between.merge(twins_between, on=["same_layer", "group", "next_group"], how="left",
-                          suffixes=("", "_simulated"))
+    kicks = [crossing_kicks(e["hits"], e["particles"], e["truth"]) for e in (sample, *events)]
+    table = material_between_crossings(kicks[0]).merge(
+        material_between_crossings(pd.concat(kicks[1:])), how="left",
+        on=["same_layer", "group", "next_group"], suffixes=("", "_simulated"))
     out["between_crossings"] = table.to_dict(orient="records")
     harness.write_json(args.json, out)
     print(f"{'prompt 1-2 GeV':24s} {'pixel circle RMS':>17s} {'pT lost':>8s} {'particles':>9s}")
     for name, facts in (("real sample event", real), ("simulated", sim)):
         print(f"{name:24s} {facts['pixel_circle_rms_um']:14.2f} um {facts['pt_loss']:8.4f} "
               f"{facts['particles']:9d}")
-    print("material from a crossing to the next (x / X0 at normal incidence), real / simulated:")
-    for row in table.itertuples():
-        where = (f"{row.group:2d} same layer" if row.same_layer
-                 else f"{row.group:2d} -> {row.next_group:2d}")
-        print(f"  {where:13s} {row.x0_normal:7.4f} ({row.pairs:3d} pairs) / "
-              f"{row.x0_normal_simulated:7.4f}")
+    print("material from a crossing to the next (x / X0 at normal incidence):")
+    print(table[["same_layer", "group", "next_group", "pairs", "x0_normal",
+                 "x0_normal_simulated"]].to_string(index=False, float_format="%.4f"))
     return 0
 
 
