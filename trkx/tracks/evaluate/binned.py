@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import beta
+from scipy.special import betaincinv  # scipy.stats's beta.ppf, without its 1 s import
 
 from trkx.data.truth import PROMPT_RADIUS
 
@@ -53,8 +53,8 @@ class BinnedRate:
         alpha = 1.0 - confidence
         k, n = self.passed.astype(np.float64), self.total.astype(np.float64)
         with np.errstate(invalid="ignore"):
-            low = np.where(k > 0, beta.ppf(alpha / 2, k, n - k + 1), 0.0)
-            high = np.where(k < n, beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+            low = np.where(k > 0, betaincinv(k, n - k + 1, alpha / 2), 0.0)
+            high = np.where(k < n, betaincinv(k + 1, n - k, 1 - alpha / 2), 1.0)
         empty = n == 0
         return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 
