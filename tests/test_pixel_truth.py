@@ -61,7 +61,7 @@ def test_hits_missing_from_the_tracks_and_short_projections(tmp_path: Path) -> N
 def test_trkx_infer_scores_pixel_truth_events(tiny_run: tuple[Path, Path], tmp_path: Path,
                                               capsys: pytest.CaptureFixture) -> None:
     """`trkx infer` on an event with only pixel truth writes and prints the projected figures,
-    the same as scoring its tracks file directly."""
+    the same as scoring its tracks file directly (and draws the plots when asked)."""
     config, workdir = tiny_run
     source = workdir / "data" / "test" / "event000300000"
     events = tmp_path / "events"
@@ -76,8 +76,9 @@ def test_trkx_infer_scores_pixel_truth_events(tiny_run: tuple[Path, Path], tmp_p
     out = tmp_path / "out"
     assert trkx_main(["infer", "--config", str(config), "--checkpoints",
                       str(workdir / "checkpoints"), "--events", str(events), "--out",
-                      str(out)]) == 0
+                      str(out), "--plots"]) == 0
     assert "pixel truth (1 event(s)" in capsys.readouterr().out
+    assert (out / "evaluate" / "efficiency_vs_pt.png").read_bytes()[:4] == b"\x89PNG"
     written = json.loads((out / "evaluate" / "pixel_truth.json").read_text())
     direct = overall_summary([evaluate_pixel_truth(
         prefix, pd.read_csv(out / "event000300000-tracks.csv"), 300000)])

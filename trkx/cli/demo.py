@@ -1,8 +1,8 @@
 """``trkx demo``: the shipped models on the real pile-up-200 event 21001, as ``make demo`` runs.
 
-``trkx demo`` is ``trkx infer --events $TRKX_DATA/real_pixel_truth --out runs/demo``: the cells
-set (the event has cells files) builds the tracks of the full real event and evaluates them on
-its pixel truth (tracks in ``runs/demo``, the evaluation with its plots in
+``trkx demo`` is ``trkx infer --events $TRKX_DATA/real_pixel_truth --out runs/demo --plots``:
+the cells set (the event has cells files) builds the tracks of the full real event and evaluates
+them on its pixel truth (tracks in ``runs/demo``, the evaluation with its plots in
 ``runs/demo/evaluate``, which the notebook reads). ``--events`` and ``--out`` take other folders.
 """
 
@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo", help="the shipped models on the real pile-up-200 event 21001 (make demo)",
         description="The shipped models on the full real pile-up-200 event 21001 with its "
                     "pixel truth: `trkx infer --events $TRKX_DATA/real_pixel_truth --out "
-                    "runs/demo` (tracks, timing.json, the evaluation in runs/demo/evaluate). "
+                    "runs/demo --plots` (tracks, timing.json, the evaluation and its plots in "
+                    "runs/demo/evaluate). "
                     "About 10 s per event on 2 CPU cores once the models are loaded.")
     parser.add_argument("--events", type=Path, default=None,
                         help=f"folder of TrackML events (default: $TRKX_DATA/"
@@ -47,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
 
     events = args.events if args.events is not None else default_events()
     infer = build_parser().parse_args(["infer", "--events", str(events), "--out",
-                                       str(args.out)])
+                                       str(args.out), "--plots"])
     return int(infer.func(infer) or 0)

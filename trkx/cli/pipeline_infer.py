@@ -12,7 +12,8 @@ trained with cell features, truth optional) and writes to ``--out``: one
 trkx.tracks.builder.parameters) and
 ``timing.json`` (seconds per stage, throughput, device, precision, kernel, allocator, CPU
 seconds, peak memory: trkx.pipeline.timing). With truth (or ``--evaluate``) the tracks are
-evaluated as ``trkx evaluate`` does, in this process, into ``--out/evaluate``; events with
+evaluated as ``trkx evaluate`` does, in this process, into ``--out/evaluate`` (its plots with
+``--plots``); events with
 pixel truth only (event 21001) are scored on their pixel hits. ``--graphs DIR`` also writes
 every stage's graph records to ``DIR/{embedding,filter,gnn}/`` (the evaluation then reports
 each stage's edge efficiency). This is the one inference path: ``trkx run`` runs it too.
@@ -65,6 +66,10 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--evaluate", action=argparse.BooleanOptionalAction, default=None,
                        help="evaluate the tracks as `trkx evaluate` does, into OUT/evaluate "
                             "(default: when every event has truth)")
+    group.add_argument("--plots", action="store_true",
+                       help="with the evaluation, also draw its plots (PNG) as `trkx evaluate` "
+                            "does (matplotlib: ~3 s for one event's eight plots; without it "
+                            "metrics.json and the tables)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,18 +116,18 @@ def run(args: argparse.Namespace) -> int:
     cuts, edge_cut, sets = evaluation_per_set(groups, configs, batch.pipelines, {
         p: r.event_id for p, r in zip(prefixes, results)})
     if pixel:
-        _evaluate_pixel_events(pixel, args.out / "evaluate", cuts)
+        _evaluate_pixel_events(pixel, args.out / "evaluate", cuts, args.plots)
     if evaluate:
         _evaluate(args, cuts, edge_cut, sets)
     return 0
 
 
-def _evaluate_pixel_events(pixel: list, out: Path, cuts) -> None:
+def _evaluate_pixel_events(pixel: list, out: Path, cuts, plots: bool) -> None:
     """Events with truth for their pixel hits only (``-truth-pixel``, e.g. the real event
     21001), ``(prefix, result)``: their tracks scored on the projection onto those hits
     (trkx.tracks.evaluate.projection), printed and written to ``out/pixel_truth.json``, and
-    into ``out`` as ``trkx evaluate`` writes (metrics.json, tables, plots: the notebook's
-    input) with ``"truth": "pixel hits"`` in metrics.json."""
+    into ``out`` as ``trkx evaluate`` writes (metrics.json and the tables, the notebook's
+    input; the plots with ``plots``) with ``"truth": "pixel hits"`` in metrics.json."""
     import pandas as pd
 
     from trkx.tracks.evaluate.evaluation import assemble_evaluation
@@ -139,7 +144,7 @@ def _evaluate_pixel_events(pixel: list, out: Path, cuts) -> None:
     atomic_write(out / "pixel_truth.json", lambda tmp: tmp.write_text(text))
     evaluation = assemble_evaluation(own, anchors, cuts)
     evaluation.report["truth"] = "pixel hits (the tracks projected onto the hits with truth)"
-    write_evaluation(evaluation, out)
+    write_evaluation(evaluation, out, plots)
     print(pixel_truth_text(report, len(pixel), out / "pixel_truth.json"))
 
 
@@ -156,5 +161,5 @@ def _evaluate(args: argparse.Namespace, cuts, edge_cut: dict[int, float],
     stages = [] if graphs is None else [(s, graphs / s) for s in ("embedding", "filter")]
     evaluation = evaluate_tracks(args.out, args.events if graphs is None else graphs / "gnn",
                                  cuts, edge_cut, stages, sets=sets)
-    write_evaluation(evaluation, args.out / "evaluate")
+    write_evaluation(evaluation, args.out / "evaluate", args.plots)
     print(evaluation_text(evaluation.report))

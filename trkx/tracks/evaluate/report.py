@@ -68,8 +68,9 @@ def _figures(evaluation: TrackEvaluation) -> dict:
     return figures
 
 
-def write_evaluation(evaluation: TrackEvaluation, out: Path) -> list[Path]:
-    """Write the evaluation's files into ``out``; the paths written."""
+def write_evaluation(evaluation: TrackEvaluation, out: Path, plots: bool = True) -> list[Path]:
+    """Write the evaluation's files into ``out`` (the PNG plots only with ``plots``); the paths
+    written."""
     text = json.dumps(json_safe(evaluation.report), indent=2)
     written = [atomic_write(out / "metrics.json", lambda tmp: tmp.write_text(text)),
                atomic_write(out / "particles.csv",
@@ -79,7 +80,7 @@ def write_evaluation(evaluation: TrackEvaluation, out: Path) -> list[Path]:
     if evaluation.fitted is not None:
         written.append(atomic_write(out / "parameters.csv",
                                     lambda tmp: evaluation.fitted.to_csv(tmp, index=False)))
-    for name, figure in _figures(evaluation).items():
+    for name, figure in (_figures(evaluation) if plots else {}).items():
         written.append(atomic_write(out / f"{name}.png",
                                     lambda tmp, f=figure: f.savefig(tmp, format="png", dpi=110)))
     return written
