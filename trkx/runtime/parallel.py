@@ -30,11 +30,13 @@ def _start_worker(initializer: Callable[..., None] | None, initargs: tuple) -> N
 
 def cancel_pool(pool: ProcessPoolExecutor) -> None:
     """Drop the queued jobs and end the workers now (terminate, then kill a straggler)."""
-    # read the workers first: shutdown() drops the executor's reference to them
+    # read the workers first: shutdown() drops the executor's reference to them. Terminate
+    # them before shutdown() queues its sentinels: an idle worker that read one first would
+    # exit by itself and run its interpreter's shutdown (the second that ending it saves)
     processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.join(TERMINATE_GRACE_SECONDS)
         if process.is_alive():
