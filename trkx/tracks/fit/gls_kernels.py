@@ -14,6 +14,14 @@ and the correction with the curvature held, the first two parameters ``h``:
 ``covariance._gls_numpy``'s arithmetic (``np.linalg.solve`` and ``inv`` on the same matrices)
 by triangular solves only: V and M are symmetric positive definite. A block whose ``M`` is
 singular (e.g. its hits at one path length) gives NaN errors and corrections.
+
+The curvature's variance is that of the value reported, the robust fit's, not the GLS's: the
+robust fit weighs each hit by its resolution alone (``W = diag(sigma^-2)``), so near the fit it
+is the linear estimator ``kappa = a . r`` with ``a = W J (J^T W J)^-1 e_kappa``, whose variance
+under the hits' covariance ``V = sum_c theta_c^2 u_c u_c^T + diag(sigma^2)`` (``u_c,i = max(s_i
+- s_c, 0)``, the lever of crossing ``c`` on hit ``i``) is
+
+    var(kappa) = a^T V a = sum_i a_i^2 sigma_i^2 + sum_c theta_c^2 (u_c . a)^2   (>= C_kk).
 """
 
 from __future__ import annotations
@@ -111,6 +119,46 @@ def gls_block(s: np.ndarray, residual: np.ndarray, sigma: np.ndarray, angle: np.
     return chi2
 
 
+@njit
+def weighted_variance(s: np.ndarray, sigma: np.ndarray, angle: np.ndarray,
+                      jacobian: np.ndarray, parameter: int) -> float:
+    """``a^T V a`` of the module docstring: the variance of parameter ``parameter`` of the
+    least squares weighted by ``sigma^-2`` alone, under the hits' covariance with the
+    scattering (NaN when ``J^T W J`` is singular)."""
+    n, k = jacobian.shape
+    m = np.zeros((k, k))
+    for p in range(k):
+        for q in range(p + 1):
+            total = 0.0
+            for i in range(n):
+                total += jacobian[i, p] * jacobian[i, q] / (sigma[i] * sigma[i])
+            m[p, q] = total
+    if not cholesky(m, k):
+        return np.nan
+    e = np.zeros(k)                        # (J^T W J)^-1 e_p = R^-T R^-1 e_p
+    e[parameter] = 1.0
+    forward(m, k, e)
+    for i in range(k - 1, -1, -1):
+        total = e[i]
+        for r in range(i + 1, k):
+            total -= m[r, i] * e[r]
+        e[i] = total / m[i, i]
+    a = np.empty(n)
+    variance = 0.0
+    for i in range(n):
+        total = 0.0
+        for p in range(k):
+            total += jacobian[i, p] * e[p]
+        a[i] = total / (sigma[i] * sigma[i])
+        variance += a[i] * a[i] * sigma[i] * sigma[i]
+    for c in range(n):                     # a crossing's kick moves every later hit
+        lever = 0.0
+        for i in range(c + 1, n):
+            lever += max(s[i] - s[c], 0.0) * a[i]
+        variance += angle[c] * angle[c] * lever * lever
+    return variance
+
+
 @numba.njit(cache=True, nogil=True, parallel=True, fastmath=False, error_model="numpy")
 def gls_per_track(starts: np.ndarray, s: np.ndarray, across: np.ndarray, along: np.ndarray,
                   sigma_across: np.ndarray, sigma_along: np.ndarray, bend: np.ndarray,
@@ -136,6 +184,9 @@ def gls_per_track(starts: np.ndarray, s: np.ndarray, across: np.ndarray, along: 
             along_jacobian[i, 0], along_jacobian[i, 1] = 1.0, st[i]
         total = gls_block(st, -across[lo:hi], sigma_across[lo:hi], angle_across[lo:hi],
                           across_jacobian, var[t, 0:3], delta[t, 0:2])
+        if var[t, 2] == var[t, 2]:          # the robust fit's curvature: its own variance
+            var[t, 2] = weighted_variance(st, sigma_across[lo:hi], angle_across[lo:hi],
+                                          across_jacobian, 2)
         total += gls_block(st, along[lo:hi], sigma_along[lo:hi], angle_along[lo:hi],
                            along_jacobian, var[t, 3:5], delta[t, 3:5])
         chi2[t], ndf[t] = total, 2 * n - 5
