@@ -52,22 +52,29 @@ def _scattered_track(pt: float, eta: float, rng: np.random.Generator, step: floa
     return tuple(np.array(column) for column in zip(*hits))
 
 
-@pytest.mark.slow
-def test_the_calibrated_fit_has_a_chi2_and_pulls_of_width_one() -> None:
-    rng = np.random.default_rng(7)
+def _calibrated_tracks(pt_range: tuple[float, float], tracks: int = 300, seed: int = 7):
+    """``(calibrated fit, robust fit, true pT, true eta)`` of ``tracks`` tracks traced by
+    :func:`_scattered_track` (pT uniform in ``pt_range``, |eta| < 0.9)."""
+    rng = np.random.default_rng(seed)
     columns: list[list[np.ndarray]] = [[], [], [], [], []]
     truth = []
-    for track in range(300):
-        pt, eta = rng.uniform(1.0, 5.0), rng.uniform(-0.9, 0.9)
+    for track in range(tracks):
+        pt, eta = rng.uniform(*pt_range), rng.uniform(-0.9, 0.9)
         x, y, z, volume = _scattered_track(pt, eta, rng)
         for store, values in zip(columns, (np.full(len(x), track), x, y, z, volume)):
             store.append(values)
         truth.append((pt, eta))
     ids, x, y, z, volume = (np.concatenate(c) for c in columns)
     fit = fit_in_field(ids, x, y, z, volume, "solenoid")
-    layer = np.concatenate([np.arange(np.count_nonzero(ids == t)) for t in range(300)])
+    layer = np.concatenate([np.arange(np.count_nonzero(ids == t)) for t in range(tracks)])
     calibrated = calibrated_fit(fit, ids, *fitted_hits(fit, ids, x, y, z), z, volume, layer)
     pt, eta = np.array(truth).T
+    return calibrated, fit, pt, eta
+
+
+@pytest.mark.slow
+def test_the_calibrated_fit_has_a_chi2_and_pulls_of_width_one() -> None:
+    calibrated, fit, pt, eta = _calibrated_tracks((1.0, 5.0))
 
     def width(values: np.ndarray) -> float:
         return float(1.4826 * np.median(np.abs(values - np.median(values))))
@@ -93,20 +100,8 @@ def test_the_pt_error_is_that_of_the_robust_fits_curvature() -> None:
     """Where the scattering dominates (0.5-1 GeV), the GLS's curvature variance understates the
     spread of the robust fit's curvature, which weighs the hits by their resolution alone (the
     pT pull's width was 1.28 with it); its own weights' variance gives the spread."""
-    rng = np.random.default_rng(7)
-    columns: list[list[np.ndarray]] = [[], [], [], [], []]
-    truth = []
-    for track in range(300):
-        pt, eta = rng.uniform(0.5, 1.0), rng.uniform(-0.9, 0.9)
-        x, y, z, volume = _scattered_track(pt, eta, rng)
-        for store, values in zip(columns, (np.full(len(x), track), x, y, z, volume)):
-            store.append(values)
-        truth.append(pt)
-    ids, x, y, z, volume = (np.concatenate(c) for c in columns)
-    fit = fit_in_field(ids, x, y, z, volume, "solenoid")
-    layer = np.concatenate([np.arange(np.count_nonzero(ids == t)) for t in range(300)])
-    calibrated = calibrated_fit(fit, ids, *fitted_hits(fit, ids, x, y, z), z, volume, layer)
-    pull = (calibrated.pt - np.array(truth)) / calibrated.pt_err
+    calibrated, _, pt, _ = _calibrated_tracks((0.5, 1.0))
+    pull = (calibrated.pt - pt) / calibrated.pt_err
     width = 1.4826 * np.median(np.abs(pull - np.median(pull)))
     assert 0.9 < width < 1.22                             # measured 1.16
 
