@@ -29,7 +29,7 @@ def training_config(argv: tuple[str, ...]) -> dict:
 @pytest.mark.parametrize("name, gnn_stored", [
     ("pu200_cells_far", True), ("pu200_far", True), ("pu200_cells_small", True),
     ("pu200_cells_along", True),
-    ("pu200_cells_focal", True), ("pu200_cells_fast", True), ("pu200_far_fast", False)])
+    ("pu200_cells_focal", True), ("pu200_cells_fast", True), ("pu200_far_fast", True)])
 def test_every_stored_stage_resumes_under_the_recipe(tmp_path: Path, name: str,
                                                      gnn_stored: bool) -> None:
     recipe = CONFIGS / "recipes" / f"{name}.yaml"
