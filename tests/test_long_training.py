@@ -116,6 +116,20 @@ def test_a_key_later_counted_as_a_budget_keeps_older_runs_resumable() -> None:
     assert not _same_run("not json", config)
 
 
+def test_a_run_reached_through_a_linked_folder_is_the_same_run(tmp_path: Path) -> None:
+    """A checkout whose ``runs`` links to another's resumes that one's runs: the data folders
+    are compared where they lead, not as written."""
+    (tmp_path / "main" / "runs" / "graphs").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "runs").symlink_to(tmp_path / "main" / "runs")
+    written = {"model": {"hidden": 8}, "module": {}, "trainer": {"seed": 0},
+               "data": {"train_dir": str(tmp_path / "other" / "runs" / "graphs")}}
+    here = {**written, "data": {"train_dir": str(tmp_path / "main" / "runs" / "graphs")}}
+    assert _same_run(json.dumps(written, sort_keys=True), here)
+    elsewhere = {**written, "data": {"train_dir": str(tmp_path / "main")}}
+    assert not _same_run(json.dumps(written, sort_keys=True), elsewhere)
+
+
 def test_the_card_counts_a_resumed_training_over_all_its_stretches(tmp_path: Path) -> None:
     """The last invocation's step marker of a resumed training holds only that stretch (here
     the 28 s of an export); the logged ``train_seconds`` hold every stretch."""

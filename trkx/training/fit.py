@@ -53,11 +53,12 @@ def run_folder(checkpoint: str | Path) -> Path:
 
 def _resume_key(config: Mapping[str, Any]) -> str:
     """The config without the keys a resumed run may change (budgets, logging, paths out,
-    working-point choices, kernels, inference settings), its data folders absolute (a run
-    given ``runs/x`` and one given the same folder as ``/abs/runs/x`` are the same run)."""
+    working-point choices, kernels, inference settings), its data folders resolved (a run
+    given ``runs/x``, one given the same folder as ``/abs/runs/x`` and one reaching it through
+    a link, say from another checkout whose ``runs`` links here, are the same run)."""
     kept = {k: v for k, v in config.items() if k not in ("checkpoint", "inference")}
     if isinstance(kept.get("data"), dict):
-        kept["data"] = {k: os.path.abspath(v) if k.endswith("_dir") and isinstance(v, str)
+        kept["data"] = {k: os.path.realpath(v) if k.endswith("_dir") and isinstance(v, str)
                         and v else v for k, v in kept["data"].items()}
     trainer = {k: v for k, v in dict(kept.get("trainer") or {}).items() if k not in BUDGET_KEYS}
     module = {k: v for k, v in dict(kept.get("module") or {}).items()
