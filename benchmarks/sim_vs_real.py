@@ -152,7 +152,8 @@ def material(args) -> int:
     out = {"physics": {"field_map": args.field_map, "support_fraction": args.support_fraction,
                        "energy_loss": args.energy_loss},
            "events": args.events, "seed": args.seed, "real_sample": real, "simulated": sim}
-    kicks = [crossing_kicks(e["hits"], e["particles"], e["truth"]) for e in (sample, *events)]
+    kicks = [crossing_kicks(e["hits"], e["particles"], e["truth"], field_map=field_map)
+             for e, field_map in ((sample, "solenoid"), *((e, args.field_map) for e in events))]
     table = material_between_crossings(kicks[0]).merge(
         material_between_crossings(pd.concat(kicks[1:])), how="left",
         on=["same_layer", "group", "next_group"], suffixes=("", "_simulated"))
@@ -163,8 +164,9 @@ def material(args) -> int:
         print(f"{name:24s} {facts['pixel_circle_rms_um']:14.2f} um {facts['pt_loss']:8.4f} "
               f"{facts['particles']:9d}")
     print("material from a crossing to the next (x / X0 at normal incidence):")
-    print(table[["same_layer", "group", "next_group", "pairs", "x0_normal",
-                 "x0_normal_simulated"]].to_string(index=False, float_format="%.4f"))
+    print(table[["same_layer", "group", "next_group", "pairs", "x0_normal", "x0_normal_across",
+                 "x0_normal_simulated", "x0_normal_across_simulated"]].to_string(
+        index=False, float_format="%.4f"))
     return 0
 
 

@@ -14,7 +14,8 @@ fitted again three ways, the builder's tracks unchanged:
 
 For the matched signal tracks, by |eta| 0-1 / 1-2 / 2-3 / 3-4: pT / pT - 1 (median, robust
 width), and on the prompt ones (vertex within 1 mm of the beam) eta, phi, d0 and z0 widths;
-with the calibrated errors, the widths of their pulls. Robust widths are 1.4826 MAD.
+with the calibrated errors, the widths of their pulls, and the median chi2 / ndf of its tracks
+of >= 6 hits. Robust widths are 1.4826 MAD.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def event_rows(tracks_dir: Path, events_dir: Path, event_id: int) -> pd.DataFram
     for label, fit in (("uniform", uniform), ("field map", field), ("calibrated", calibrated)):
         frame = pd.DataFrame({"track_id": fit.track_id, "fit": label}).assign(
             **{c: getattr(fit, c) for c in ("pt", "eta", "phi", "d0", "z0")})
-        for column in ("pt_err", "eta_err", "phi_err", "d0_err", "z0_err"):
+        for column in ("pt_err", "eta_err", "phi_err", "d0_err", "z0_err", "chi2_ndf"):
             frame[column] = getattr(calibrated, column) if label == "calibrated" else np.nan
-        frames.append(frame)
+        frames.append(frame.assign(n_hits=field.n_hits))
     fitted = pd.concat(frames).rename(columns={c: f"{c}_fit" for c in ("pt", "eta", "phi")})
     matched = pd.read_csv(tracks_dir / "evaluate" / "tracks.csv")
     matched = matched[matched["matched"].astype(bool) & (matched["event_id"] == event_id)]
@@ -97,7 +98,8 @@ def summary(rows: pd.DataFrame) -> list[dict]:
                 pull_eta=_width((prompt["eta_fit"] - prompt["eta"]) / prompt["eta_err"]),
                 pull_phi=_width(dphi / prompt["phi_err"]),
                 pull_d0=_width(prompt["d0"] / prompt["d0_err"]),
-                pull_z0=_width((prompt["z0"] - prompt["vz"]) / prompt["z0_err"]))
+                pull_z0=_width((prompt["z0"] - prompt["vz"]) / prompt["z0_err"]),
+                chi2_ndf_median=float(np.median(bin_rows["chi2_ndf"][bin_rows["n_hits"] >= 6])))
         out.append(figures)
     return out
 
@@ -119,7 +121,7 @@ def main() -> None:
     table = summary(rows)
     columns = ("fit", "abs_eta", "n_tracks", "pt_bias", "pt_width", "eta_width",
                "phi_width_mrad", "d0_width_mm", "z0_width_mm", "pull_pt", "pull_eta",
-               "pull_phi", "pull_d0", "pull_z0")
+               "pull_phi", "pull_d0", "pull_z0", "chi2_ndf_median")
     print(" | ".join(columns))
     for figures in table:
         print(" | ".join(f"{figures[c]:.4g}" if isinstance(figures.get(c), float)

@@ -46,3 +46,24 @@ def test_the_simulated_material_is_found() -> None:
     # thin layers' overlaps weigh more)
     ratio = thick.loc[(False, 8, 8), "x0_normal"] / thin.loc[(False, 8, 8), "x0_normal"]
     assert 3.0 < ratio < 9.0
+
+
+def test_the_kicks_across_the_track_are_the_scattering_in_the_events_field() -> None:
+    """Less the bend of the field the event has, the azimuth's kicks are as wide as the polar
+    angle's (the simulator scatters isotropically); less the bend of a field it does not have
+    (the solenoid's fall-off on a uniform-field event), the strip disks' are many times wider."""
+    particles = generate_particles(20.0, np.random.default_rng(11))
+    event = simulate_event(particles, np.random.default_rng(12), SimulationConfig(
+        physics=PhysicsConfig(support_fraction=5.9, energy_loss=0.0)))
+
+    def widths(field_map: str):
+        table = material_between_crossings(crossing_kicks(
+            event["hits"], event["particles"], event["truth"], field_map=field_map))
+        table = table.set_index(["same_layer", "group", "next_group"])
+        return table["width_across_mrad_gev"] / table["width_mrad_gev"]
+
+    right, wrong = widths("uniform"), widths("solenoid")
+    for pair in ((False, 8, 8), (False, 7, 7), (False, 12, 12), (False, 13, 13)):
+        assert 0.7 < right[pair] < 1.4, (pair, right[pair])
+    assert wrong[(False, 12, 12)] > 5.0 and wrong[(False, 16, 16)] > 5.0
+    assert 0.7 < wrong[(False, 8, 8)] < 1.4        # the barrel's field is the same in both

@@ -13,6 +13,8 @@ import pandas as pd
 from trkx.data.detector import BARREL_GROUPS, PIXEL_VOLUMES, VOLUME_GROUP
 from trkx.data.simulate.physics import highland_angle
 from trkx.realism.distributions import PROMPT_RADIUS
+from trkx.tracks.fit.field_map import relative_field
+from trkx.tracks.fit.helix_fit import FIELD_TESLA, PT_PER_TESLA_MM
 
 
 def _circle_rms(x: np.ndarray, y: np.ndarray) -> float:
@@ -65,7 +67,8 @@ _MAD_TO_SIGMA = 1.4826
 
 def thickness_from_angle(theta0_times_p: float) -> float:
     """The ``x / X0`` whose Highland angle for ``beta p = 1 GeV`` is ``theta0_times_p``
-    (rad GeV), between 1e-6 and 2 X0 (1e-6 for an angle below that material's: no kick)."""
+    (rad GeV), between 1e-6 and 2 X0 (1e-6 for an angle below that material's: no kick; 2 for
+    one above that material's)."""
     from scipy.optimize import brentq
 
     one = np.ones(1)
@@ -73,24 +76,31 @@ def thickness_from_angle(theta0_times_p: float) -> float:
     def excess(x: float) -> float:
         return float(highland_angle(one, one, one, np.array([x]))[0]) - theta0_times_p
 
-    return 1e-6 if excess(1e-6) >= 0.0 else float(brentq(excess, 1e-6, 2.0))
+    if excess(1e-6) >= 0.0:
+        return 1e-6
+    return 2.0 if excess(2.0) <= 0.0 else float(brentq(excess, 1e-6, 2.0))
 
 
 def crossing_kicks(hits: pd.DataFrame, particles: pd.DataFrame, truth: pd.DataFrame,
-                   pt_min: float = 0.7) -> pd.DataFrame:
-    """The kicks a track's polar angle takes from one crossing to the next.
+                   pt_min: float = 0.7, field_map: str = "solenoid") -> pd.DataFrame:
+    """The kicks a track's direction takes from one crossing to the next.
 
     A field along the beam turns the transverse momentum and leaves ``theta`` alone, and the
     energy loss keeps the direction, so the change of ``theta`` between consecutive crossings of
     a particle (ordered by distance from its vertex; true momenta ``tpx, tpy, tpz``) is the
-    scattering: Highland's ``theta0`` projected, ``~ 13.6 MeV / (beta p) sqrt(x / X0)``. One row
-    per consecutive pair of crossings of a prompt particle (``r_v <= 1 mm``) of vertex pT >=
-    ``pt_min``: ``same_layer`` (the next on the same layer: overlapping modules), the volume
-    groups (:data:`trkx.data.detector.VOLUME_GROUP`) ``group`` and ``next_group``, ``kick``
-    (``p dtheta``, rad GeV) and ``incidence`` (the first crossing's ``sin(theta)`` in a barrel,
-    ``|cos(theta)|`` on a disk)."""
+    scattering: Highland's ``theta0`` projected, ``~ 13.6 MeV / (beta p) sqrt(x / X0)``. The
+    azimuth turns by the field's bend as well; less that bend, ``q B chord / pT`` over the
+    transverse chord between the crossings (``B`` of ``field_map`` at their mean z,
+    trkx.tracks.fit.field_map; ``pT`` their mean), its change seen across the track,
+    ``(dphi - bend) sin(theta)``, is the scattering in the other projection: the same width
+    where the field is the map's. One row per consecutive pair of crossings of a prompt
+    particle (``r_v <= 1 mm``) of vertex pT >= ``pt_min``: ``same_layer`` (the next on the same
+    layer: overlapping modules), the volume groups (:data:`trkx.data.detector.VOLUME_GROUP`)
+    ``group`` and ``next_group``, ``kick`` (``p dtheta``, rad GeV), ``kick_across`` (``p
+    (dphi - bend) sin(theta)``) and ``incidence`` (the first crossing's ``sin(theta)`` in a
+    barrel, ``|cos(theta)|`` on a disk)."""
     table = truth.merge(hits[["hit_id", "volume_id", "layer_id"]], on="hit_id")
-    table = table.merge(particles[["particle_id", "vx", "vy", "vz", "px", "py", "pz"]],
+    table = table.merge(particles[["particle_id", "vx", "vy", "vz", "px", "py", "pz", "q"]],
                         on="particle_id")
     keep = ((np.hypot(table["vx"], table["vy"]) <= PROMPT_RADIUS)
             & (np.hypot(table["px"], table["py"]) >= pt_min))
@@ -98,16 +108,27 @@ def crossing_kicks(hits: pd.DataFrame, particles: pd.DataFrame, truth: pd.DataFr
     table["distance"] = np.sqrt((table["tx"] - table["vx"]) ** 2 + (table["ty"] - table["vy"])
                                 ** 2 + (table["tz"] - table["vz"]) ** 2)
     table = table.sort_values(["particle_id", "distance"], kind="stable")
-    theta = np.arctan2(np.hypot(table["tpx"], table["tpy"]), table["tpz"]).to_numpy()
+    tpx, tpy, tpz = (table[k].to_numpy(np.float64) for k in ("tpx", "tpy", "tpz"))
+    x, y, z = (table[k].to_numpy(np.float64) for k in ("tx", "ty", "tz"))
+    transverse = np.hypot(tpx, tpy)
+    theta = np.arctan2(transverse, tpz)
     group = table["volume_id"].map(VOLUME_GROUP).to_numpy()
     layer = table["volume_id"].to_numpy() * 1000 + table["layer_id"].to_numpy()
     particle = table["particle_id"].to_numpy()
     momentum = np.sqrt(table["px"] ** 2 + table["py"] ** 2 + table["pz"] ** 2).to_numpy()
     incidence = np.where(np.isin(group, BARREL_GROUPS), np.sin(theta), np.abs(np.cos(theta)))
+    field = FIELD_TESLA * (relative_field(0.5 * (z[1:] + z[:-1])) if field_map == "solenoid"
+                           else 1.0)
+    chord = np.hypot(x[1:] - x[:-1], y[1:] - y[:-1])
+    bend = (-table["q"].to_numpy(np.float64)[:-1] * PT_PER_TESLA_MM * field * chord
+            / np.maximum(0.5 * (transverse[1:] + transverse[:-1]), 1e-9))
+    turn = np.angle(np.exp(1j * (np.arctan2(tpy[1:], tpx[1:]) - np.arctan2(tpy[:-1], tpx[:-1]))))
     pair = particle[1:] == particle[:-1]
     return pd.DataFrame({"same_layer": (layer[1:] == layer[:-1])[pair],
                          "group": group[:-1][pair], "next_group": group[1:][pair],
                          "kick": ((theta[1:] - theta[:-1]) * momentum[:-1])[pair],
+                         "kick_across": ((turn - bend) * np.sin(theta[:-1])
+                                         * momentum[:-1])[pair],
                          "incidence": incidence[:-1][pair]})
 
 
@@ -117,16 +138,25 @@ def material_between_crossings(kicks: pd.DataFrame, min_pairs: int = 5) -> pd.Da
     group, next_group)`` with >= ``min_pairs`` pairs: ``pairs``, ``width_mrad_gev`` (robust
     width, 1.4826 MAD, of the kicks), ``x0_crossed`` (the ``x / X0`` whose Highland angle it
     is, ``beta = 1``) and ``x0_normal`` (times the pairs' median incidence: the material at
-    normal incidence). Rows sorted by those keys."""
+    normal incidence); the same of the kicks across the track, ``width_across_mrad_gev`` and
+    ``x0_normal_across`` (where the field is not the map's, wider). Rows sorted by those
+    keys."""
     rows = []
     for (same, first, then), pairs in kicks.groupby(["same_layer", "group", "next_group"]):
         if len(pairs) < min_pairs:
             continue
-        kick = pairs["kick"].to_numpy()
-        width = _MAD_TO_SIGMA * float(np.median(np.abs(kick - np.median(kick))))
+        width, across = (_robust_width(pairs[k].to_numpy()) for k in ("kick", "kick_across"))
         crossed = thickness_from_angle(width)
+        incidence = float(np.median(pairs["incidence"]))
         rows.append({"same_layer": bool(same), "group": int(first), "next_group": int(then),
                      "pairs": len(pairs), "width_mrad_gev": 1e3 * width, "x0_crossed": crossed,
-                     "x0_normal": crossed * float(np.median(pairs["incidence"]))})
+                     "x0_normal": crossed * incidence, "width_across_mrad_gev": 1e3 * across,
+                     "x0_normal_across": thickness_from_angle(across) * incidence})
     return pd.DataFrame(rows, columns=["same_layer", "group", "next_group", "pairs",
-                                       "width_mrad_gev", "x0_crossed", "x0_normal"])
+                                       "width_mrad_gev", "x0_crossed", "x0_normal",
+                                       "width_across_mrad_gev", "x0_normal_across"])
+
+
+def _robust_width(values: np.ndarray) -> float:
+    """1.4826 times the median absolute deviation: sigma for a Gaussian core."""
+    return _MAD_TO_SIGMA * float(np.median(np.abs(values - np.median(values))))

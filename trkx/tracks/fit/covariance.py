@@ -23,7 +23,12 @@ angle (trkx.realism.material.material_between_crossings; `python benchmarks/sim_
 modules: :data:`MATERIAL_WITHIN_LAYER`). The real detector is not the simulator's uniform
 silicon-plus-support: a short-strip endcap disk and what lies behind it is 0.18 X0, the pixel
 layers 0.01, the step from the pixels to the strips 0.04-0.06 (docs/levers.md, "The real
-detector's material, crossing by crossing").
+detector's material, crossing by crossing"). Across the track the strip disks scatter more
+than their material: the kicks of the true azimuth, less the field map's bend, are 1.5-2.5x
+as wide as the polar angle's from a crossing on a strip disk or into one (the field beyond
+the solenoid's end is not the map's, and the fit bends as the map does), so ``a_k`` across
+takes the material those kicks measure there (:data:`MATERIAL_ACROSS`: event 21001's pT pull
+at |eta| 2-3 1.93 -> 1.28).
 
 Linearised around the fit, the residuals move with the parameters as ``J = [1, s, g(s)]``
 across (``d0``, ``phi``, the curvature ``kappa``; ``g = s^2 / 2``, in the solenoid ``G(s)`` of
@@ -67,6 +72,12 @@ MATERIAL_BETWEEN_LAYERS: dict[tuple[int, int], float] = {
     (7, 7): 0.0105, (7, 12): 0.060, (7, 13): 0.019, (8, 7): 0.0082, (8, 8): 0.0101,
     (8, 13): 0.042, (12, 12): 0.18, (12, 16): 0.13, (13, 12): 0.018, (13, 13): 0.019,
     (13, 16): 0.059, (13, 17): 0.015, (16, 16): 0.11, (17, 17): 0.033}
+#: ``x / X0`` at normal incidence seen across the track where it differs (the azimuth's kicks,
+#: less the field map's bend, over 1.4x as wide as the polar angle's: the strip disks; the
+#: same event, ``x0_normal_across`` of benchmarks/results/material_sample.json); elsewhere
+#: across is along.
+MATERIAL_ACROSS: dict[tuple[int, int], float] = {
+    (7, 12): 0.22, (12, 12): 0.38, (12, 16): 0.53, (13, 16): 0.13, (16, 16): 0.62}
 #: ... and to the next crossing on the same layer (another module of it).
 MATERIAL_WITHIN_LAYER: dict[int, float] = {7: 0.0065, 8: 0.0008, 12: 0.0024, 13: 0.0017,
                                            16: 0.015, 17: 0.0023}
@@ -96,15 +107,17 @@ class CalibratedFit:
 
 
 def material_after(volume_id: np.ndarray, next_volume_id: np.ndarray,
-                   same_layer: np.ndarray) -> np.ndarray:
-    """``x / X0`` at normal incidence from each crossing to the next (module docstring)."""
+                   same_layer: np.ndarray, across: bool = False) -> np.ndarray:
+    """``x / X0`` at normal incidence from each crossing to the next (module docstring); with
+    ``across``, as the scattering across the track sees it (:data:`MATERIAL_ACROSS`)."""
     group = _groups(volume_id)
     following = _groups(next_volume_id)
+    table = {**MATERIAL_BETWEEN_LAYERS, **(MATERIAL_ACROSS if across else {})}
     material = np.zeros(len(group))
     for first in np.unique(group):
         mine = group == first
-        material[mine] = MATERIAL_BETWEEN_LAYERS[(first, first)]
-        for (a, b), value in MATERIAL_BETWEEN_LAYERS.items():
+        material[mine] = table[(first, first)]
+        for (a, b), value in table.items():
             if a == first:
                 material[mine & (following == b)] = value
         material[mine & same_layer] = MATERIAL_WITHIN_LAYER[first]
@@ -120,12 +133,15 @@ def _groups(volume_id: np.ndarray) -> np.ndarray:
 
 
 def scattering_angles(volume_id: np.ndarray, next_volume_id: np.ndarray,
-                      same_layer: np.ndarray, pt: np.ndarray, eta: np.ndarray) -> np.ndarray:
-    """Highland's ``theta0`` (rad) from each crossing to the next (module docstring)."""
+                      same_layer: np.ndarray, pt: np.ndarray, eta: np.ndarray,
+                      across: bool = False) -> np.ndarray:
+    """Highland's ``theta0`` (rad) from each crossing to the next (module docstring; with
+    ``across``, the scattering across the track)."""
     sin_theta, cos_theta = 1.0 / np.cosh(eta), np.abs(np.tanh(eta))
     barrel = np.isin(np.asarray(volume_id, dtype=np.int64), BARREL_VOLUMES)
     incidence = np.maximum(np.where(barrel, sin_theta, cos_theta), 0.05)
-    x_over_x0 = material_after(volume_id, next_volume_id, np.asarray(same_layer, dtype=bool))
+    x_over_x0 = material_after(volume_id, next_volume_id, np.asarray(same_layer, dtype=bool),
+                               across)
     momentum = pt * np.cosh(eta)
     ones = np.ones_like(momentum)
     return highland_angle(momentum, ones, ones, x_over_x0 / incidence)
@@ -164,13 +180,14 @@ def calibrated_fit(fit: HelixFit, track_id: np.ndarray, x: np.ndarray, y: np.nda
     sin_theta = 1.0 / np.cosh(eta)
     order = np.lexsort((s, row))
     starts = np.searchsorted(row[order], np.arange(n_tracks + 1))
-    theta0 = np.empty(len(order))
-    theta0[order] = scattering_angles(*_next_crossings(row[order], volumes[order],
-                                                      layers[order]), pt[order], eta[order])
+    theta0, theta0_across = np.empty(len(order)), np.empty(len(order))
+    crossings = _next_crossings(row[order], volumes[order], layers[order])
+    theta0[order] = scattering_angles(*crossings, pt[order], eta[order])
+    theta0_across[order] = scattering_angles(*crossings, pt[order], eta[order], across=True)
     chi2, ndf, var, delta = _gls_per_track(starts, *(np.ascontiguousarray(a[order]) for a in (
         s, distance - radius, zs - z0 - s * cot, np.sqrt(fine ** 2 + (sigma_r * cos_beta) ** 2),
-        np.sqrt(sigma_z ** 2 + (sigma_r * cot) ** 2 + 1e-6 ** 2), bend, theta0 / sin_theta,
-        theta0 / sin_theta ** 2, sense)))
+        np.sqrt(sigma_z ** 2 + (sigma_r * cot) ** 2 + 1e-6 ** 2), bend,
+        theta0_across / sin_theta, theta0 / sin_theta ** 2, sense)))
     fitted = (fit.n_hits >= 3) & (ndf > 0)
     nan = np.where(fitted, 1.0, np.nan)
     kappa = 1.0 / fit.radius
