@@ -13,7 +13,7 @@ import pandas as pd
 from trkx.data.detector import BARREL_GROUPS, PIXEL_VOLUMES, VOLUME_GROUP
 from trkx.data.simulate.physics import highland_angle
 from trkx.realism.distributions import PROMPT_RADIUS
-from trkx.tracks.fit.field_map import relative_field
+from trkx.tracks.fit.field_map import check_field_map, relative_field
 from trkx.tracks.fit.helix_fit import FIELD_TESLA, PT_PER_TESLA_MM
 
 
@@ -99,6 +99,7 @@ def crossing_kicks(hits: pd.DataFrame, particles: pd.DataFrame, truth: pd.DataFr
     ``group`` and ``next_group``, ``kick`` (``p dtheta``, rad GeV), ``kick_across`` (``p
     (dphi - bend) sin(theta)``) and ``incidence`` (the first crossing's ``sin(theta)`` in a
     barrel, ``|cos(theta)|`` on a disk)."""
+    check_field_map(field_map)
     table = truth.merge(hits[["hit_id", "volume_id", "layer_id"]], on="hit_id")
     table = table.merge(particles[["particle_id", "vx", "vy", "vz", "px", "py", "pz", "q"]],
                         on="particle_id")
