@@ -37,8 +37,9 @@ from torch_geometric.data import Data
 from trkx.data.io import load_event
 from trkx.data.record import build_event_record
 from trkx.data.truth import layer_key
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.builder.track_labels import tracks_frame
 from trkx.tracks.evaluate.binned import standard_rates
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import evaluate_event, event_summary

@@ -99,8 +99,8 @@ def test_simulated_tracks_in_the_solenoid_lose_their_forward_bias() -> None:
     from trkx.data.record import build_event_record
     from trkx.data.simulate import generate_particles, simulate_event
     from trkx.data.simulate.event import SimulationConfig
-    from trkx.tracks.builder.building import tracks_frame
     from trkx.tracks.builder.parameters import track_parameters
+    from trkx.tracks.builder.track_labels import tracks_frame
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
     from trkx.tracks.evaluate.resolution import matched_parameters, resolution_summary

@@ -113,8 +113,9 @@ def test_built_tracks_parameters_resolve_their_particles():
     from trkx.data.record import build_event_record
     from trkx.data.simulate.event import SimulationConfig
     from trkx.data.simulate.physics import PhysicsConfig
-    from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+    from trkx.tracks.builder.building import TrackBuilder
     from trkx.tracks.builder.parameters import COLUMNS, track_parameters
+    from trkx.tracks.builder.track_labels import tracks_frame
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
     from trkx.tracks.evaluate.resolution import matched_parameters, resolution_summary

@@ -12,7 +12,7 @@ import torch
 from tests.test_short_track_model import _pieces_record
 from tests.tracks_events import noise_free_simulated_record
 from trkx.arrays import as_numpy
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import graph_from_record
 from trkx.tracks.builder.second_pass import (
     LabelledCandidates,
@@ -20,6 +20,7 @@ from trkx.tracks.builder.second_pass import (
     second_candidates,
     with_second_pass,
 )
+from trkx.tracks.builder.track_labels import tracks_frame
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, event_summary
 from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel

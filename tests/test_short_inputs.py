@@ -10,8 +10,9 @@ import pytest
 
 from tests.test_short_track_model import _pieces_record
 from trkx.arrays import as_numpy
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.builder.track_labels import tracks_frame
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
 from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel, fit_quality

@@ -14,8 +14,9 @@ import torch
 
 from tests.test_track_quality import _figures
 from tests.tracks_events import noise_free_simulated_record
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import graph_from_record
+from trkx.tracks.builder.track_labels import tracks_frame
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
 from trkx.tracks.fit.quality import SHORT_FEATURES, QualityModel, fit_quality

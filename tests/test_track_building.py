@@ -9,9 +9,9 @@ import torch
 
 from tests.tracks_events import noise_free_simulated_record
 from trkx.data.record_type import Record
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import scored_graph
-from trkx.tracks.builder.track_labels import compact_labels
+from trkx.tracks.builder.track_labels import compact_labels, tracks_frame
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, event_summary
 

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.parameters import track_parameters
+from trkx.tracks.builder.track_labels import tracks_frame
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary
 from trkx.tracks.fit.quality import FEATURES, QualityModel, fit_quality

@@ -10,8 +10,8 @@ import torch
 
 from tests.tracks_events import broken_after_third_hit, noise_free_simulated_record
 from trkx.data.record_type import Record
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
-from trkx.tracks.builder.track_labels import dissolve_short
+from trkx.tracks.builder.building import TrackBuilder
+from trkx.tracks.builder.track_labels import dissolve_short, tracks_frame
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.findable import findable_particles, findable_share
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary

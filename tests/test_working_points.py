@@ -170,7 +170,7 @@ def test_the_tuner_counts_the_efficiency_it_is_told_to():
     >= 3 pixel layers), and the two counts differ on this event; the fake rate stays trkx's."""
     from dataclasses import replace
 
-    from trkx.tracks.builder.building import tracks_frame
+    from trkx.tracks.builder.track_labels import tracks_frame
     from trkx.tracks.evaluate.anchors import anchor_evaluation
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import evaluate_event

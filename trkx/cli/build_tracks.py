@@ -43,12 +43,12 @@ def run(args: argparse.Namespace) -> int:
     from trkx.data.listing import record_event_id, record_paths, remove_stale
     from trkx.data.record import load_record
     from trkx.files.errors import TrackMLFormatError
-    from trkx.tracks.builder.building import tracks_frame
     from trkx.tracks.builder.parameters import (
         PARAMETERS_FILE,
         parameters_file_name,
         track_parameters,
     )
+    from trkx.tracks.builder.track_labels import tracks_frame
     from trkx.tracks.files import (
         TRACKS_FILE,
         atomic_write,

@@ -316,7 +316,7 @@ class TrainedPipeline:
         never read it); without it, the GNN's graph alone, unless ``stage_graphs`` asks for every
         stage's graph without truth (what a benchmark counts the edges of)."""
         from trkx.data.events import event_record
-        from trkx.tracks.builder.building import tracks_frame
+        from trkx.tracks.builder.track_labels import tracks_frame
 
         start = time.perf_counter()
         record = event_record(str(prefix), detector, self.use_cells, self.signal_pt_min,

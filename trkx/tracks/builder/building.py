@@ -63,6 +63,10 @@ particle's, in the strips so that a piece of a particle becomes its track (on th
 0.0337 -> 0.0148; docs/levers.md). The helices are the quality step's, so each track is
 fitted once, and the tracks that grew once more.
 
+With ``split_chi2_ratio`` a candidate that holds two particles side by side (a close pair the
+walk's siblings took together) is split in two where one helix fits them worse by that ratio
+(trkx.tracks.builder.pair_split).
+
 Before the extension, with ``swap_chi2_ratio``, a track whose hits on a pixel layer lie off the
 helix of its other hits gives them back for the lone hit of that layer on it, when the swap
 lowers the track's fit chi2 by that ratio (trkx.tracks.builder.layer_swap; the windows are the
@@ -85,6 +89,7 @@ from trkx.tracks.builder.components import connected_component_tracks
 from trkx.tracks.builder.extension import extend_tracks
 from trkx.tracks.builder.graph import ScoredGraph, graph_from_record
 from trkx.tracks.builder.layer_swap import SWAP_WINDOWS, swap_layer_hits
+from trkx.tracks.builder.pair_split import split_pairs
 from trkx.tracks.builder.second_pass import WalkOptions, second_pass
 from trkx.tracks.builder.stitching import stitch_pieces
 from trkx.tracks.builder.track_labels import compact_labels, dissolve_short, track_mean_score
@@ -129,6 +134,7 @@ class TrackBuilder:
     extend_rounds: int | None = None     # extensions, each from the last refit (None: 1)
     extend_weighted_z: bool | None = None  # the helices' lines weighted by hit resolution
     swap_chi2_ratio: float | None = None  # off-helix pixel hits swapped if chi2 falls this much
+    split_chi2_ratio: float | None = None  # a close pair's track split if one helix fits worse
     second_cut: float | None = None      # the second pass walks the lone hits' edges >= this
     second_quality_cut: float | None = None  # and keeps its candidates of q2_t >= this
     second_min_hits: int | None = None   # and of at least this many hits (None: 3)
@@ -164,8 +170,9 @@ class TrackBuilder:
         for name in ("extend_pixel_xy", "extend_pixel_z"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.swap_chi2_ratio is not None and self.swap_chi2_ratio < 1.0:
-            raise ValueError(f"swap_chi2_ratio must be >= 1, got {self.swap_chi2_ratio}")
+        for name in ("swap_chi2_ratio", "split_chi2_ratio"):
+            if getattr(self, name) is not None and getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.extend_rounds is not None and self.extend_rounds < 1:
             raise ValueError(f"extend_rounds must be >= 1, got {self.extend_rounds}")
         if self.extend_min_hits < 3:
@@ -225,16 +232,20 @@ class TrackBuilder:
 
     def candidates(self, graph: ScoredGraph, pos: np.ndarray | None = None) -> np.ndarray:
         """The candidate tracks before any is shortened, doubted or extended: the method's
-        tracks over edges at or above :attr:`edge_cut`, stitched when ``stitch`` and ``pos``."""
+        tracks over edges at or above :attr:`edge_cut`, stitched when ``stitch`` and ``pos``,
+        the close pairs split with ``split_chi2_ratio`` (and hit layers)."""
         if self.method == "components":
             labels = connected_component_tracks(graph, self.cc_cut)
         else:
             labels = walkthrough_tracks(graph, self.walk_cut, self.max_layer_hits,
                                         self.sibling_ratio)
+        pos = None if pos is None else np.asarray(as_numpy(pos), dtype=np.float64)
         if pos is not None and self.stitch:
-            labels = stitch_pieces(labels, np.asarray(as_numpy(pos), dtype=np.float64), graph.rank,
-                                   self.stitch_window, self.stitch_gap, self.stitch_curvature,
-                                   self.stitch_angle)
+            labels = stitch_pieces(labels, pos, graph.rank, self.stitch_window, self.stitch_gap,
+                                   self.stitch_curvature, self.stitch_angle)
+        if self.split_chi2_ratio is not None and pos is not None and graph.layer is not None:
+            labels = split_pairs(labels, graph, pos, self.edge_cut, self.split_chi2_ratio,
+                                 self.sibling_ratio)
         return labels
 
     def finish(self, labels: np.ndarray, graph: ScoredGraph, pos: np.ndarray | None = None,
@@ -388,13 +399,3 @@ def scored_track_table(labels: np.ndarray, pos: np.ndarray, graph: ScoredGraph, 
 def _scored(table: pd.DataFrame, quality: QualityModel | None) -> pd.DataFrame:
     """A copy of the track table with each track's quality ``q_t`` (1 without a model)."""
     return table.assign(quality=quality.score(table) if quality is not None else 1.0)
-
-
-def tracks_frame(hit_id, track_id: np.ndarray, event_id: int) -> pd.DataFrame:
-    """The submission table ``event_id, hit_id, track_id`` of one event."""
-    hit_id = hit_id.detach().cpu().numpy() if hasattr(hit_id, "detach") else np.asarray(hit_id)
-    if len(hit_id) != len(track_id):
-        raise ValueError(f"{len(track_id)} track ids for {len(hit_id)} hits")
-    return pd.DataFrame({"event_id": np.full(len(hit_id), int(event_id), dtype=np.int64),
-                         "hit_id": hit_id.astype(np.int64),
-                         "track_id": np.asarray(track_id, dtype=np.int64)})

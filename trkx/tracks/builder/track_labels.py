@@ -1,9 +1,11 @@
 """Operations on per-hit track labels: compact ids, short tracks dissolved, each track's mean
-edge score (trkx.tracks.builder.building's steps, and the tuner's figures of them)."""
+edge score (trkx.tracks.builder.building's steps, and the tuner's figures of them), and the
+submission table of an event's labels."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 
 def track_mean_score(labels: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -51,3 +53,13 @@ def compact_labels(labels: np.ndarray) -> np.ndarray:
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
     return rank[inverse.reshape(-1)]
+
+
+def tracks_frame(hit_id, track_id: np.ndarray, event_id: int) -> pd.DataFrame:
+    """The submission table ``event_id, hit_id, track_id`` of one event."""
+    hit_id = hit_id.detach().cpu().numpy() if hasattr(hit_id, "detach") else np.asarray(hit_id)
+    if len(hit_id) != len(track_id):
+        raise ValueError(f"{len(track_id)} track ids for {len(hit_id)} hits")
+    return pd.DataFrame({"event_id": np.full(len(hit_id), int(event_id), dtype=np.int64),
+                         "hit_id": hit_id.astype(np.int64),
+                         "track_id": np.asarray(track_id, dtype=np.int64)})

@@ -79,7 +79,7 @@ def projected_evaluation(record: Record, mask: np.ndarray, labels: np.ndarray, e
                          cuts=None):
     """Double-majority evaluation of the tracks ``labels`` (one per hit of ``record``)
     projected onto the hits ``mask`` selects (``cuts``: trkx.tracks.evaluate.metrics.MetricCuts)."""
-    from trkx.tracks.builder.building import tracks_frame
+    from trkx.tracks.builder.track_labels import tracks_frame
     from trkx.tracks.evaluate.event_truth import truth_from_record
     from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event
 

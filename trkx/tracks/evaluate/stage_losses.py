@@ -30,7 +30,8 @@ import numpy as np
 from trkx.arrays import as_numpy
 from trkx.data.record_type import Record
 from trkx.data.truth import layer_key
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
+from trkx.tracks.builder.track_labels import tracks_frame
 from trkx.tracks.evaluate.edge_metrics import edge_metrics, pool_edge_metrics
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts, evaluate_event, overall_summary

@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from trkx.arrays import as_numpy
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import graph_from_record
 from trkx.tracks.builder.second_pass import (
     DEFAULT_SECOND_CUTS,
@@ -32,6 +32,7 @@ from trkx.tracks.builder.second_pass import (
     choose_second,
     second_candidates,
 )
+from trkx.tracks.builder.track_labels import tracks_frame
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import MetricCuts
 from trkx.tracks.tune.tuning import EFFICIENCY_COUNTS, _evaluated

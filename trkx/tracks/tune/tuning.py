@@ -58,9 +58,9 @@ import numpy as np
 import pandas as pd
 
 from trkx.arrays import as_numpy
-from trkx.tracks.builder.building import TrackBuilder, tracks_frame
+from trkx.tracks.builder.building import TrackBuilder
 from trkx.tracks.builder.graph import ScoredGraph, graph_from_record
-from trkx.tracks.builder.track_labels import track_mean_score
+from trkx.tracks.builder.track_labels import track_mean_score, tracks_frame
 from trkx.tracks.evaluate.anchors import anchor_evaluation
 from trkx.tracks.evaluate.event_truth import truth_from_record
 from trkx.tracks.evaluate.metrics import EventEvaluation, MetricCuts, evaluate_event
