@@ -242,7 +242,7 @@ class TrackBuilder:
         pos = None if pos is None else np.asarray(as_numpy(pos), dtype=np.float64)
         if pos is not None and self.stitch:
             labels = stitch_pieces(labels, pos, graph.rank, self.stitch_window, self.stitch_gap,
-                                   self.stitch_curvature, self.stitch_angle)
+                                   self.stitch_curvature, self.stitch_angle, graph.layer)
         if self.split_chi2_ratio is not None and pos is not None and graph.layer is not None:
             labels = split_pairs(labels, graph, pos, self.edge_cut, self.split_chi2_ratio,
                                  self.sibling_ratio)

@@ -78,7 +78,7 @@ def second_candidates(labels: np.ndarray, graph: ScoredGraph, pos: np.ndarray, c
     walked = walkthrough_tracks(sub, cut, walk.max_layer_hits, walk.sibling_ratio)
     if walk.stitch:
         walked = stitch_pieces(walked, pos, sub.rank, walk.stitch_window, walk.stitch_gap,
-                               walk.stitch_curvature, walk.stitch_angle)
+                               walk.stitch_curvature, walk.stitch_angle, sub.layer)
     walked = np.where(alone, walked, -1)
     inside = walked >= 0
     ids, inverse, counts = np.unique(walked[inside], return_inverse=True, return_counts=True)

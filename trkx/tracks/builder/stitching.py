@@ -37,10 +37,14 @@ from trkx.tracks.builder.ball_kernels import ball_pairs, grid_side
 from trkx.tracks.builder.components import component_labels
 
 
-def piece_ends(labels: np.ndarray, rank: np.ndarray,
-               tracks: np.ndarray) -> tuple[np.ndarray, ...]:
+def piece_ends(labels: np.ndarray, rank: np.ndarray, tracks: np.ndarray,
+               layer: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """First, second, second-to-last and last hit in rank order of each of ``tracks`` (ids
-    of tracks with >= 2 hits, ascending)."""
+    of tracks with >= 2 hits, ascending). With hit ``layer`` keys the second hit is the first
+    one on another layer than the first hit, and the second-to-last the last one on another
+    layer than the last hit (where the piece has one): a layer's second hit, where two
+    modules overlap, lies millimetres from the first, too close to give a direction or a
+    curvature."""
     by_rank = np.empty(len(rank), dtype=np.int64)
     by_rank[rank] = np.arange(len(rank))
     member = np.zeros(int(labels.max()) + 1, dtype=bool)
@@ -50,7 +54,18 @@ def piece_ends(labels: np.ndarray, rank: np.ndarray,
     count = np.bincount(labels[hits], minlength=len(member))[tracks]
     start = np.concatenate([[0], np.cumsum(count)[:-1]])
     end = start + count - 1
-    return hits[start], hits[start + 1], hits[end - 1], hits[end]
+    second, penult = start + 1, end - 1
+    if layer is not None:
+        position = np.arange(len(hits))
+        group = np.repeat(np.arange(len(tracks)), count)
+        hit_layer = np.asarray(layer)[hits]
+        off_first = hit_layer != hit_layer[start][group]
+        off_last = hit_layer != hit_layer[end][group]
+        first_off = np.minimum.reduceat(np.where(off_first, position, len(hits)), start)
+        last_off = np.maximum.reduceat(np.where(off_last, position, -1), start)
+        second = np.where(first_off < len(hits), first_off, second)
+        penult = np.where(last_off >= 0, last_off, penult)
+    return hits[start], hits[second], hits[penult], hits[end]
 
 
 def _curvature(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -70,9 +85,10 @@ def _direction_eta(r0: np.ndarray, z0: np.ndarray, r1: np.ndarray, z1: np.ndarra
 
 def stitch_pieces(labels: np.ndarray, pos: np.ndarray, rank: np.ndarray, window: float = 0.3,
                   max_gap: float = 350.0, max_curvature: float = 3e-4,
-                  max_angle: float = 0.05) -> np.ndarray:
+                  max_angle: float = 0.05, layer: np.ndarray | None = None) -> np.ndarray:
     """Track id of every hit after joining pieces (module docstring); ids are the chains'
-    component labels (not compact)."""
+    component labels (not compact). With the hits' ``layer`` keys each piece's second and
+    second-to-last hits are on another layer than its ends (:func:`piece_ends`)."""
     labels = np.asarray(labels, dtype=np.int64)
     if len(labels) == 0:
         return labels
@@ -82,7 +98,7 @@ def stitch_pieces(labels: np.ndarray, pos: np.ndarray, rank: np.ndarray, window:
     if len(pieces) < 2:
         return labels
     rank = np.asarray(rank)
-    ends = piece_ends(labels, rank, pieces)              # first, second, penult, last [P]
+    ends = piece_ends(labels, rank, pieces, layer)       # first, second, penult, last [P]
     pos = np.asarray(pos, dtype=np.float64)
     r, phi, z = (np.stack([pos[h, c] for h in ends]) for c in range(3))   # [4, P] each
     x, y = r * np.cos(phi), r * np.sin(phi)
