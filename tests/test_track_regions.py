@@ -177,3 +177,24 @@ def test_stitching_compares_the_pieces_directions_not_their_hits_eta_from_the_or
     record.num_nodes = 10
     assert len(np.unique(TrackBuilder(walk_cut=0.5).build(record))) == 1
     assert len(np.unique(TrackBuilder(walk_cut=0.5, stitch=False).build(record))) == 2
+
+
+def test_stitching_reads_a_pieces_direction_from_two_layers_not_from_an_overlap_double():
+    """A forward helix (eta ~ 2.9) split where a disk's hit is missing; the outer piece starts
+    with two hits on one disk (overlapping modules, 4 mm apart along the beam), one of them
+    50 um off the helix as a measured hit is: over that 4 mm the curvature through the two is
+    far off, so only the hits on two layers join the pieces."""
+    from trkx.tracks.builder.graph import radial_rank
+    from trkx.tracks.builder.stitching import stitch_pieces
+
+    cot, radius = 9.0, 2000.0
+    z = np.array([600.0, 700.0, 820.0, 1100.0, 1104.0, 1300.0, 1500.0])
+    r = 2 * radius * np.sin(z / cot / (2 * radius))
+    phi = 0.4 - np.arcsin(r / (2 * radius))
+    phi[4] += 0.05 / r[4]                                   # 50 um across the track
+    pos = np.stack([r, phi, z], 1)
+    layer = 9000 + np.array([2, 4, 6, 10, 10, 12, 14])
+    labels = np.array([0, 0, 0, 1, 1, 1, 1])
+    rank = radial_rank(pos, len(pos))
+    assert len(np.unique(stitch_pieces(labels, pos, rank, layer=layer))) == 1
+    assert len(np.unique(stitch_pieces(labels, pos, rank))) == 2
