@@ -82,17 +82,15 @@ def test_one_particle_on_overlapping_modules_stays_one_track() -> None:
 
 
 def test_the_ratio_decides_and_needs_chains_of_five_hits() -> None:
-    graph, pos, particle = close_pair()
+    graph, pos, _ = close_pair()
     merged = np.zeros(len(pos), dtype=np.int64)
     assert len(np.unique(split_pairs(merged, graph, pos, 0.5, 1e12))) == 1
-    short = np.flatnonzero(np.isin(np.arange(len(pos)) % len(RADII), [0, 1, 2, 3]))
-    graph_short, pos_short, _ = close_pair()
-    keep = np.isin(graph_short.src, short) & np.isin(graph_short.dst, short)
-    small = scored_graph(np.stack([graph_short.src[keep], graph_short.dst[keep]]),
-                         graph_short.score[keep], len(pos), pos, graph_short.layer)
-    labels = split_pairs(np.where(np.isin(np.arange(len(pos)), short), 0, 1 + np.arange(len(pos))),
-                         small, pos, 0.5, 3.0)
-    assert len(np.unique(labels[short])) == 1            # 4-hit chains are never split off
+    inner = np.arange(len(pos)) % len(RADII) < 4              # each particle's first 4 hits
+    keep = inner[graph.src] & inner[graph.dst]
+    short = scored_graph(np.stack([graph.src[keep], graph.dst[keep]]), graph.score[keep],
+                         len(pos), pos, graph.layer)
+    labels = np.where(inner, 0, 1 + np.arange(len(pos)))     # one track of the 8 inner hits
+    assert len(np.unique(split_pairs(labels, short, pos, 0.5, 3.0)[inner])) == 1
 
 
 def test_a_ratio_below_one_is_refused() -> None:
