@@ -63,13 +63,11 @@ particle's, in the strips so that a piece of a particle becomes its track (on th
 0.0337 -> 0.0148; docs/levers.md). The helices are the quality step's, so each track is
 fitted once, and the tracks that grew once more.
 
-With ``split_chi2_ratio`` a candidate that holds two particles side by side (a close pair the
-walk's siblings took together) is split in two where one helix fits them worse by that ratio
-(trkx.tracks.builder.pair_split).
-
-Before the extension, with ``swap_chi2_ratio``, a track whose hits on a pixel layer lie off the
-helix of its other hits gives them back for the lone hit of that layer on it, when the swap
-lowers the track's fit chi2 by that ratio (trkx.tracks.builder.layer_swap; the windows are the
+With ``split_chi2_ratio`` a candidate holding a close pair that the walk's siblings took
+together is split in two (trkx.tracks.builder.pair_split). Before the extension, with
+``swap_chi2_ratio``, a track whose hits on a pixel layer lie off the helix of its other hits
+gives them back for the lone hit of that layer on it, when the swap lowers the track's fit
+chi2 by that ratio (trkx.tracks.builder.layer_swap; the windows are the
 extension's pixel windows, else 1.0 / 3.0 mm): another particle's hit taken in its place.
 
 With ``second_cut`` and its model the hits still alone are walked again below the cut
